@@ -1,0 +1,128 @@
+"""State-layer benchmark: command cost vs a raw durable commit, and open-time scaling.
+
+Prints, in one run on this machine:
+  (a) raw durable commits per second (one-row INSERT, WAL, synchronous=FULL);
+  (b) typical commands per second (expected-revision check, revision bump, event, blob,
+      domain row, effect reservation) through `Database.write`, and the ratio (target <= 2x);
+  (c) open + schema identity check on an empty database and on one holding 1,000,000 event
+      rows (target < 10 ms, and within 20% of each other).
+
+Run: python bench/state_bench.py [--commits N] [--events N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import apsw
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from state import blobs, effects, resources
+from state.database import Database
+from state.resources import Actor
+
+HOST = Actor("host", "bench")
+
+
+def raw_commits(path: Path, n: int) -> float:
+    conn = apsw.Connection(str(path))
+    for pragma in ("journal_mode = WAL", "synchronous = FULL", "busy_timeout = 5000"):
+        conn.execute(f"PRAGMA {pragma}")
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)")
+    start = time.perf_counter()
+    for _ in range(n):
+        conn.execute("INSERT INTO t (v) VALUES (?)", (os.urandom(32),))
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return n / elapsed
+
+
+def typical_commands(db: Database, n: int) -> float:
+    db.write(lambda c: resources.create(c, "run:bench", "run", HOST, 0))
+    revision = 1
+
+    def command(c: apsw.Connection, i: int, expected: int) -> int:
+        now = db.clock.now_ms()
+        new = resources.bump(c, "run:bench", expected, "run.progressed", HOST, now,
+                             payload={"step": i})
+        blob = blobs.put_text(c, f"output of step {i}", now)
+        c.execute("INSERT INTO projects (project_id, canonical_path, created_at) VALUES (?, ?, ?)",
+                  (f"p{i}", f"/bench/{i}", now))
+        effects.reserve(c, source_resource_id="run:bench", source_revision=new,
+                        effect_type="run.continue", idempotency_key=f"k{i}",
+                        payload={"blob": blob.hex()}, owner_scope="run", actor=HOST, now=now)
+        return new
+
+    start = time.perf_counter()
+    for i in range(n):
+        revision = db.write(lambda c, i=i, e=revision: command(c, i, e))
+    elapsed = time.perf_counter() - start
+    return n / elapsed
+
+
+def open_time_ms(home: Path, repeats: int = 15) -> float:
+    os.environ["HOME"] = str(home)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        Database.open_writer().close()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def fill_events(home: Path, n: int) -> None:
+    os.environ["HOME"] = str(home)
+    Database.open_writer().close()
+    conn = apsw.Connection(str(home / ".pi/agent/workflows/state.sqlite"))
+    per = 1000
+    conn.execute("BEGIN")
+    for r in range(n // per):
+        rid = f"run:r{r}"
+        conn.execute("INSERT INTO resources VALUES (?, 'run', 0, 0, 0)", (rid,))
+        conn.executemany(
+            "INSERT INTO events (event_id, resource_id, resource_revision, event_type,"
+            " actor_type, recorded_at) VALUES (?, ?, ?, 'run.progressed', 'system', 0)",
+            ((f"{rid}@{k}", rid, k) for k in range(1, per + 1)),
+        )
+    conn.execute("COMMIT")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        raw = raw_commits(base / "raw.sqlite", args.commits)
+        home = base / "cmd"
+        home.mkdir(mode=0o700)
+        os.environ["HOME"] = str(home)
+        with Database.open_writer() as db:
+            cmd = typical_commands(db, args.commits)
+        print(f"raw durable commits/s:     {raw:10.0f}")
+        print(f"typical commands/s:        {cmd:10.0f}")
+        print(f"command cost / raw commit: {raw / cmd:10.2f}x  (target <= 2.00x)")
+
+        empty, large = base / "empty", base / "large"
+        empty.mkdir(mode=0o700)
+        large.mkdir(mode=0o700)
+        fill_events(large, args.events)
+        t_empty = open_time_ms(empty)
+        t_large = open_time_ms(large)
+        print(f"open + identity, empty:    {t_empty:10.2f} ms")
+        print(f"open + identity, {args.events:,} events: {t_large:6.2f} ms  "
+              f"(ratio {t_large / t_empty:.2f}; targets < 10 ms, within 20%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Errors raised by the channels package.
+
+Every class carries a stable `code` so callers (the CLI, submission records) can react without
+parsing messages. Messages themselves follow the reference contract word for word.
+
+    ChannelsError                      channels_error
+    └── DecisionError (ValueError)     decision_error
+        ├── InvalidDigest              invalid_digest
+        ├── InvalidRequest             invalid_request
+        │   └── InvalidPresentation    invalid_presentation
+        ├── IncompatibleRequest        incompatible_request
+        ├── InvalidResponse            invalid_response
+        ├── StaleAnswer                stale_answer
+        ├── ExpiredRequest             expired_request
+        └── TooManyParts               too_many_parts
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class ChannelsError(Exception):
+    """Root of every error the channels package raises on purpose."""
+
+    code: ClassVar[str] = "channels_error"
+
+
+class DecisionError(ChannelsError, ValueError):
+    """A human decision value breaks the decision contract."""
+
+    code: ClassVar[str] = "decision_error"
+
+
+class InvalidDigest(DecisionError):
+    """A digest string is not `sha256:` followed by 64 lowercase hex digits."""
+
+    code: ClassVar[str] = "invalid_digest"
+
+
+class InvalidRequest(DecisionError):
+    """A decision request cannot be created from the given values."""
+
+    code: ClassVar[str] = "invalid_request"
+
+
+class InvalidPresentation(InvalidRequest):
+    """A decision presentation breaks the presentation schema or its limits."""
+
+    code: ClassVar[str] = "invalid_presentation"
+
+
+class IncompatibleRequest(DecisionError):
+    """A stored request document does not match its own digests or contract."""
+
+    code: ClassVar[str] = "incompatible_request"
+
+
+class InvalidResponse(DecisionError):
+    """A response names no available choice or carries invalid input."""
+
+    code: ClassVar[str] = "invalid_response"
+
+
+class StaleAnswer(DecisionError):
+    """An answer names another decision or an older request digest."""
+
+    code: ClassVar[str] = "stale_answer"
+
+
+class ExpiredRequest(DecisionError):
+    """An answer arrived at or after the request's expiry."""
+
+    code: ClassVar[str] = "expired_request"
+
+
+class TooManyParts(DecisionError):
+    """A presentation renders as more Telegram parts than the limit allows."""
+
+    code: ClassVar[str] = "too_many_parts"

@@ -1,0 +1,309 @@
+"""The transactional outbox: effects reserved with their cause, applied under their own lease.
+
+Outcomes: `applied`; `rejected` (the provider said no); `ambiguous` (the provider may have
+acted: never repeated blindly); `interrupted` (an attempt found unfinished after its owner
+died). An attempt that provably did nothing may reschedule the effect instead of settling it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+import apsw
+
+from state import blobs, leases, resources
+from state.canonical import JsonValue
+from state.clock import Entropy
+from state.errors import EffectConflict, WriteRejected
+from state.leases import Lease, OwnerType
+from state.resources import Actor
+
+OwnerScope = Literal["run", "controller", "channel", "system"]
+
+
+class EffectStatus(StrEnum):
+    """Closed set of effect states; an unknown stored value raises."""
+
+    PENDING = "pending"
+    APPLYING = "applying"
+    APPLIED = "applied"
+    REJECTED = "rejected"
+    AMBIGUOUS = "ambiguous"
+    CANCELLED = "cancelled"
+
+    @property
+    def settled(self) -> bool:
+        return self not in (EffectStatus.PENDING, EffectStatus.APPLYING)
+
+
+Outcome = Literal["applied", "rejected", "ambiguous"]
+
+_COLUMNS = (
+    "effect_id, resource_id, source_resource_id, source_revision, effect_type, idempotency_key,"
+    " payload_hash, owner_scope, status, attempt_count, next_attempt_at, external_ref,"
+    " created_at, settled_at"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Effect:
+    """One outbox row."""
+
+    effect_id: str
+    resource_id: str
+    source_resource_id: str
+    source_revision: int
+    effect_type: str
+    idempotency_key: str
+    payload_hash: bytes
+    owner_scope: str
+    status: EffectStatus
+    attempt_count: int
+    next_attempt_at: int | None
+    external_ref: str | None
+    created_at: int
+    settled_at: int | None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> Effect:
+        values = list(row)
+        values[8] = EffectStatus(values[8])
+        return cls(*values)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Result of `reserve`: the effect id and whether an identical effect was adopted."""
+
+    effect_id: str
+    adopted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """An attempt in progress, with the effect lease that authorises finishing it."""
+
+    effect: Effect
+    attempt_number: int
+    lease: Lease
+
+
+def effect_id_for(source_resource_id: str, effect_type: str, idempotency_key: str) -> str:
+    """Deterministic id: the same cause always names the same effect."""
+    basis = f"{source_resource_id}\0{effect_type}\0{idempotency_key}".encode()
+    return "effect-" + hashlib.sha256(basis).hexdigest()[:40]
+
+
+def reserve(
+    conn: apsw.Connection,
+    *,
+    source_resource_id: str,
+    source_revision: int,
+    effect_type: str,
+    idempotency_key: str,
+    payload: JsonValue,
+    owner_scope: OwnerScope,
+    actor: Actor,
+    now: int,
+    available_at: int | None = None,
+) -> Reservation:
+    """Reserve an effect in the caller's transaction; adopt an identical one."""
+    payload_hash = blobs.put_json(conn, payload, now)
+    effect_id = effect_id_for(source_resource_id, effect_type, idempotency_key)
+    existing = conn.execute(
+        "SELECT payload_hash FROM effects WHERE effect_id = ?", (effect_id,)
+    ).get
+    if existing is not None:
+        if bytes(existing) != payload_hash:
+            raise EffectConflict(
+                f"{effect_type} {idempotency_key!r} of {source_resource_id} already exists"
+                " with a different payload"
+            )
+        return Reservation(effect_id, adopted=True)
+    resource_id = f"effect:{effect_id}"
+    resources.create(conn, resource_id, "effect", actor, now, event_type="effect.reserved")
+    conn.execute(
+        "INSERT INTO effects (effect_id, resource_id, source_resource_id, source_revision,"
+        " effect_type, idempotency_key, payload_hash, owner_scope, status, attempt_count,"
+        " next_attempt_at, created_at, updated_at)"
+        " VALUES (:id, :resource, :source, :revision, :type, :key, :payload, :scope, 'pending', 0,"
+        " :available, :now, :now)",
+        {
+            "id": effect_id, "resource": resource_id, "source": source_resource_id,
+            "revision": source_revision, "type": effect_type, "key": idempotency_key,
+            "payload": payload_hash, "scope": owner_scope, "available": available_at, "now": now,
+        },
+    )
+    return Reservation(effect_id, adopted=False)
+
+
+def get(conn: apsw.Connection, effect_id: str) -> Effect:
+    """Load one effect; KeyError when absent."""
+    row = conn.execute(f"SELECT {_COLUMNS} FROM effects WHERE effect_id = ?", (effect_id,))
+    found = row.fetchone()
+    if found is None:
+        raise KeyError(effect_id)
+    return Effect.from_row(found)
+
+
+def payload(conn: apsw.Connection, effect: Effect) -> Any:
+    """The effect's request document."""
+    return blobs.get_json(conn, effect.payload_hash)
+
+
+def list_due(conn: apsw.Connection, effect_types: Sequence[str], now: int) -> list[Effect]:
+    """Pending effects of these types whose next attempt time has come, oldest first."""
+    marks = ",".join("?" * len(effect_types))
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM effects WHERE status = 'pending' AND effect_type IN ({marks})"
+        " AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY created_at, effect_id",
+        (*effect_types, now),
+    )
+    return [Effect.from_row(r) for r in rows]
+
+
+def list_applying(conn: apsw.Connection, effect_types: Sequence[str]) -> list[Effect]:
+    """Effects of these types with an attempt in progress (live or abandoned)."""
+    marks = ",".join("?" * len(effect_types))
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM effects WHERE status = 'applying' AND effect_type IN ({marks})"
+        " ORDER BY created_at, effect_id",
+        tuple(effect_types),
+    )
+    return [Effect.from_row(r) for r in rows]
+
+
+def begin_attempt(
+    conn: apsw.Connection,
+    effect_id: str,
+    owner_type: OwnerType,
+    owner_id: str,
+    now: int,
+    entropy: Entropy,
+) -> Attempt:
+    """Claim the effect's lease, record a new attempt and mark the effect applying."""
+    effect = get(conn, effect_id)
+    if effect.status is not EffectStatus.PENDING:
+        raise WriteRejected(f"{effect_id} is {effect.status.value}, not pending")
+    lease = leases.acquire_row(conn, effect.resource_id, owner_type, owner_id, now, entropy)
+    number = effect.attempt_count + 1
+    conn.execute(
+        "UPDATE effects SET status = 'applying', attempt_count = :n, updated_at = :now"
+        " WHERE effect_id = :id",
+        {"n": number, "now": now, "id": effect_id},
+    )
+    conn.execute(
+        "INSERT INTO effect_attempts (effect_id, attempt_number, owner_id, lease_generation,"
+        " started_at) VALUES (?, ?, ?, ?, ?)",
+        (effect_id, number, owner_id, lease.generation, now),
+    )
+    resources.bump_current(
+        conn, effect.resource_id, "effect.attempt_started", lease.actor, now,
+        payload={"attempt": number}, lease_generation=lease.generation,
+    )
+    return Attempt(get(conn, effect_id), number, lease)
+
+
+def renew_attempt(conn: apsw.Connection, attempt: Attempt, now: int) -> Attempt:
+    """Keep a long attempt's lease alive (multi-part sends, rate-limit waits)."""
+    lease = leases.renew(conn, attempt.lease, now)
+    return Attempt(attempt.effect, attempt.attempt_number, lease)
+
+
+def finish_attempt(
+    conn: apsw.Connection,
+    attempt: Attempt,
+    outcome: Outcome,
+    now: int,
+    *,
+    result: JsonValue = None,
+    error: JsonValue = None,
+    external_ref: str | None = None,
+    retry_at: int | None = None,
+) -> Effect:
+    """Record the attempt's outcome and settle (or, for a provably unsent try, reschedule)."""
+    leases.verify(conn, attempt.lease, now)
+    if retry_at is not None and outcome != "rejected":
+        raise WriteRejected("only an attempt that provably did nothing may be retried")
+    result_hash = None if result is None else blobs.put_json(conn, result, now)
+    error_hash = None if error is None else blobs.put_json(conn, error, now)
+    effect_id = attempt.effect.effect_id
+    conn.execute(
+        "UPDATE effect_attempts SET finished_at = :now, outcome = :outcome, result_hash = :result,"
+        " error_hash = :error WHERE effect_id = :id AND attempt_number = :n",
+        {"now": now, "outcome": outcome, "result": result_hash, "error": error_hash,
+         "id": effect_id, "n": attempt.attempt_number},
+    )
+    status = "pending" if retry_at is not None else outcome
+    conn.execute(
+        "UPDATE effects SET status = :status, next_attempt_at = :retry, result_hash = :result,"
+        " error_hash = :error, external_ref = coalesce(:ref, external_ref), updated_at = :now,"
+        " settled_at = CASE WHEN :status = 'pending' THEN NULL ELSE :now END"
+        " WHERE effect_id = :id",
+        {"status": status, "retry": retry_at, "result": result_hash, "error": error_hash,
+         "ref": external_ref, "now": now, "id": effect_id},
+    )
+    leases.clear_row(conn, attempt.effect.resource_id)
+    event = "effect.retry_scheduled" if retry_at is not None else f"effect.{outcome}"
+    resources.bump_current(
+        conn, attempt.effect.resource_id, event, attempt.lease.actor, now,
+        payload={"attempt": attempt.attempt_number}, lease_generation=attempt.lease.generation,
+    )
+    return get(conn, effect_id)
+
+
+def abandoned(conn: apsw.Connection, effect_types: Sequence[str], now: int) -> list[Effect]:
+    """Applying effects whose owner is gone (lease free or expired)."""
+    found = []
+    for effect in list_applying(conn, effect_types):
+        state = leases.read(conn, effect.resource_id)
+        if state is None or not state.is_live(now):
+            found.append(effect)
+    return found
+
+
+def interrupt(
+    conn: apsw.Connection, effect: Effect, actor: Actor, now: int, *, provably_unsent: bool
+) -> Effect:
+    """Close an abandoned attempt as `interrupted`; the effect becomes ambiguous unless the
+    caller can prove nothing was sent, in which case it is pending again."""
+    state = leases.read(conn, effect.resource_id)
+    if effect.status is not EffectStatus.APPLYING or (state is not None and state.is_live(now)):
+        raise WriteRejected(f"{effect.effect_id} is not an abandoned attempt")
+    conn.execute(
+        "UPDATE effect_attempts SET finished_at = :now, outcome = 'interrupted'"
+        " WHERE effect_id = :id AND outcome IS NULL",
+        {"now": now, "id": effect.effect_id},
+    )
+    status = "pending" if provably_unsent else "ambiguous"
+    conn.execute(
+        "UPDATE effects SET status = :status, updated_at = :now,"
+        " settled_at = CASE WHEN :status = 'pending' THEN NULL ELSE :now END"
+        " WHERE effect_id = :id",
+        {"status": status, "now": now, "id": effect.effect_id},
+    )
+    leases.clear_row(conn, effect.resource_id)
+    resources.bump_current(
+        conn, effect.resource_id, "effect.interrupted", actor, now,
+        payload={"status": status},
+    )
+    return get(conn, effect.effect_id)
+
+
+def cancel(conn: apsw.Connection, effect: Effect, actor: Actor, now: int, reason: str) -> Effect:
+    """Cancel a pending effect that is no longer wanted (its cause was superseded)."""
+    if effect.status is not EffectStatus.PENDING:
+        raise WriteRejected(f"{effect.effect_id} is {effect.status.value}, not pending")
+    conn.execute(
+        "UPDATE effects SET status = 'cancelled', updated_at = :now, settled_at = :now"
+        " WHERE effect_id = :id",
+        {"now": now, "id": effect.effect_id},
+    )
+    resources.bump_current(
+        conn, effect.resource_id, "effect.cancelled", actor, now, payload={"reason": reason}
+    )
+    return get(conn, effect.effect_id)

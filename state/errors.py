@@ -1,0 +1,107 @@
+"""Errors of the state layer.
+
+    StateError                      root; every class has a stable `code` and an `exit_code`
+    ├── DatabaseMissing             read path found no database (exit 65 for verify)
+    ├── IncompatibleDatabase        wrong identity, foreign or corrupt file, old storage (65)
+    ├── PermissionProblem           directory or file modes, unwritable location (77)
+    ├── DatabaseBusy                another writer held the lock past every retry (75)
+    └── WriteRejected               a command's checks failed; nothing was written
+        ├── StaleRevision           the expected resource revision is not current
+        ├── LeaseHeld               a live owner holds the lease (75)
+        ├── StaleLease              token, generation or expiry no longer valid
+        ├── BlobMismatch            same hash, different bytes/length/media type
+        └── EffectConflict          same effect key, different payload
+
+apsw errors are translated into these at the state boundary (`raise ... from exc`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_INCOMPATIBLE = 65
+EXIT_TEMPORARY = 75
+EXIT_PERMISSION = 77
+EXIT_CONFIG = 78
+
+RESET_INSTRUCTION = (
+    "Pi Workflows durable state is incompatible. Move or remove the old workflow state, "
+    "then create a new state.sqlite database."
+)
+
+
+class StateError(Exception):
+    """Root of every state-layer error."""
+
+    code: ClassVar[str] = "state_error"
+    exit_code: ClassVar[int] = EXIT_INTERNAL
+
+
+class DatabaseMissing(StateError):
+    """The database does not exist and this path must not create it."""
+
+    code = "database_missing"
+    exit_code = EXIT_INCOMPATIBLE
+
+
+class IncompatibleDatabase(StateError):
+    """The file is not this schema (or not a database); it was not modified."""
+
+    code = "database_incompatible"
+    exit_code = EXIT_INCOMPATIBLE
+
+
+class PermissionProblem(StateError):
+    """A directory or file has unsafe modes, or the location cannot be written."""
+
+    code = "permission_problem"
+    exit_code = EXIT_PERMISSION
+
+
+class DatabaseBusy(StateError):
+    """Another writer kept the database locked beyond the busy timeout and retries."""
+
+    code = "database_busy"
+    exit_code = EXIT_TEMPORARY
+
+
+class WriteRejected(StateError):
+    """A write command's checks failed; the whole command rolled back."""
+
+    code = "write_rejected"
+    exit_code = EXIT_INTERNAL
+
+
+class StaleRevision(WriteRejected):
+    """The expected revision of a resource is not its current revision."""
+
+    code = "stale_revision"
+
+
+class LeaseHeld(WriteRejected):
+    """Another live owner holds the lease."""
+
+    code = "lease_held"
+    exit_code = EXIT_TEMPORARY
+
+
+class StaleLease(WriteRejected):
+    """The lease evidence (owner, token, generation, expiry) is no longer valid."""
+
+    code = "stale_lease"
+    exit_code = EXIT_TEMPORARY
+
+
+class BlobMismatch(WriteRejected):
+    """A blob with this hash exists with different bytes, length or media type."""
+
+    code = "blob_mismatch"
+
+
+class EffectConflict(WriteRejected):
+    """An effect with the same key exists with a different payload."""
+
+    code = "effect_conflict"

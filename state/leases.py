@@ -1,0 +1,207 @@
+"""Leases: who owns a resource now, with a durable generation that never resets.
+
+The raw claim token is returned once and only its SHA-256 is stored. A claim of a free or
+expired lease bumps the generation; release clears the owner and keeps the generation. Every
+write that needs ownership re-checks owner, token hash, generation and expiry in its own
+transaction: a `Lease` or `WritePermit` value is evidence, never authority by itself.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Literal
+
+import apsw
+
+from state import resources
+from state.canonical import sha256
+from state.clock import Entropy
+from state.errors import LeaseHeld, StaleLease, WriteRejected
+from state.resources import Actor
+
+OwnerType = Literal["session", "host", "controller", "channel"]
+
+TTL_MS = 60_000
+RENEW_WHEN_LEFT_MS = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Evidence of a successful claim."""
+
+    resource_id: str
+    owner_type: OwnerType
+    owner_id: str
+    generation: int
+    expires_at: int
+    token: str = field(repr=False)
+
+    @property
+    def actor(self) -> Actor:
+        return Actor(self.owner_type, self.owner_id)
+
+
+@dataclass(frozen=True, slots=True)
+class WritePermit:
+    """What a command claims to be allowed to do; the transaction verifies it again."""
+
+    resource_id: str
+    operation: str
+    actor: Actor
+    expected_revision: int | None
+    lease: Lease | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseState:
+    """A lease row as stored (owner fields are None when free)."""
+
+    resource_id: str
+    generation: int
+    owner_type: str | None
+    owner_id: str | None
+    expires_at: int | None
+
+    def is_live(self, now: int) -> bool:
+        return self.owner_type is not None and self.expires_at is not None and self.expires_at > now
+
+
+def token_hash(token: str) -> bytes:
+    """SHA-256 of the raw token text."""
+    return sha256(token.encode("ascii"))
+
+
+def read(conn: apsw.Connection, resource_id: str) -> LeaseState | None:
+    """The stored lease row, or None when the resource was never claimed."""
+    row = conn.execute(
+        "SELECT generation, owner_type, owner_id, expires_at FROM leases WHERE resource_id = ?",
+        (resource_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return LeaseState(resource_id, int(row[0]), row[1], row[2], row[3])
+
+
+def acquire_row(
+    conn: apsw.Connection,
+    resource_id: str,
+    owner_type: OwnerType,
+    owner_id: str,
+    now: int,
+    entropy: Entropy,
+    *,
+    ttl_ms: int = TTL_MS,
+) -> Lease:
+    """Take a free or expired lease (no event: the caller records one for the command)."""
+    state = read(conn, resource_id)
+    if state is not None and state.is_live(now):
+        raise LeaseHeld(f"{resource_id} is held by a live owner until {state.expires_at}")
+    token = base64.urlsafe_b64encode(entropy.token_bytes(32)).rstrip(b"=").decode("ascii")
+    generation = 1 if state is None else state.generation + 1
+    values = {
+        "id": resource_id,
+        "generation": generation,
+        "owner_type": owner_type,
+        "owner_id": owner_id,
+        "hash": token_hash(token),
+        "now": now,
+        "expires": now + ttl_ms,
+    }
+    try:
+        conn.execute(
+            "INSERT INTO leases (resource_id, generation, owner_type, owner_id, token_hash,"
+            " acquired_at, heartbeat_at, expires_at)"
+            " VALUES (:id, :generation, :owner_type, :owner_id, :hash, :now, :now, :expires)"
+            " ON CONFLICT (resource_id) DO UPDATE SET generation = excluded.generation,"
+            " owner_type = excluded.owner_type, owner_id = excluded.owner_id,"
+            " token_hash = excluded.token_hash, acquired_at = excluded.acquired_at,"
+            " heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at",
+            values,
+        )
+    except apsw.ConstraintError as exc:
+        raise WriteRejected(f"{resource_id} is not a resource") from exc
+    return Lease(resource_id, owner_type, owner_id, generation, now + ttl_ms, token)
+
+
+def _resource_type(conn: apsw.Connection, resource_id: str) -> str:
+    kind = conn.execute(
+        "SELECT resource_type FROM resources WHERE resource_id = ?", (resource_id,)
+    ).get
+    if kind is None:
+        raise WriteRejected(f"{resource_id} is not a resource")
+    return str(kind)
+
+
+def claim(
+    conn: apsw.Connection,
+    resource_id: str,
+    owner_type: OwnerType,
+    owner_id: str,
+    now: int,
+    entropy: Entropy,
+    *,
+    ttl_ms: int = TTL_MS,
+) -> Lease:
+    """Claim a free or expired lease and record `<type>.lease_acquired`."""
+    kind = _resource_type(conn, resource_id)
+    lease = acquire_row(conn, resource_id, owner_type, owner_id, now, entropy, ttl_ms=ttl_ms)
+    resources.bump_current(
+        conn,
+        resource_id,
+        f"{kind}.lease_acquired",
+        lease.actor,
+        now,
+        payload={"generation": lease.generation, "expiresAt": lease.expires_at},
+        lease_generation=lease.generation,
+    )
+    return lease
+
+
+def verify(conn: apsw.Connection, lease: Lease, now: int, *, allow_expired: bool = False) -> None:
+    """Raise StaleLease unless `lease` is still the current, unexpired ownership."""
+    row = conn.execute(
+        "SELECT generation, owner_type, owner_id, token_hash, expires_at FROM leases"
+        " WHERE resource_id = ?",
+        (lease.resource_id,),
+    ).fetchone()
+    expected = (lease.generation, lease.owner_type, lease.owner_id, token_hash(lease.token))
+    if row is None or tuple(row[:4]) != expected:
+        raise StaleLease(f"{lease.resource_id} is no longer owned by this process")
+    if not allow_expired and row[4] <= now:
+        raise StaleLease(f"the lease on {lease.resource_id} expired")
+
+
+def renew(conn: apsw.Connection, lease: Lease, now: int, *, ttl_ms: int = TTL_MS) -> Lease:
+    """Extend a live lease when 20 s or less remain; otherwise write nothing."""
+    verify(conn, lease, now)
+    if lease.expires_at - now > RENEW_WHEN_LEFT_MS:
+        return lease
+    conn.execute(
+        "UPDATE leases SET heartbeat_at = :now, expires_at = :expires WHERE resource_id = :id",
+        {"now": now, "expires": now + ttl_ms, "id": lease.resource_id},
+    )
+    return Lease(
+        lease.resource_id, lease.owner_type, lease.owner_id, lease.generation, now + ttl_ms,
+        lease.token,
+    )
+
+
+def clear_row(conn: apsw.Connection, resource_id: str) -> None:
+    """Free the lease row, keeping its generation (no event: the caller records one)."""
+    conn.execute(
+        "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,"
+        " acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL WHERE resource_id = ?",
+        (resource_id,),
+    )
+
+
+def release(conn: apsw.Connection, lease: Lease, now: int) -> None:
+    """Release our lease (even if it just expired, as long as nobody claimed it since)."""
+    verify(conn, lease, now, allow_expired=True)
+    clear_row(conn, lease.resource_id)
+    kind = _resource_type(conn, lease.resource_id)
+    resources.bump_current(
+        conn, lease.resource_id, f"{kind}.lease_released", lease.actor, now,
+        lease_generation=lease.generation,
+    )

@@ -1,0 +1,447 @@
+"""Presentation schema, decision text and the Telegram split (reference-facts §1, §3, §8)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from channels.decision_request import (
+    DecisionRequest,
+    OnTimeout,
+    build_request,
+    ms_from_iso,
+    text_input,
+)
+from channels.digests import digest_canonical
+from channels.errors import InvalidPresentation, TooManyParts
+from channels.presentation import (
+    SCHEMA,
+    callback_token,
+    decision_segments,
+    fingerprint,
+    normalize_presentation,
+    operator_safe_text,
+    pack_segments,
+    presentation_code_units,
+    render_decision_text,
+    split_parts,
+    split_segment,
+    utf16_len,
+)
+
+CREATED_MS = ms_from_iso("2026-08-19T00:00:00.000Z")
+CHOICES: dict[str, Any] = {
+    "continue": {"label": "Continue"},
+    "replan": {"label": "Replan", "input": text_input("instructions", "What should change?")},
+}
+HEADER_RE = r"^Part \d+/\d+\nDecision [0-9a-f]{12}\n\n"
+
+
+def presentation(summary: str = "Review this decision.", *blocks: Any) -> dict[str, Any]:
+    return {"schema": SCHEMA, "summary": summary, "blocks": list(blocks)}
+
+
+def vector_request() -> DecisionRequest:
+    return build_request(
+        run_id="run-a",
+        workflow_name="workflow-a",
+        node_id="approve",
+        attempt_id="attempt-a",
+        audience="operator",
+        choices=CHOICES,
+        title="Approve",
+        subject={"plan": "a"},
+        presentation=presentation(),
+        created_at_ms=CREATED_MS,
+    )
+
+
+def readable_request(*blocks: Any, title: str = "Approve readable plan") -> DecisionRequest:
+    """The reference test's `presentedRequest` helper."""
+    return build_request(
+        run_id="run-readable",
+        workflow_name="workflow-readable",
+        node_id="approve",
+        attempt_id="attempt-readable",
+        audience="operator",
+        choices=CHOICES,
+        title=title,
+        subject={"privateMachineField": "not-for-display"},
+        presentation=presentation("Review this readable plan.", *blocks),
+        created_at_ms=CREATED_MS,
+    )
+
+
+def paragraph(text: str) -> dict[str, str]:
+    return {"kind": "paragraph", "text": text}
+
+
+def body(part: str) -> str:
+    return part.split("\n\n", 1)[1]
+
+
+# --- Reference vectors ----------------------------------------------------------------------
+
+
+def test_one_part_text_and_its_digest_match_the_reference() -> None:
+    parts = split_parts(vector_request().document)
+    assert parts == [
+        "Part 1/1\nDecision a315f80663f4\n\nApprove\n\nReview this decision.\n\n"
+        "Choices\n• Continue\n• Replan\n  What should change?"
+    ]
+    assert digest_canonical(parts[0]) == (
+        "sha256:7bf2aa0d36e19456c6b999069a9d934881d197636862c2a0f399da22defe1bc8"
+    )
+
+
+def test_callback_tokens_match_the_reference() -> None:
+    request = vector_request()
+    tokens = [callback_token(request.decision_id, request.request_digest, c) for c in CHOICES]
+    assert tokens == ["piw:bb71a7217a559dedb6a26f4e", "piw:1b88630ac41bd9b13c5af743"]
+    assert all(len(token) == 28 for token in tokens)
+
+
+def test_fingerprint_is_the_first_12_hex_of_the_presentation_digest() -> None:
+    assert fingerprint(vector_request().presentation_digest) == "a315f80663f4"
+
+
+def test_readable_lines_split_into_the_reference_part_lengths() -> None:
+    request = readable_request(paragraph("Readable line.\n" * 700))
+    parts = split_parts(request.document)
+    assert fingerprint(request.presentation_digest) == "3155163e2614"
+    assert [utf16_len(part) for part in parts] == [81, 4081, 4082, 2484]
+    assert body(parts[0]) == "Approve readable plan\n\nReview this readable plan."
+    assert parts[-1].endswith("Choices\n• Continue\n• Replan\n  What should change?")
+
+
+def test_emoji_content_splits_into_the_reference_part_lengths() -> None:
+    content = "".join("\n" if index % 71 == 0 else "🙂" for index in range(7_000))
+    parts = split_parts(readable_request(paragraph(content)).document)
+    assert [utf16_len(part) for part in parts] == [4031, 3980, 3980, 2140]
+    bodies = "".join(body(part) for part in parts)
+    assert bodies.count("🙂") == content.count("🙂")
+    assert not any("…" in part for part in parts)
+    assert all(not 0xD800 <= ord(part[-1]) <= 0xDFFF for part in parts)
+
+
+def test_rendered_text_ends_with_the_decision_line_and_hides_the_subject() -> None:
+    text = render_decision_text(readable_request(paragraph("Apply the safe change.")).document)
+    assert text.startswith("Approve readable plan\n\nReview this readable plan.\n\n")
+    assert "Apply the safe change." in text
+    assert "What should change?" in text
+    assert "privateMachineField" not in text
+    assert "not-for-display" not in text
+    assert text.endswith("\n\nDecision " + text[-12:])
+
+
+# --- Normalization --------------------------------------------------------------------------
+
+
+def test_normalization_turns_crlf_and_cr_into_lf_and_applies_nfc() -> None:
+    value = presentation(
+        "Cafe\u0301", paragraph("a\r\nb\rc"), {"kind": "section", "title": "e\u0301"}
+    )
+    normalized = normalize_presentation(value)
+    assert normalized["summary"] == "Café"
+    assert normalized["blocks"] == [
+        {"kind": "paragraph", "text": "a\nb\nc"},
+        {"kind": "section", "title": "é"},
+    ]
+
+
+def test_every_block_kind_normalizes_to_its_exact_shape() -> None:
+    blocks = [
+        paragraph("p"),
+        {"kind": "section", "title": "s"},
+        {"kind": "bullets", "items": ["one", "two"]},
+        {"kind": "fields", "items": [{"label": "Plan", "value": "a"}]},
+        {"kind": "preformatted", "text": "x\ty\n"},
+    ]
+    assert normalize_presentation(presentation("S", *blocks))["blocks"] == blocks
+
+
+def test_paragraphs_keep_tab_and_lf() -> None:
+    normalized = normalize_presentation(presentation("S", paragraph("a\tb\nc")))
+    assert normalized["blocks"] == [paragraph("a\tb\nc")]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([], "Decision presentation must be an object"),
+        ({"schema": SCHEMA, "summary": "S"}, "Decision presentation is missing blocks"),
+        ({"schema": SCHEMA}, "Decision presentation is missing summary, blocks"),
+        (
+            {**presentation("S"), "extra": 1, "more": 2},
+            "Decision presentation has unknown field extra, more",
+        ),
+        (
+            {**presentation("S"), "schema": "v2"},
+            "Decision presentation schema must be pi-workflows.decision-presentation.v1",
+        ),
+        (presentation(7), "Decision presentation summary must be a string"),  # type: ignore[arg-type]
+        (presentation(" \t\u3000"), "Decision presentation summary must not be empty"),
+        (presentation("line\nbreak"), "Decision presentation summary contains a control character"),
+        (presentation("a\r\nb"), "Decision presentation summary contains a control character"),
+        ({**presentation("S"), "blocks": {}}, "Decision presentation blocks must be an array"),
+        (presentation("S", "text"), "Decision presentation block 1 must be an object"),
+        (
+            presentation("S", {"kind": "table"}),
+            "Decision presentation block 1 kind is not supported",
+        ),
+        (presentation("S", {"text": "x"}), "Decision presentation block 1 kind is not supported"),
+        (presentation("S", {"kind": "paragraph"}), "Decision presentation block 1 is missing text"),
+        (
+            presentation("S", {"kind": "paragraph", "text": "x", "title": "y"}),
+            "Decision presentation block 1 has unknown field title",
+        ),
+        (
+            presentation("S", paragraph("ok"), paragraph("bell\a")),
+            "Decision presentation block 2 text contains a terminal control character",
+        ),
+        (
+            presentation("S", {"kind": "preformatted", "text": "esc\x1b[0m"}),
+            "Decision presentation block 1 text contains a terminal control character",
+        ),
+        (
+            presentation("S", {"kind": "section", "title": "a\tb"}),
+            "Decision presentation block 1 title contains a control character",
+        ),
+        (
+            presentation("S", {"kind": "bullets", "items": []}),
+            "Decision presentation block 1 items must be a non-empty array",
+        ),
+        (
+            presentation("S", {"kind": "bullets", "items": ["ok", "del\x7f"]}),
+            "Decision presentation block 1 items item 2 contains a control character",
+        ),
+        (
+            presentation("S", {"kind": "fields", "items": [{"label": "L"}]}),
+            "Decision presentation block 1 items item 1 is missing value",
+        ),
+        (
+            presentation("S", {"kind": "fields", "items": [{"label": "L", "value": "a\nb"}]}),
+            "Decision presentation block 1 items item 1 value contains a control character",
+        ),
+        (
+            presentation("S", {"kind": "fields", "items": [{"label": " ", "value": "v"}]}),
+            "Decision presentation block 1 items item 1 label must not be empty",
+        ),
+    ],
+)
+def test_invalid_presentations_are_rejected_with_the_reference_message(
+    value: Any, message: str
+) -> None:
+    with pytest.raises(InvalidPresentation, match=f"^{re.escape(message)}$"):
+        normalize_presentation(value)
+
+
+def test_a_string_over_16000_code_units_is_rejected_counting_emoji_as_two() -> None:
+    normalize_presentation(presentation("S", paragraph("🙂" * 8_000)))
+    with pytest.raises(
+        InvalidPresentation,
+        match=r"^Decision presentation block 1 text has 16002 UTF-16 code units; limit is 16000$",
+    ):
+        normalize_presentation(presentation("S", paragraph("🙂" * 8_001)))
+
+
+def test_more_than_256_blocks_are_rejected() -> None:
+    normalize_presentation(presentation("S", *[paragraph("x")] * 256))
+    with pytest.raises(
+        InvalidPresentation, match=r"^Decision presentation has 257 blocks; limit is 256$"
+    ):
+        normalize_presentation(presentation("S", *[paragraph("x")] * 257))
+
+
+def test_more_than_256_items_in_a_block_are_rejected() -> None:
+    normalize_presentation(presentation("S", {"kind": "bullets", "items": ["x"] * 256}))
+    with pytest.raises(
+        InvalidPresentation,
+        match=r"^Decision presentation block 1 items has 257 items; limit is 256$",
+    ):
+        normalize_presentation(presentation("S", {"kind": "bullets", "items": ["x"] * 257}))
+
+
+def test_a_presentation_over_64000_code_units_in_total_is_rejected() -> None:
+    blocks = [paragraph("x" * 16_000)] * 4
+    with pytest.raises(
+        InvalidPresentation,
+        match=r"^Decision presentation has 64001 UTF-16 code units; limit is 64000$",
+    ):
+        normalize_presentation(presentation("S", *blocks))
+
+
+def test_the_total_counts_summary_texts_titles_items_labels_and_values() -> None:
+    normalized = normalize_presentation(
+        presentation(
+            "12345",
+            paragraph("ab"),
+            {"kind": "section", "title": "abc"},
+            {"kind": "bullets", "items": ["a", "🙂"]},
+            {"kind": "fields", "items": [{"label": "ab", "value": "c"}]},
+        )
+    )
+    assert presentation_code_units(normalized) == 5 + 2 + 3 + 3 + 3
+
+
+# --- Segments and operator-safe text --------------------------------------------------------
+
+
+def test_operator_safe_text_replaces_terminal_controls_and_keeps_tab_lf_and_c1() -> None:
+    assert operator_safe_text("a\r\nb\rc\td\x00e\x0bf\x1bg\x7fh\x85i") == (
+        "a\nb\nc\td\ufffde\ufffdf\ufffdg\ufffdh\x85i"
+    )
+
+
+def test_segments_render_bullets_fields_and_the_timeout_notice() -> None:
+    request = build_request(
+        run_id="run-s",
+        workflow_name="workflow-s",
+        node_id="approve",
+        attempt_id="attempt-s",
+        audience="operator",
+        choices=CHOICES,
+        title="Title",
+        subject=None,
+        presentation=presentation(
+            "Summary",
+            {"kind": "section", "title": "Heading"},
+            {"kind": "bullets", "items": ["one", "two"]},
+            {
+                "kind": "fields",
+                "items": [{"label": "Plan", "value": "a"}, {"label": "B", "value": "c"}],
+            },
+            {"kind": "preformatted", "text": "  code"},
+        ),
+        created_at_ms=CREATED_MS,
+        on_timeout=OnTimeout(after_ms=60_000, response={"choice": "continue"}),
+    )
+    assert [(s.kind, s.text) for s in decision_segments(request.document)] == [
+        ("title", "Title"),
+        ("summary", "Summary"),
+        ("section", "Heading"),
+        ("bullets", "• one\n• two"),
+        ("fields", "Plan: a\nB: c"),
+        ("preformatted", "  code"),
+        (
+            "paragraph",
+            "If no answer is accepted by 2026-08-19T00:01:00.000Z, "
+            "this decision continues automatically with: Continue.",
+        ),
+        ("choices", "Choices\n• Continue\n• Replan\n  What should change?"),
+    ]
+
+
+def test_rendered_text_makes_control_characters_in_the_title_safe() -> None:
+    document = {**vector_request().document, "title": "Bad\x1btitle"}
+    assert render_decision_text(document).startswith("Bad\ufffdtitle\n\n")
+
+
+# --- Splitting rules ------------------------------------------------------------------------
+
+
+def test_a_segment_is_cut_at_capacity_when_it_has_no_line_break() -> None:
+    assert split_segment("abcdefghij", 4) == ["abcd", "efgh", "ij"]
+
+
+def test_a_cut_moves_back_to_the_last_lf_which_starts_the_next_piece() -> None:
+    assert split_segment("ab\ncdefg", 5) == ["ab", "\ncdef", "g"]
+
+
+def test_an_lf_exactly_at_the_cut_is_found_by_last_index_of() -> None:
+    assert split_segment("abcd\nefgh", 4) == ["abcd", "\nefg", "h"]
+
+
+def test_an_lf_at_the_start_of_the_window_does_not_move_the_cut() -> None:
+    assert split_segment("\nabcdefg", 4) == ["\nabc", "defg"]
+
+
+def test_a_cut_never_separates_a_surrogate_pair() -> None:
+    assert split_segment("ab🙂cd", 3) == ["ab", "🙂c", "d"]
+
+
+def test_a_one_unit_capacity_still_makes_progress_on_a_surrogate_pair() -> None:
+    # The reference keeps at least one unit per piece, even half a pair.
+    assert split_segment("🙂", 1) == ["\ud83d", "\ude42"]
+
+
+def test_pieces_are_joined_with_a_blank_line_while_they_fit() -> None:
+    assert pack_segments(["ab", "cd", "ef"], 6) == ["ab\n\ncd", "ef"]
+
+
+def test_a_piece_never_back_fills_an_earlier_part() -> None:
+    assert pack_segments(["abcde", "abcdef", "a"], 7) == ["abcde", "abcdef", "a"]
+
+
+def test_no_content_packs_as_the_word_decision() -> None:
+    assert pack_segments([], 10) == ["Decision"]
+    assert pack_segments(["", ""], 10) == ["Decision"]
+
+
+def test_more_than_20_parts_is_a_clear_error() -> None:
+    request = readable_request(paragraph("x"), title="T" * (4_062 * 21))
+    with pytest.raises(
+        TooManyParts, match=r"^Decision presentation renders as 22 Telegram parts; limit is 20$"
+    ):
+        split_parts(request.document)
+
+
+def test_a_text_limit_smaller_than_the_header_is_rejected() -> None:
+    with pytest.raises(ValueError, match="text limit is too small for its part header"):
+        split_parts(vector_request().document, text_limit=34)
+
+
+def test_the_keyboardless_parts_carry_headers_numbered_from_one() -> None:
+    parts = split_parts(readable_request(paragraph("Readable line.\n" * 700)).document)
+    assert [part.split("\n", 1)[0] for part in parts] == [f"Part {n}/4" for n in range(1, 5)]
+
+
+# --- Properties -----------------------------------------------------------------------------
+
+segment_text = st.text(
+    alphabet=st.sampled_from(["a", "b", "\n", "\t", "é", "🙂", "\U0001f468", "\x1b", "\r"]),
+    max_size=300,
+)
+
+
+@given(segment_text, st.integers(min_value=2, max_value=40))
+def test_splitting_a_segment_is_lossless_and_within_capacity(text: str, capacity: int) -> None:
+    pieces = split_segment(text, capacity)
+    assert "".join(pieces) == text
+    assert all(0 < utf16_len(piece) <= capacity for piece in pieces)
+    assert all(not 0xD800 <= ord(ch) <= 0xDFFF for piece in pieces for ch in piece)
+
+
+@given(st.lists(segment_text, max_size=6), st.integers(min_value=2, max_value=40))
+def test_packing_keeps_every_piece_in_order(segments: list[str], capacity: int) -> None:
+    bodies = pack_segments(segments, capacity)
+    pieces = [piece for segment in segments for piece in split_segment(segment, capacity)]
+    assert "\n\n".join(bodies) == ("\n\n".join(pieces) if pieces else "Decision")
+    assert all(utf16_len(b) <= capacity for b in bodies) or bodies == ["Decision"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        # At most 4 x 7,900 characters: within the 16,000 and 64,000 unit limits even as emoji.
+        st.text(
+            alphabet=st.sampled_from(["x", "\n", "🙂", "é", " "]), min_size=1, max_size=7_900
+        ).filter(lambda text: text.strip() != ""),
+        max_size=4,
+    ),
+)
+def test_telegram_parts_fit_4096_units_and_never_break_a_pair(texts: list[str]) -> None:
+    request = readable_request(*(paragraph(text) for text in texts))
+    try:
+        parts = split_parts(request.document)
+    except TooManyParts:
+        return
+    assert 1 <= len(parts) <= 20
+    assert all(utf16_len(part) <= 4_096 for part in parts)
+    assert all(not 0xD800 <= ord(ch) <= 0xDFFF for part in parts for ch in part)
+    bodies = [body(part) for part in parts]
+    assert sum(body.count("🙂") for body in bodies) == sum(text.count("🙂") for text in texts)
