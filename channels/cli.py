@@ -129,7 +129,9 @@ def _path(value: str) -> Any:
 
 def _extensions() -> list[Callable[[Any], None]]:
     """Command groups defined next to the features they drive."""
-    return []
+    from channels import decision_cli
+
+    return [decision_cli.register]
 
 
 def run(argv: Sequence[str] | None = None) -> int:

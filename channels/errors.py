@@ -13,23 +13,28 @@ parsing messages. Messages themselves follow the reference contract word for wor
         ├── StaleAnswer                stale_answer
         ├── ExpiredRequest             expired_request
         └── TooManyParts               too_many_parts
+    DecisionRefused (state WriteRejected)  decision_refused
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from state.errors import WriteRejected
+
 
 class ChannelsError(Exception):
     """Root of every error the channels package raises on purpose."""
 
     code: ClassVar[str] = "channels_error"
+    exit_code: ClassVar[int] = 1
 
 
 class DecisionError(ChannelsError, ValueError):
     """A human decision value breaks the decision contract."""
 
     code: ClassVar[str] = "decision_error"
+    exit_code: ClassVar[int] = 2  # invalid input from the caller: a usage error
 
 
 class InvalidDigest(DecisionError):
@@ -78,3 +83,16 @@ class TooManyParts(DecisionError):
     """A presentation renders as more Telegram parts than the limit allows."""
 
     code: ClassVar[str] = "too_many_parts"
+
+
+class DecisionRefused(WriteRejected):
+    """The decision's current state does not allow this change (nothing was written)."""
+
+    code: ClassVar[str] = "decision_refused"
+    exit_code: ClassVar[int] = 2
+
+
+class UnknownDecision(DecisionRefused):
+    """No decision (or no unique decision) has this id or prefix."""
+
+    code: ClassVar[str] = "unknown_decision"

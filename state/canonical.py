@@ -14,6 +14,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 JsonValue = Any  # JSON-compatible Python values: dict[str, ...], list, str, int, float, bool, None
@@ -41,6 +42,8 @@ def _utf16_units(key: str) -> bytes:
 
 def js_key_order(keys: list[str]) -> list[str]:
     """Return keys in the order a JavaScript object built from sorted keys enumerates them."""
+    if all(k.isascii() and not k[:1].isdigit() for k in keys):
+        return sorted(keys)  # the common case: ASCII order is code-unit order, no indexes
     indexes = sorted((idx, k) for k in keys if (idx := _array_index(k)) is not None)
     others = sorted((k for k in keys if _array_index(k) is None), key=_utf16_units)
     return [k for _, k in indexes] + others
@@ -86,7 +89,9 @@ def _shortest_digits(x: float) -> tuple[str, int]:
 
 
 def _string(value: str) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    text: str = encode_basestring(value)  # the C escaper json.dumps uses, without its overhead
+    if value.isascii():
+        return text
     # JSON.stringify escapes lone surrogates (well-formed stringify); Python leaves them raw.
     return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
@@ -130,8 +135,33 @@ def _encode_object(value: Mapping[Any, JsonValue], out: list[str]) -> None:
     out.append("}")
 
 
+_FAST = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True,
+                         allow_nan=False)
+
+
+def _plain(value: JsonValue) -> bool:
+    """True when the C encoder with sorted keys already writes the JavaScript form: no floats,
+    only safe integers, ASCII keys that cannot be array indexes, no lone surrogates."""
+    if value is None or value is True or value is False:
+        return True
+    if isinstance(value, str):
+        return value.isascii() or not _SURROGATE_RE.search(value)
+    if isinstance(value, int):
+        return abs(value) <= _MAX_SAFE_INTEGER
+    if isinstance(value, dict):
+        return all(
+            isinstance(k, str) and k.isascii() and not k[:1].isdigit() and _plain(v)
+            for k, v in value.items()
+        )
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    return False
+
+
 def canonical_json(value: JsonValue) -> str:
     """Serialize `value` canonically (JavaScript key order and number form, compact)."""
+    if _plain(value):
+        return _FAST.encode(value)
     out: list[str] = []
     _encode(value, out)
     return "".join(out)

@@ -256,6 +256,33 @@ def finish_attempt(
     return get(conn, effect_id)
 
 
+def apply_locally(
+    conn: apsw.Connection, effect: Effect, lease: Lease, now: int, *, result: JsonValue = None
+) -> Effect:
+    """Apply a local effect in the caller's transaction: the attempt, its result and the
+    settlement commit together, so it happens exactly once. `lease` (for example the run
+    owner's) authorises it and is re-verified here."""
+    leases.verify(conn, lease, now)
+    if effect.status is not EffectStatus.PENDING:
+        raise WriteRejected(f"{effect.effect_id} is {effect.status.value}, not pending")
+    result_hash = None if result is None else blobs.put_json(conn, result, now)
+    number = effect.attempt_count + 1
+    conn.execute(
+        "INSERT INTO effect_attempts (effect_id, attempt_number, owner_id, lease_generation,"
+        " started_at, finished_at, outcome, result_hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, 'applied', ?)",
+        (effect.effect_id, number, lease.owner_id, lease.generation, now, now, result_hash),
+    )
+    conn.execute(
+        "UPDATE effects SET status = 'applied', attempt_count = :n, result_hash = :result,"
+        " updated_at = :now, settled_at = :now WHERE effect_id = :id",
+        {"n": number, "result": result_hash, "now": now, "id": effect.effect_id},
+    )
+    resources.bump_current(conn, effect.resource_id, "effect.applied", lease.actor, now,
+                           payload={"attempt": number}, lease_generation=lease.generation)
+    return get(conn, effect.effect_id)
+
+
 def abandoned(conn: apsw.Connection, effect_types: Sequence[str], now: int) -> list[Effect]:
     """Applying effects whose owner is gone (lease free or expired)."""
     found = []

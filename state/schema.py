@@ -510,7 +510,7 @@ CREATE TABLE channel_messages (
   updated_at INTEGER NOT NULL
 ) STRICT;
 
-CREATE INDEX channel_messages_decision ON channel_messages (channel_id, decision_id);
+CREATE INDEX channel_messages_decision ON channel_messages (decision_id, channel_id);
 CREATE INDEX channel_messages_reference
   ON channel_messages (channel_id, external_conversation_ref, external_message_ref);
 

@@ -1,0 +1,232 @@
+"""Decision workflows over a Database: `ask` runs, the expiry step, cancellation, waiting.
+
+Each step is its own short write transaction; nothing here holds a transaction while it waits.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from channels import decisions, runs
+from channels.decision_request import DecisionRequest, OnTimeout, build_request, iso_from_ms
+from channels.decisions import Cancellation, DeadlinePolicy, Outcome, Resolution
+from channels.errors import UnknownDecision
+from state import leases
+from state.database import Database
+from state.errors import LeaseHeld
+from state.leases import Lease
+
+ASK_WORKFLOW = "piw-channels.ask"
+ASK_NODE = "decision"
+
+
+def new_owner_id(db: Database, role: str) -> str:
+    """A private, unique owner id for this process."""
+    return f"{role}:{socket.gethostname()}:{os.getpid()}:{db.entropy.token_bytes(6).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class AskSpec:
+    """Everything `piw-channels ask` collects from its arguments."""
+
+    title: str
+    presentation: Mapping[str, Any]
+    choices: Mapping[str, Any]
+    audience: str = "operator"
+    timeout_ms: int | None = None
+    default_choice: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AskHandle:
+    """A waiting ask run, its decision and the owner's lease."""
+
+    run: runs.RunHandle
+    request: DecisionRequest
+
+    @property
+    def decision_id(self) -> str:
+        return self.request.decision_id
+
+
+def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
+    """Create the run, its waiting attempt and the decision in one transaction."""
+    now = db.clock.now_ms()
+    run_id = "ask-" + db.entropy.token_bytes(12).hex()
+    on_timeout = None
+    expires_at = None
+    if spec.timeout_ms is not None and spec.default_choice is not None:
+        on_timeout = OnTimeout(spec.timeout_ms, {"choice": spec.default_choice})
+    elif spec.timeout_ms is not None:
+        expires_at = iso_from_ms(now + spec.timeout_ms)
+    attempt_id = runs.attempt_id_for(run_id, ASK_NODE)
+    request = build_request(
+        run_id=run_id, workflow_name=ASK_WORKFLOW, node_id=ASK_NODE, attempt_id=attempt_id,
+        audience=spec.audience, choices=spec.choices, title=spec.title,
+        subject={"kind": "ask", "title": spec.title}, presentation=spec.presentation,
+        created_at_ms=now, on_timeout=on_timeout, expires_at=expires_at,
+    )
+    run_spec = runs.RunSpec(
+        run_id=run_id, workflow_name=ASK_WORKFLOW,
+        definition={"name": ASK_WORKFLOW, "nodes": [{"id": ASK_NODE, "type": "human_decision"}]},
+        input={"title": spec.title}, node_id=ASK_NODE, title=spec.title, source_ref=ASK_WORKFLOW,
+    )
+
+    def command(conn: apsw.Connection) -> runs.RunHandle:
+        handle = runs.create_waiting_run(conn, run_spec, "host", owner_id, now, db.entropy)
+        decisions.open_decision(conn, handle.lease, request, now)
+        return handle
+
+    return AskHandle(db.write(command), request)
+
+
+def release_run(db: Database, lease: Lease) -> None:
+    """Give up run ownership (an owner that stops waiting must not block others)."""
+    db.write(lambda c: leases.release(c, lease, db.clock.now_ms()))
+
+
+def renew_run(db: Database, lease: Lease) -> Lease:
+    """Keep the run lease alive while waiting (writes only near expiry)."""
+    return db.write(lambda c: leases.renew(c, lease, db.clock.now_ms()))
+
+
+def apply_deadline(db: Database, decision_id: str, lease: Lease) -> Outcome:
+    """Run-owner step: apply the timeout default or the no-default expiry."""
+    return db.write(lambda c: decisions.resolve(c, DeadlinePolicy(decision_id, lease),
+                                                db.clock.now_ms()))
+
+
+def apply_continuation(db: Database, decision_id: str, lease: Lease) -> Resolution:
+    """Run-owner step for runs this tool created: finish the run with the outcome."""
+    return db.write(lambda c: decisions.apply_continue_locally(c, decision_id, lease,
+                                                               db.clock.now_ms()))
+
+
+def _claim_run(db: Database, run_id: str, owner_id: str) -> Lease | None:
+    try:
+        return db.write(lambda c: leases.claim(c, runs.run_resource(run_id), "host", owner_id,
+                                               db.clock.now_ms(), db.entropy))
+    except LeaseHeld:
+        return None  # a live owner will handle it
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiryReport:
+    """What one expiry pass did."""
+
+    resolved: tuple[Outcome, ...]
+    continued: tuple[str, ...]
+    skipped_live_owner: tuple[str, ...]
+
+
+def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
+    """Settle overdue decisions whose run owner is gone, and finish ask runs whose decision
+    was resolved while nobody waited. Each decision: claim, act, release."""
+    now = db.clock.now_ms()
+    overdue = db.read(lambda c: decisions.overdue_decision_ids(c, now))
+    waiting = db.read(lambda c: decisions.pending_continuations(c, ASK_WORKFLOW))
+    resolved: list[Outcome] = []
+    continued: list[str] = []
+    skipped: list[str] = []
+    for decision_id in dict.fromkeys([*overdue, *waiting]):
+        run_id, workflow = _run_of(db, decision_id)
+        lease = _claim_run(db, run_id, owner_id)
+        if lease is None:
+            skipped.append(decision_id)
+            continue
+        try:
+            if decision_id in overdue:
+                resolved.append(apply_deadline(db, decision_id, lease))
+            if workflow == ASK_WORKFLOW:
+                apply_continuation(db, decision_id, lease)
+                continued.append(decision_id)
+        finally:
+            release_run(db, lease)
+    return ExpiryReport(tuple(resolved), tuple(continued), tuple(skipped))
+
+
+def _run_of(db: Database, decision_id: str) -> tuple[str, str]:
+    return db.read(lambda c: decisions.run_of(c, decision_id))
+
+
+def cancel_decision(db: Database, decision_id: str, reason: str, owner_id: str) -> Outcome:
+    """Explicit cancellation as a control actor; needs the run lease free or expired."""
+    run_id, workflow = _run_of(db, decision_id)
+    lease = _claim_run(db, run_id, owner_id)
+    if lease is None:
+        raise LeaseHeld(f"the run of {decision_id} is owned by a live process; try again later")
+    try:
+        outcome = db.write(lambda c: decisions.resolve(
+            c, Cancellation(decision_id, lease, owner_id, reason), db.clock.now_ms()))
+        if workflow == ASK_WORKFLOW:
+            apply_continuation(db, decision_id, lease)
+        return outcome
+    finally:
+        release_run(db, lease)
+
+
+def wait_for_resolution(
+    db: Database, handle: AskHandle, *, poll_seconds: float = 0.2
+) -> Resolution:
+    """Hold the run lease until the decision resolves (applying the deadline when due), then
+    apply the continuation. Notices other writers cheaply through `PRAGMA data_version`."""
+    lease = handle.run.lease
+    decision_id = handle.decision_id
+    deadline = handle.request.expires_at_ms
+    seen = -1
+    while True:
+        version = int(db.conn.execute("PRAGMA data_version").get)
+        if version != seen:
+            seen = version
+            if db.read(lambda c: decisions.resolution_of(c, decision_id)) is not None:
+                break
+        if deadline is not None and db.clock.now_ms() >= deadline:
+            apply_deadline(db, decision_id, lease)
+            break
+        lease = renew_run(db, lease)
+        time.sleep(poll_seconds)
+    try:
+        return apply_continuation(db, decision_id, lease)
+    finally:
+        release_run(db, lease)
+
+
+def resolve_id(db: Database, text: str) -> str:
+    """A full decision id, or a unique prefix of one."""
+    try:
+        return db.read(lambda c: decisions.decision_id_prefix_match(c, text))
+    except KeyError:
+        raise UnknownDecision(f"no decision (or no unique decision) matches {text!r}") from None
+
+
+def presentation_for(title: str, summary: str | None, document: Mapping[str, Any] | None,
+                     ) -> Mapping[str, Any]:
+    """The presentation `ask` submits: a file's document, or a summary-only one."""
+    if document is not None:
+        return document
+    return {"schema": "pi-workflows.decision-presentation.v1", "summary": summary or title,
+            "blocks": []}
+
+
+def summarize(outcome: Outcome) -> str:
+    """One line for an outcome."""
+    res = outcome.resolution
+    if res is None:
+        return f"{outcome.result.value}: {outcome.message}"
+    detail = res.choice if res.outcome == "accepted" else res.reason
+    return f"{outcome.result.value}: {res.outcome} ({res.provenance}) {detail}"
+
+
+__all__ = [
+    "ASK_WORKFLOW", "AskHandle", "AskSpec", "ExpiryReport", "apply_continuation",
+    "apply_deadline", "cancel_decision", "create_ask", "expire_overdue", "new_owner_id",
+    "presentation_for", "release_run", "resolve_id", "summarize", "wait_for_resolution",
+]
+

@@ -1,0 +1,169 @@
+"""The run-side minimum a decision needs: a run, its waiting node attempt and its lease.
+
+Pi owns the workflow engine; this store only creates a run that waits at one decision node
+(for `ask` and for tests), and finishes it when the continuation is applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+import apsw
+
+from channels.errors import DecisionRefused
+from state import blobs, leases, resources
+from state.canonical import JsonValue, canonical_bytes
+from state.clock import Entropy
+from state.errors import StaleLease
+from state.leases import Lease
+from state.resources import Actor
+
+RunOwner = Literal["session", "host"]
+TerminalStatus = Literal["completed", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What a new waiting run looks like."""
+
+    run_id: str
+    workflow_name: str
+    definition: JsonValue
+    input: JsonValue
+    node_id: str
+    node_type: str = "human_decision"
+    title: str | None = None
+    source_ref: str = "piw-channels"
+    source_revision: str = "1"
+    origin_session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunHandle:
+    """A created run with its waiting attempt and the owner's lease."""
+
+    run_id: str
+    attempt_id: str
+    lease: Lease
+
+
+def run_resource(run_id: str) -> str:
+    """Resource id of a run."""
+    return f"run:{run_id}"
+
+
+def attempt_id_for(run_id: str, node_id: str, number: int = 1) -> str:
+    """Deterministic attempt id."""
+    digest = hashlib.sha256(f"{run_id}\0{node_id}\0{number}".encode()).hexdigest()[:24]
+    return f"attempt-{digest}"
+
+
+def create_waiting_run(
+    conn: apsw.Connection,
+    spec: RunSpec,
+    owner_type: RunOwner,
+    owner_id: str,
+    now: int,
+    entropy: Entropy,
+) -> RunHandle:
+    """Create the run (status waiting), its waiting attempt and claim the run lease."""
+    definition_bytes = canonical_bytes(spec.definition)
+    definition_digest = hashlib.sha256(definition_bytes).digest()
+    definition_hash = blobs.put_bytes(conn, definition_bytes, blobs.JSON, now)
+    conn.execute(
+        "INSERT INTO workflow_definitions (definition_digest, workflow_name, definition_hash,"
+        " created_at) VALUES (?, ?, ?, ?) ON CONFLICT (definition_digest) DO NOTHING",
+        (definition_digest, spec.workflow_name, definition_hash, now),
+    )
+    resource_id = run_resource(spec.run_id)
+    owner = Actor(owner_type, owner_id)
+    resources.create(conn, resource_id, "run", owner, now,
+                     payload={"runId": spec.run_id, "workflow": spec.workflow_name})
+    values = {
+        "run_id": spec.run_id,
+        "resource": resource_id,
+        "definition": definition_digest,
+        "workflow": spec.workflow_name,
+        "source": blobs.put_json(conn, {"type": "builtin", "ref": spec.source_ref}, now),
+        "options": blobs.put_json(conn, {}, now),
+        "source_ref": spec.source_ref,
+        "source_revision": spec.source_revision,
+        "title": spec.title,
+        "input": blobs.put_json(conn, spec.input, now),
+        "now": now,
+    }
+    conn.execute(
+        "INSERT INTO runs (run_id, resource_id, definition_digest, workflow_ref,"
+        " workflow_source_hash, launch_options_hash, source_type, source_ref, source_revision,"
+        " title, status, paused, input_hash, created_at, updated_at)"
+        " VALUES (:run_id, :resource, :definition, :workflow, :source, :options, 'builtin',"
+        " :source_ref, :source_revision, :title, 'waiting', 0, :input, :now, :now)",
+        values,
+    )
+    if spec.origin_session_id is not None:
+        conn.execute(
+            "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"
+            " VALUES (?, ?, 'interactive', ?)",
+            (spec.run_id, spec.origin_session_id, now),
+        )
+    attempt_id = attempt_id_for(spec.run_id, spec.node_id)
+    conn.execute(
+        "INSERT INTO node_attempts (attempt_id, run_id, node_id, attempt_number, node_type,"
+        " status, started_at, created_at, updated_at)"
+        " VALUES (?, ?, ?, 1, ?, 'waiting', ?, ?, ?)",
+        (attempt_id, spec.run_id, spec.node_id, spec.node_type, now, now, now),
+    )
+    lease = leases.claim(conn, resource_id, owner_type, owner_id, now, entropy)
+    return RunHandle(spec.run_id, attempt_id, lease)
+
+
+def verify_owner(conn: apsw.Connection, lease: Lease, run_id: str, now: int) -> None:
+    """The lease must be the live lease of this run."""
+    if lease.resource_id != run_resource(run_id):
+        raise StaleLease(f"the lease is for {lease.resource_id}, not run {run_id}")
+    leases.verify(conn, lease, now)
+
+
+def finish_run(
+    conn: apsw.Connection,
+    lease: Lease,
+    run_id: str,
+    attempt_id: str,
+    status: TerminalStatus,
+    now: int,
+    *,
+    output: JsonValue = None,
+    detail: str | None = None,
+) -> None:
+    """Finish the waiting attempt and the run (owner only), with one run event."""
+    verify_owner(conn, lease, run_id, now)
+    current = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).get
+    if current != "waiting":
+        raise DecisionRefused(f"workflow run {run_id} is no longer waiting")
+    output_hash = None if output is None else blobs.put_json(conn, output, now)
+    conn.execute(
+        "UPDATE node_attempts SET status = :status, output_hash = :output, finished_at = :now,"
+        " updated_at = :now WHERE attempt_id = :attempt AND status = 'waiting'",
+        {"status": status, "output": output_hash, "now": now, "attempt": attempt_id},
+    )
+    conn.execute(
+        "UPDATE runs SET status = :status, output_hash = :output, status_detail = :detail,"
+        " finished_at = :now, updated_at = :now WHERE run_id = :run",
+        {"status": status, "output": output_hash, "detail": detail, "now": now, "run": run_id},
+    )
+    resources.bump_current(conn, run_resource(run_id), f"run.{status}", lease.actor, now,
+                           payload={"attemptId": attempt_id}, lease_generation=lease.generation)
+
+
+def run_status(conn: apsw.Connection, run_id: str) -> str | None:
+    """Current status of a run, or None when it does not exist."""
+    value = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).get
+    return None if value is None else str(value)
+
+
+def run_output(conn: apsw.Connection, run_id: str) -> JsonValue:
+    """The run's output document, or None."""
+    output_hash = conn.execute("SELECT output_hash FROM runs WHERE run_id = ?", (run_id,)).get
+    return None if output_hash is None else blobs.get_json(conn, bytes(output_hash))

@@ -1,0 +1,138 @@
+"""`piw-channels ask` and the decision commands end to end, in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from channels import decisions
+from channels.decisions import HumanAnswer
+from state.database import Database, default_path
+from tests.conftest import child_env
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "from channels.cli import main; main()"]
+
+
+def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def wait_for_open_decision(timeout: float = 30) -> str:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if default_path().exists():
+            try:
+                with Database.open_reader() as db:
+                    ids = db.read(decisions.open_decision_ids)
+                if ids:
+                    return ids[0]
+            except Exception:  # the database may still be initialising
+                pass
+        time.sleep(0.05)
+    raise AssertionError("no decision appeared")
+
+
+def test_ask_wait_returns_the_answer_of_a_concurrent_submission(home: Path) -> None:
+    proc = subprocess.Popen(
+        [*CLI, "ask", "--title", "Ship it?", "--choice", "yes=Yes",
+         "--text-choice", "no=No=Why not?", "--wait", "--json"],
+        cwd=ROOT, env=child_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    decision_id = wait_for_open_decision()
+    with Database.open_writer() as db:
+        request = db.read(lambda c: decisions.load(c, decision_id)).request
+        outcome = db.write(lambda c: decisions.resolve(c, HumanAnswer(
+            decision_id, request.request_digest, {"choice": "no", "input": {"text": "tests fail"}},
+            "pi", "local:1000", "e1", "pi:e1"), db.clock.now_ms()))
+    assert outcome.result.value == "won"
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert json.loads(out) == {"decision_id": decision_id, "choice": "no",
+                               "input": {"text": "tests fail"}, "provenance": "human"}
+    with Database.open_reader() as db:
+        assert db.conn.execute("SELECT status FROM runs").get == "completed"
+        assert db.conn.execute("SELECT owner_type FROM leases l JOIN resources r"
+                               " USING (resource_id) WHERE r.resource_type='run'").get is None
+
+
+def test_ask_wait_expires_into_its_default(home: Path) -> None:
+    result = cli(home, "ask", "--title", "Deploy?", "--choice", "go=Go", "--choice",
+                 "hold=Hold", "--timeout", "1s", "--default", "hold", "--wait", "--json")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert (answer["choice"], answer["provenance"]) == ("hold", "timeout_policy")
+
+
+def test_ask_wait_without_default_expires_with_exit_3(home: Path) -> None:
+    result = cli(home, "ask", "--title", "Deploy?", "--choice", "go=Go", "--timeout", "1s",
+                 "--wait")
+    assert result.returncode == 3
+    assert "cancelled: expired" in result.stderr
+
+
+def test_ask_without_wait_prints_the_id_and_expire_settles_it_later(home: Path) -> None:
+    result = cli(home, "ask", "--title", "Later?", "--choice", "ok=OK", "--timeout", "1s",
+                 "--default", "ok")
+    assert result.returncode == 0 and result.stdout.strip().startswith("decision-")
+    decision_id = result.stdout.strip()
+    time.sleep(1.1)
+    expire = cli(home, "expire")
+    assert expire.returncode == 0 and expire.stdout == ""  # quiet for cron
+    listing = json.loads(cli(home, "decisions", "--all", "--json").stdout)
+    assert [(d["decision_id"], d["status"], d["provenance"], d["continuation"])
+            for d in listing] == [(decision_id, "accepted", "timeout_policy", "applied")]
+
+
+def test_show_and_cancel_by_prefix(home: Path) -> None:
+    decision_id = cli(home, "ask", "--title", "Cancel me", "--choice", "a=A").stdout.strip()
+    shown = cli(home, "show", decision_id[:16])
+    assert shown.returncode == 0
+    assert "Cancel me" in shown.stdout and "status: open" in shown.stdout
+    assert "submissions: none" in shown.stdout
+    cancelled = cli(home, "cancel", decision_id[:16], "--reason", "obsolete")
+    assert cancelled.returncode == 0 and "obsolete" in cancelled.stdout
+    again = cli(home, "cancel", decision_id, "--reason", "other")
+    assert again.returncode == 2 and "conflicts" in again.stderr
+    data = json.loads(cli(home, "show", decision_id, "--json").stdout)
+    assert (data["status"], data["reason"], data["continuation"]) == (
+        "cancelled", "obsolete", "applied")
+
+
+def test_bad_ask_input_names_the_field_and_writes_nothing(home: Path) -> None:
+    cases = [
+        (["--title", "x", "--choice", "a=A", "--choice", "b=A"], "duplicated"),
+        (["--title", "x\x07", "--choice", "a=A"], "control character"),
+        (["--title", "x", "--choice", "a=A", "--timeout", "1s", "--default", "zz"],
+         "not available"),
+        (["--title", "x", "--choice", "a=A", "--default", "a"], "--default needs --timeout"),
+        (["--title", "x", "--choice", "a=A", "--timeout=0s"], "positive duration"),
+        (["--title", "x"], "at least one"),
+        (["--title", "x", "--choice", "bad id=A"], "choice"),
+    ]
+    for args, message in cases:
+        result = cli(home, "ask", *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+    if default_path().exists():
+        with Database.open_reader() as db:
+            assert db.conn.execute("SELECT count(*) FROM human_decisions").get == 0
+
+
+def test_oversize_presentation_is_refused(home: Path, tmp_path: Path) -> None:
+    doc = {"schema": "pi-workflows.decision-presentation.v1", "summary": "s",
+           "blocks": [{"kind": "paragraph", "text": "x" * 16_001}]}
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    result = cli(home, "ask", "--title", "x", "--choice", "a=A", "--presentation", str(path))
+    assert result.returncode == 2
+    assert "limit is 16000" in result.stderr
+
+
+def test_unknown_decision_is_a_usage_error(home: Path) -> None:
+    cli(home, "init")
+    result = cli(home, "show", "decision-nope")
+    assert result.returncode == 2 and "no decision" in result.stderr
