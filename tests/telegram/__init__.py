@@ -1,0 +1,1 @@
+"""Tests of the Telegram adapter: the loopback fake Bot API, fixtures and the client."""
