@@ -631,6 +631,15 @@ def open_decision_ids(conn: apsw.Connection) -> list[str]:
         " ORDER BY created_at, decision_id")]
 
 
+def open_unexpired(conn: apsw.Connection, now: int) -> list[tuple[str, str]]:
+    """(decision_id, audience) of unresolved decisions whose deadline has not passed."""
+    return [(str(a), str(b)) for a, b in conn.execute(
+        "SELECT decision_id, audience FROM human_decisions d"
+        " WHERE (deadline_at IS NULL OR deadline_at > ?) AND NOT EXISTS"
+        " (SELECT 1 FROM human_decision_resolutions r WHERE r.decision_id = d.decision_id)"
+        " ORDER BY created_at, decision_id", (now,))]
+
+
 def overdue_decision_ids(conn: apsw.Connection, now: int) -> list[str]:
     """Unresolved decisions whose deadline has passed."""
     return [str(r[0]) for r in conn.execute(

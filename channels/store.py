@@ -424,3 +424,32 @@ def all_channels(conn: apsw.Connection) -> list[tuple[str, str, str]]:
     return [(str(a), str(b), str(c)) for a, b, c in conn.execute(
         "SELECT channel_id, adapter_type, profile_key FROM channels ORDER BY adapter_type,"
         " profile_key")]
+
+
+# -- provider errors (for status) --------------------------------------------------------------
+
+
+def record_provider_error(
+    conn: apsw.Connection, lease: Lease, channel_id: str, error: dict[str, Any], now: int
+) -> None:
+    """Keep the last provider error as a channel event (codes and descriptions, no ids)."""
+    verify(conn, lease, channel_id, now)
+    resources.bump_current(conn, channel_resource(channel_id), "channel.provider_error",
+                           lease.actor, now, payload=error, lease_generation=lease.generation)
+
+
+def last_provider_error(conn: apsw.Connection, channel_id: str) -> dict[str, Any] | None:
+    """The most recent recorded provider error, with its time."""
+    row = conn.execute(
+        "SELECT payload_hash, recorded_at FROM events WHERE resource_id = ?"
+        " AND event_type = 'channel.provider_error' ORDER BY resource_revision DESC LIMIT 1",
+        (channel_resource(channel_id),),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    return {**blobs.get_json(conn, bytes(row[0])), "at": row[1]}
+
+
+def message_has_intents(conn: apsw.Connection, message_id: str) -> bool:
+    """Whether any part of the message is an unconfirmed intent (maybe sent)."""
+    return any(p.is_intent for p in parts(conn, message_id))

@@ -150,29 +150,66 @@ def get(conn: apsw.Connection, effect_id: str) -> Effect:
     return Effect.from_row(found)
 
 
+def exists(conn: apsw.Connection, effect_id: str) -> bool:
+    """Whether an effect with this id was ever reserved."""
+    return conn.execute("SELECT 1 FROM effects WHERE effect_id = ?", (effect_id,)).get is not None
+
+
 def payload(conn: apsw.Connection, effect: Effect) -> Any:
     """The effect's request document."""
     return blobs.get_json(conn, effect.payload_hash)
 
 
-def list_due(conn: apsw.Connection, effect_types: Sequence[str], now: int) -> list[Effect]:
-    """Pending effects of these types whose next attempt time has come, oldest first."""
-    marks = ",".join("?" * len(effect_types))
+_SCOPE = (
+    " AND (:scope IS NULL OR idempotency_key = :scope"
+    " OR substr(idempotency_key, 1, length(:scope) + 1) = :scope || ':')"
+)
+
+
+def _types(effect_types: Sequence[str]) -> tuple[str, dict[str, str]]:
+    names = {f"t{i}": t for i, t in enumerate(effect_types)}
+    return ",".join(f":{n}" for n in names), names
+
+
+def list_due(
+    conn: apsw.Connection, effect_types: Sequence[str], now: int, *, scope: str | None = None
+) -> list[Effect]:
+    """Pending effects of these types whose next attempt time has come, oldest first.
+
+    `scope` keeps only effects whose idempotency key is `scope` or starts with `scope:`
+    (channel effects are keyed by their channel id).
+    """
+    marks, names = _types(effect_types)
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM effects WHERE status = 'pending' AND effect_type IN ({marks})"
-        " AND (next_attempt_at IS NULL OR next_attempt_at <= ?) ORDER BY created_at, effect_id",
-        (*effect_types, now),
+        f" AND (next_attempt_at IS NULL OR next_attempt_at <= :now){_SCOPE}"
+        " ORDER BY created_at, effect_id",
+        {**names, "now": now, "scope": scope},
     )
     return [Effect.from_row(r) for r in rows]
 
 
-def list_applying(conn: apsw.Connection, effect_types: Sequence[str]) -> list[Effect]:
+def list_for_source(
+    conn: apsw.Connection, source_resource_id: str, effect_type: str
+) -> list[Effect]:
+    """Every effect of one type that a resource caused, oldest first."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM effects WHERE source_resource_id = ? AND effect_type = ?"
+        " ORDER BY created_at, rowid",
+        (source_resource_id, effect_type),
+    )
+    return [Effect.from_row(r) for r in rows]
+
+
+def list_applying(
+    conn: apsw.Connection, effect_types: Sequence[str], *, scope: str | None = None
+) -> list[Effect]:
     """Effects of these types with an attempt in progress (live or abandoned)."""
-    marks = ",".join("?" * len(effect_types))
+    marks, names = _types(effect_types)
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM effects WHERE status = 'applying' AND effect_type IN ({marks})"
-        " ORDER BY created_at, effect_id",
-        tuple(effect_types),
+        f"{_SCOPE} ORDER BY created_at, effect_id",
+        {**names, "scope": scope},
     )
     return [Effect.from_row(r) for r in rows]
 
@@ -283,10 +320,12 @@ def apply_locally(
     return get(conn, effect.effect_id)
 
 
-def abandoned(conn: apsw.Connection, effect_types: Sequence[str], now: int) -> list[Effect]:
+def abandoned(
+    conn: apsw.Connection, effect_types: Sequence[str], now: int, *, scope: str | None = None
+) -> list[Effect]:
     """Applying effects whose owner is gone (lease free or expired)."""
     found = []
-    for effect in list_applying(conn, effect_types):
+    for effect in list_applying(conn, effect_types, scope=scope):
         state = leases.read(conn, effect.resource_id)
         if state is None or not state.is_live(now):
             found.append(effect)

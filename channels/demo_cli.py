@@ -1,0 +1,148 @@
+"""`piw-channels demo`: the whole Telegram flow against a local recorded Bot API.
+
+Everything happens in a temporary HOME with a loopback fake of the Bot API, so a new user sees
+delivery, a button press, a ForceReply prompt, a typed reply, the resolution and the
+settlement, with no token and no network. The real poll cycle does every step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from adapters.telegram.fake_api import FakeBotApi
+from channels import decision_service, decisions, telegram_cli, worker
+from channels.config import install_telegram_profile, load_config
+from channels.decision_request import text_input
+from channels.presentation import callback_token
+from state.database import Database
+from state.errors import EXIT_INTERNAL, EXIT_OK
+
+DEMO_TOKEN = "123456789:demo-token-not-a-secret_0123456789ab"
+USER = 5123456789
+def _steps(first: int, last: int) -> str:
+    return "\n".join(
+        f"Step {i}: migrate module {i} to the new storage layer, run its tests, and record "
+        f"the result in the release notes." for i in range(first, last + 1))
+
+
+@contextmanager
+def _temporary_home() -> Iterator[Path]:
+    saved = {k: os.environ.get(k) for k in ("HOME", "PI_WORKFLOWS_CONFIG_DIR")}
+    with tempfile.TemporaryDirectory(prefix="piw-demo-") as tmp:
+        home = Path(tmp)
+        home.chmod(0o700)
+        os.environ["HOME"] = str(home)
+        os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
+        try:
+            yield home
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def _say(step: str) -> None:
+    print(f"* {step}", flush=True)
+
+
+def _configure(home: Path, server: FakeBotApi) -> None:
+    token_file = home / "telegram.token"
+    token_file.write_text(DEMO_TOKEN + "\n")
+    token_file.chmod(0o600)
+    install_telegram_profile(
+        home / ".config" / "pi-workflows", token_file=token_file, user_ids=[str(USER)],
+        chat_ids=[str(USER)], profile="demo", audience="operator",
+        api_base_url=server.base_url)
+
+
+def _ask(db: Database) -> decision_service.AskHandle:
+    presentation = {
+        "schema": "pi-workflows.decision-presentation.v1",
+        "summary": "The agent wants to migrate 44 modules; review the plan.",
+        "blocks": [{"kind": "section", "title": "Plan"},
+                   {"kind": "paragraph", "text": _steps(1, 22)},
+                   {"kind": "paragraph", "text": _steps(23, 44)}],
+    }
+    spec = decision_service.AskSpec(
+        title="Approve the migration plan?", presentation=presentation,
+        choices={"continue": {"label": "Continue"}, "stop": {"label": "Stop"},
+                 "replan": {"label": "Replan",
+                            "input": text_input("instructions", "What should change?")}})
+    handle = decision_service.create_ask(db, spec, decision_service.new_owner_id(db, "demo"))
+    decision_service.release_run(db, handle.run.lease)
+    return handle
+
+
+def _poll(db: Database) -> None:
+    config = load_config()
+    assert config is not None
+    reports = asyncio.run(worker.poll(db, config, telegram_cli.bot_api, worker.PollOptions()))
+    for report in reports:
+        if report.status != "polled":
+            raise RuntimeError(f"demo poll: {report.status}: {report.message}")
+
+
+def _sent(server: FakeBotApi) -> list[dict[str, Any]]:
+    return [r.params for r in server.requests("sendMessage")]
+
+
+def run_demo() -> int:
+    """Narrated demo; returns the exit code."""
+    with _temporary_home() as home, FakeBotApi(token=DEMO_TOKEN) as server:
+        _say(f"temporary HOME {home}; fake Bot API at {server.base_url}")
+        _configure(home, server)
+        _say("configured Telegram profile 'demo' (token file 0600, allowlisted user and chat)")
+        with Database.open_writer() as db:
+            handle = _ask(db)
+            _say(f"opened decision {handle.decision_id}")
+            _poll(db)
+            parts = _sent(server)
+            _say(f"delivered in {len(parts)} parts (keyboard on the last part)")
+            last = server.sent_messages(USER)[-1]
+            token = callback_token(handle.decision_id, handle.request.request_digest, "replan")
+            server.push_fixture("callback_press.json", {
+                "user_id": USER, "chat_id": USER, "message_id": last["message_id"],
+                "message_text": last.get("text", ""), "callback_data": token})
+            _say("button 'Replan' pressed")
+            _poll(db)
+            prompt = _sent(server)[-1]
+            _say(f"prompt sent: {prompt['text']!r} (ForceReply)")
+            prompt_message = server.sent_messages(USER)[-1]
+            server.push_fixture("reply_to_prompt.json", {
+                "user_id": USER, "chat_id": USER,
+                "message_id": int(prompt_message["message_id"]) + 1,
+                "prompt_message_id": prompt_message["message_id"],
+                "prompt_text": prompt["text"], "reply_text": "Do modules 1-10 first."})
+            _say("reply typed: 'Do modules 1-10 first.'")
+            _poll(db)
+            view = db.read(lambda c: decisions.view(c, handle.decision_id))
+            _say(f"reply accepted: decision {view.status} with {view.choice_label!r} "
+                 f"({view.provenance}), input {view.input}")
+            _poll(db)  # applies the settlement reserved by the resolution
+            edits = len(server.requests("editMessageReplyMarkup"))
+            _say(f"decision resolved; keyboards removed ({edits} edit), outcome posted: "
+                 f"{_sent(server)[-1]['text'].splitlines()[0]!r}")
+            if view.status != "accepted" or edits < 1:
+                return EXIT_INTERNAL
+    _say("done: the temporary HOME and the fake Bot API are gone")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo."""
+    return run_demo()
+
+
+def register(sub: Any) -> None:
+    """Add `demo` to the top-level parser."""
+    p = sub.add_parser("demo", help="see the whole Telegram flow against a local fake Bot API")
+    p.set_defaults(handler=cmd_demo)

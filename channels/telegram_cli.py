@@ -1,0 +1,102 @@
+"""CLI commands for the Telegram channel: poll (the cron job) and resend."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from adapters.telegram.client import TelegramClient
+from channels import decision_service, telegram_inbound, worker
+from channels.config import ChannelsConfig, TelegramProfile, load_config
+from channels.config_errors import SETUP_HINT
+from channels.telegram_inbound import Channel
+from channels.transport import BotApi
+from state.database import Database
+from state.errors import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
+from state.resources import Actor
+
+
+@asynccontextmanager
+async def bot_api(profile: TelegramProfile, token: str) -> AsyncIterator[BotApi]:
+    """The real Bot API client for one profile (the token stays inside it)."""
+    async with TelegramClient(token, api_base_url=profile.api_base_url) as client:
+        yield client
+
+
+def _config_or_hint() -> ChannelsConfig | None:
+    config = load_config()
+    if config is None or not config.profiles:
+        print(f"Error: no Telegram channel is configured; run: {SETUP_HINT}", file=sys.stderr)
+        return None
+    return config
+
+
+def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool) -> int:
+    """One poll pass; exit 75 when a channel hit a 409 conflict."""
+    with Database.open_writer() as db:
+        reports = asyncio.run(worker.poll(db, config, bot_api, options))
+    code = EXIT_OK
+    for report in reports:
+        if report.status == "conflict":
+            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            code = EXIT_TEMPORARY
+        elif verbose:
+            detail = report.message or (
+                f"{report.updates} updates, {report.processed} processed, "
+                f"{report.effects} effects, {len(report.errors)} provider errors")
+            print(f"{report.channel}: {report.status}: {detail}", file=sys.stderr)
+    return code
+
+
+def cmd_poll(args: argparse.Namespace) -> int:
+    """The cron job: poll every configured profile once, or for a window of seconds."""
+    config = _config_or_hint()
+    if config is None:
+        return EXIT_CONFIG
+    options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile)
+    return run_poll(config, options, args.verbose)
+
+
+def cmd_resend(args: argparse.Namespace) -> int:
+    """Explicitly resend an ambiguous or failed delivery, then poll that profile once."""
+    config = _config_or_hint()
+    if config is None:
+        return EXIT_CONFIG
+    channel = Channel(config.profile(args.profile), config)
+    with Database.open_writer() as db:
+        decision_id = decision_service.resolve_id(db, args.decision_id)
+        actor = Actor("control", decision_service.new_owner_id(db, "resend"))
+        db.write(lambda c: telegram_inbound.reserve_resend(c, channel, decision_id, actor,
+                                                           db.clock.now_ms()))
+    print(f"resend of {decision_id} on {channel.name} reserved")
+    return run_poll(config, worker.PollOptions(profile=args.profile), args.verbose)
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError("--for takes seconds between 1 and 3600")
+    return value
+
+
+def register(sub: Any) -> None:
+    """Add poll and resend to the top-level parser."""
+    p = sub.add_parser("poll", help="the cron job: deliver decisions and collect answers")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true",
+                      help="one pass with a short getUpdates (the default)")
+    mode.add_argument("--for", dest="for_seconds", type=_seconds, metavar="SECONDS",
+                      help="keep long-polling for this many seconds (cron: --for 55)")
+    p.add_argument("--profile", help="only this Telegram profile")
+    p.add_argument("-v", "--verbose", action="store_true", help="say what each channel did")
+    p.set_defaults(handler=cmd_poll)
+
+    p = sub.add_parser("resend", help="explicitly resend an ambiguous or failed delivery")
+    p.add_argument("decision_id", help="decision id (a unique prefix is enough)")
+    p.add_argument("--profile", required=True, help="the Telegram profile to resend on")
+    p.add_argument("-v", "--verbose", action="store_true", help="say what the poll did")
+    p.set_defaults(handler=cmd_resend)

@@ -1,0 +1,307 @@
+"""Applying Telegram effects: deliveries, ForceReply prompts and settlements.
+
+The rules that keep a message from ever being sent twice blindly:
+- before each part is sent its row is committed without provider references (the intent);
+- a confirmed send writes the references; a provably unsent try (connection refused, pool
+  timeout, an error response) removes the intent in the transaction that records the try;
+- a part left as an intent (a crash, a timeout after the request left) is ambiguous and is
+  never re-sent automatically; only an explicit operator resend re-sends it.
+No transaction is held while a request is on the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels import decisions, store
+from channels.decision_request import channel_request_document
+from channels.errors import DecisionError
+from channels.presentation import render_decision_text, split_parts
+from channels.telegram_inbound import DELIVER, PROMPT, SETTLE, ButtonIndex, Channel, keyboard
+from channels.transport import AMBIGUOUS, NOT_SENT, OK, BotApi, ProviderResult, describe
+from state import effects
+from state.database import Database
+from state.effects import Attempt, Effect
+from state.errors import StateError
+
+EFFECT_TYPES = (DELIVER, PROMPT, SETTLE)
+MAX_SETTLE_ATTEMPTS = 3
+NOT_SENT_BACKOFF_MS = 5_000
+
+
+@dataclass
+class Outbound:
+    """Applies this channel's due effects (one worker, one channel lease)."""
+
+    db: Database
+    api: BotApi
+    channel: Channel
+    owner_id: str
+    index: ButtonIndex
+    deadline: Callable[[], float]  # epoch seconds by which calls must end
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def _now(self) -> int:
+        return self.db.clock.now_ms()
+
+    async def apply_due(self) -> int:
+        """Apply every due effect of this channel; return how many were attempted."""
+        due = self.db.read(lambda c: effects.list_due(c, EFFECT_TYPES, self._now(),
+                                                      scope=self.channel.channel_id))
+        for effect in due:
+            await self.apply(effect)
+        return len(due)
+
+    async def apply(self, effect: Effect) -> None:
+        try:
+            attempt = self.db.write(lambda c: effects.begin_attempt(
+                c, effect.effect_id, "channel", self.owner_id, self._now(), self.db.entropy))
+        except StateError:
+            return  # another owner took it, or it was settled meanwhile
+        if effect.effect_type == DELIVER:
+            await self._deliver(attempt)
+        elif effect.effect_type == PROMPT:
+            await self._prompt(attempt)
+        else:
+            await self._settle(attempt)
+
+    # -- recording -----------------------------------------------------------------------------
+
+    def _finish(self, attempt: Attempt, outcome: effects.Outcome, *, result: Any = None,
+                error: Any = None, retry_in_ms: int | None = None) -> None:
+        retry_at = None if retry_in_ms is None else self._now() + retry_in_ms
+        self.db.write(lambda c: effects.finish_attempt(
+            c, attempt, outcome, self._now(), result=result, error=error, retry_at=retry_at))
+
+    def _note_error(self, method: str, res: ProviderResult) -> None:
+        self.errors.append({"method": method, **describe(res)})
+
+    def _renew(self, attempt: Attempt) -> Attempt:
+        return self.db.write(lambda c: effects.renew_attempt(c, attempt, self._now()))
+
+    # -- delivery ------------------------------------------------------------------------------
+
+    async def _deliver(self, attempt: Attempt) -> None:
+        payload = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        decision_id = str(payload["decisionId"])
+        decision = self.db.read(lambda c: decisions.load(c, decision_id))
+        document = channel_request_document(decision.request)
+        try:
+            texts = split_parts(document)
+        except DecisionError as exc:
+            self._finish(attempt, "rejected", error={"description": str(exc)})
+            return
+        message_id = store.message_id_for(self.channel.channel_id, "delivery", decision_id)
+        self.db.write(lambda c: store.ensure_message(
+            c, message_id, self.channel.channel_id, decision_id, "delivery",
+            render_decision_text(document), self._now()))
+        self.index.add(decision.request)  # presses may arrive before this attempt finishes
+        delivery = _Delivery(message_id, texts, keyboard(decision.request),
+                             [str(r) for r in payload["recipients"]], bool(payload.get("resend")))
+        await self._send_delivery(attempt, delivery)
+
+    async def _send_delivery(self, attempt: Attempt, d: _Delivery) -> None:
+        report: list[dict[str, Any]] = []
+        for r, chat in enumerate(d.recipients):
+            status, attempt = await self._send_recipient(attempt, d, r, chat)
+            if status.get("status") in ("ambiguous", "not_sent", "rate_limited"):
+                return  # that path already recorded the attempt
+            report.append(status)
+        delivered = sum(1 for s in report if s["status"] == "confirmed")
+        message_status: store.MessageStatus = "confirmed" if delivered else "failed"
+        self.db.write(lambda c: store.set_message_status(c, d.message_id, message_status,
+                                                          self._now()))
+        outcome: effects.Outcome = "applied" if delivered else "rejected"
+        self._finish(attempt, outcome, result={"recipients": report})
+
+    async def _send_recipient(
+        self, attempt: Attempt, d: _Delivery, r: int, chat: str
+    ) -> tuple[dict[str, Any], Attempt]:
+        rows = {(p.recipient_index, p.part_index): p
+                for p in self.db.read(lambda c: store.parts(c, d.message_id))}
+        for index, text in enumerate(d.texts):
+            row = rows.get((r, index))
+            if row is not None and not row.is_intent:
+                continue  # confirmed earlier: never sent again
+            if row is not None and not d.resend:
+                self._ambiguous(attempt, d.message_id, {"recipient": r, "part": index,
+                                                        "reason": "unsettled_intent"})
+                return {"status": "ambiguous"}, attempt
+            attempt = self._write_intent(attempt, d.message_id, r, index, text, row is None)
+            markup = d.markup if index == len(d.texts) - 1 else None
+            res = await self.api.send_message(chat, text, markup, deadline=self.deadline())
+            status = self._part_result(attempt, d.message_id, r, index, chat, res)
+            if status is not None:
+                return status, attempt
+        return {"index": r, "status": "confirmed"}, attempt
+
+    def _write_intent(self, attempt: Attempt, message_id: str, r: int, p: int, text: str,
+                      new: bool) -> Attempt:
+        def command(c: Any) -> Attempt:
+            renewed = effects.renew_attempt(c, attempt, self._now())
+            if new:
+                store.write_part_intent(c, message_id, r, p, text, self._now())
+            return renewed
+        return self.db.write(command)
+
+    def _part_result(self, attempt: Attempt, message_id: str, r: int, p: int, chat: str,
+                     res: ProviderResult) -> dict[str, Any] | None:
+        """Record one send; None to go on with the next part, else the recipient's status."""
+        if res.outcome == OK and res.message_id is not None:
+            ref = str(res.message_id)
+            self.db.write(lambda c: store.confirm_part(c, message_id, r, p, chat, ref))
+            return None
+        self._note_error("sendMessage", res)
+        if res.outcome == AMBIGUOUS or res.outcome == OK:
+            self._ambiguous(attempt, message_id, {"recipient": r, "part": p, **describe(res)})
+            return {"status": "ambiguous"}
+        self.db.write(lambda c: store.remove_part_intent(c, message_id, r, p))
+        if res.outcome == NOT_SENT:
+            self._finish(attempt, "rejected", error=describe(res),
+                         retry_in_ms=NOT_SENT_BACKOFF_MS)
+            return {"status": "not_sent"}
+        if res.is_rate_limited:
+            wait_ms = int(float(res.retry_after or 1) * 1000)
+            self._finish(attempt, "rejected", error=describe(res), retry_in_ms=wait_ms)
+            return {"status": "rate_limited"}
+        status: dict[str, Any] = {"index": r, "status": "rejected", **describe(res)}
+        if res.migrate_to_chat_id is not None:
+            # Reported, never guessed: the operator must allowlist the new chat id.
+            status["migrateToChatId"] = res.migrate_to_chat_id
+        return status
+
+    def _ambiguous(self, attempt: Attempt, message_id: str, error: dict[str, Any]) -> None:
+        def command(c: Any) -> None:
+            store.set_message_status(c, message_id, "ambiguous", self._now())
+            effects.finish_attempt(c, attempt, "ambiguous", self._now(), error=error)
+        self.db.write(command)
+
+    # -- prompts -------------------------------------------------------------------------------
+
+    async def _prompt(self, attempt: Attempt) -> None:
+        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        chat = str(p["chatId"])
+        message_id = store.message_id_for(self.channel.channel_id, "prompt", p["decisionId"],
+                                          p["choiceId"], chat)
+        self.db.write(lambda c: store.ensure_message(
+            c, message_id, self.channel.channel_id, p["decisionId"], "prompt", p["text"],
+            self._now()))
+        existing = self.db.read(lambda c: store.parts(c, message_id))
+        if existing:
+            if existing[0].is_intent:
+                self._ambiguous(attempt, message_id, {"reason": "unsettled_intent"})
+            else:
+                self._finish(attempt, "applied", result={"reused": True})
+            return
+        attempt = self._write_intent(attempt, message_id, 0, 0, p["text"], True)
+        markup = {"force_reply": True, "selective": True}
+        res = await self.api.send_message(chat, p["text"], markup, p.get("threadId"),
+                                          deadline=self.deadline())
+        status = self._part_result(attempt, message_id, 0, 0, chat, res)
+        if status is None:
+            ref = str(res.message_id)
+
+            def confirm(c: Any) -> None:
+                store.set_message_status(c, message_id, "confirmed", self._now(),
+                                         conversation_ref=chat, message_ref=ref)
+                effects.finish_attempt(c, attempt, "applied", self._now())
+            self.db.write(confirm)
+        elif status["status"] == "rejected":
+            self.db.write(lambda c: store.set_message_status(c, message_id, "failed",
+                                                              self._now()))
+            self._finish(attempt, "rejected", error=status)
+
+    # -- settlement ----------------------------------------------------------------------------
+
+    async def _settle(self, attempt: Attempt) -> None:
+        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        decision_id = str(p["decisionId"])
+        failures = await self._remove_keyboards(decision_id)
+        failures += await self._post_outcome(attempt, decision_id, str(p["text"]))
+        if not failures:
+            self._finish(attempt, "applied")
+        elif attempt.attempt_number < MAX_SETTLE_ATTEMPTS:
+            self._finish(attempt, "rejected", error={"failures": failures},
+                         retry_in_ms=NOT_SENT_BACKOFF_MS)
+        else:
+            self._finish(attempt, "rejected", error={"failures": failures, "gaveUp": True})
+
+    async def _remove_keyboards(self, decision_id: str) -> int:
+        """Edit the last part of every delivered recipient; "not modified" and "not found"
+        mean there is nothing left to remove."""
+        failures = 0
+        for chat, message_ref in self.db.read(lambda c: _keyboard_messages(
+                c, self.channel.channel_id, decision_id)):
+            res = await self.api.edit_message_reply_markup(chat, int(message_ref),
+                                                           deadline=self.deadline())
+            if res.outcome == OK or res.is_message_not_modified or \
+                    res.is_message_to_edit_not_found:
+                continue
+            self._note_error("editMessageReplyMarkup", res)
+            failures += 1
+        return failures
+
+    async def _post_outcome(self, attempt: Attempt, decision_id: str, text: str) -> int:
+        """One outcome message per recipient that got the decision (intent rows as usual)."""
+        message_id = store.message_id_for(self.channel.channel_id, "settlement", decision_id)
+        self.db.write(lambda c: store.ensure_message(
+            c, message_id, self.channel.channel_id, decision_id, "settlement", text,
+            self._now()))
+        done = {p.recipient_index for p in self.db.read(lambda c: store.parts(c, message_id))}
+        failures = 0
+        for r, chat in self.db.read(lambda c: _delivered_recipients(
+                c, self.channel.channel_id, decision_id)):
+            if r in done:
+                continue  # posted, or ambiguous: never posted twice
+            attempt = self._write_intent(attempt, message_id, r, 0, text, True)
+            res = await self.api.send_message(chat, text, deadline=self.deadline())
+            failures += self._record_post(message_id, r, chat, res)
+        status: store.MessageStatus = "confirmed" if not failures else "pending"
+        self.db.write(lambda c: store.set_message_status(c, message_id, status, self._now()))
+        return failures
+
+    def _record_post(self, message_id: str, r: int, chat: str, res: ProviderResult) -> int:
+        """Record one outcome post; 1 when it should be tried again, else 0."""
+        if res.outcome == OK and res.message_id is not None:
+            ref = str(res.message_id)
+            self.db.write(lambda c: store.confirm_part(c, message_id, r, 0, chat, ref))
+            return 0
+        self._note_error("sendMessage", res)
+        if res.outcome in (AMBIGUOUS, OK):
+            return 0  # maybe posted: the intent row stays, it is never posted twice
+        self.db.write(lambda c: store.remove_part_intent(c, message_id, r, 0))
+        # Refused for good (blocked, chat gone): nothing to retry. Not sent or 429: retry.
+        return 1 if res.outcome == NOT_SENT or res.is_rate_limited else 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Delivery:
+    message_id: str
+    texts: list[str]
+    markup: dict[str, Any]
+    recipients: list[str]
+    resend: bool
+
+
+def _keyboard_messages(conn: Any, channel_id: str, decision_id: str) -> list[tuple[str, str]]:
+    """(chat, message) of each recipient's last delivered part (the one with the keyboard)."""
+    found: list[tuple[str, str]] = []
+    for message in store.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
+        last: dict[int, store.PartRow] = {}
+        for part in store.parts(conn, message.message_id):
+            last[part.recipient_index] = part
+        found.extend((p.conversation_ref, p.message_ref) for p in last.values()
+                     if p.conversation_ref is not None and p.message_ref is not None)
+    return found
+
+
+def _delivered_recipients(conn: Any, channel_id: str, decision_id: str) -> list[tuple[int, str]]:
+    """(recipient index, chat) of every recipient with at least one confirmed part."""
+    found: dict[int, str] = {}
+    for message in store.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
+        for part in store.parts(conn, message.message_id):
+            if part.conversation_ref is not None:
+                found.setdefault(part.recipient_index, part.conversation_ref)
+    return sorted(found.items())

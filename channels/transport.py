@@ -1,0 +1,86 @@
+"""The narrow seam between the poll cycle and a Bot API client (ARCHITECTURE section 1).
+
+`channels/` never touches the network: the CLI hands the worker an object with these methods
+(the real client in `adapters/telegram/`, or anything that behaves the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+OK = "ok"
+NOT_SENT = "not_sent"
+AMBIGUOUS = "ambiguous"
+REJECTED = "rejected"
+
+
+class ProviderResult(Protocol):
+    """One classified Bot API call: ok, not_sent, ambiguous or rejected."""
+
+    @property
+    def outcome(self) -> str: ...
+    @property
+    def result(self) -> Any: ...
+    @property
+    def error_code(self) -> int | None: ...
+    @property
+    def description(self) -> str | None: ...
+    @property
+    def retry_after(self) -> int | float | None: ...
+    @property
+    def migrate_to_chat_id(self) -> int | None: ...
+    @property
+    def message_id(self) -> int | None: ...
+    @property
+    def is_conflict(self) -> bool: ...
+    @property
+    def is_rate_limited(self) -> bool: ...
+    @property
+    def is_message_not_modified(self) -> bool: ...
+    @property
+    def is_message_to_edit_not_found(self) -> bool: ...
+    @property
+    def updates(self) -> list[dict[str, Any]]: ...
+
+
+class BotApi(Protocol):
+    """The Bot API methods the poll cycle uses (Bot API names)."""
+
+    async def get_updates(
+        self,
+        offset: int | None,
+        timeout: int = 0,
+        limit: int = 100,
+        allowed_updates: Sequence[str] | None = ...,
+        *,
+        deadline: float | None = None,
+    ) -> ProviderResult: ...
+
+    async def send_message(
+        self,
+        chat_id: int | str,
+        text: str,
+        reply_markup: Mapping[str, Any] | None = None,
+        message_thread_id: int | None = None,
+        *,
+        deadline: float | None = None,
+    ) -> ProviderResult: ...
+
+    async def edit_message_reply_markup(
+        self, chat_id: int | str, message_id: int, *, deadline: float | None = None
+    ) -> ProviderResult: ...
+
+    async def answer_callback_query(
+        self, callback_query_id: str, text: str | None = None, *, deadline: float | None = None
+    ) -> ProviderResult: ...
+
+
+def describe(result: ProviderResult) -> dict[str, Any]:
+    """A result as a small JSON document for effect records (no ids, no token)."""
+    return {
+        "outcome": result.outcome,
+        "errorCode": result.error_code,
+        "description": result.description,
+        "retryAfter": result.retry_after,
+    }

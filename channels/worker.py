@@ -1,0 +1,246 @@
+"""The cron poll cycle (ARCHITECTURE section 6), one short transaction per step.
+
+For each configured Telegram profile: claim the channel lease (a live owner means another
+poller is at work: skip quietly); recover attempts a dead owner left applying; reserve
+deliveries for open decisions routed here; then until the window ends: renew the lease, apply
+due effects, long-poll getUpdates, ingest the batch and advance the cursor in one fenced
+transaction, process each inbox row in its own transaction, answer callbacks right after each
+commit, apply what processing created. Finally release the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels import decision_service, store, telegram_inbound, telegram_updates
+from channels.config import ChannelsConfig, TelegramProfile
+from channels.errors import ChannelsError
+from channels.telegram_inbound import ButtonIndex, Channel
+from channels.telegram_outbound import EFFECT_TYPES, Outbound
+from channels.transport import OK, BotApi, ProviderResult, describe
+from state import effects, leases
+from state.database import Database
+from state.errors import LeaseHeld, StaleLease
+from state.leases import Lease
+from state.resources import Actor
+
+ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi]]
+LONG_POLL_SECONDS = 20
+ONCE_DEADLINE_SECONDS = 15
+INBOX_BATCH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class PollOptions:
+    """`poll --once` (the default) or `poll --for SECONDS`, optionally one profile."""
+
+    window_seconds: float = 0.0
+    profile: str | None = None
+    long_poll_seconds: int = LONG_POLL_SECONDS
+
+    @property
+    def once(self) -> bool:
+        return self.window_seconds <= 0
+
+
+@dataclass
+class ChannelReport:
+    """What one channel's pass did (counts and codes only: no ids)."""
+
+    channel: str
+    status: str = "polled"  # polled | busy | conflict
+    updates: int = 0
+    processed: int = 0
+    effects: int = 0
+    message: str = ""
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def poll(
+    db: Database,
+    config: ChannelsConfig,
+    api_factory: ApiFactory,
+    options: PollOptions,
+    *,
+    wall_clock: Callable[[], float] = time.time,
+) -> list[ChannelReport]:
+    """Run one poll pass over the configured profiles (concurrently: one task each)."""
+    profiles = [config.profile(options.profile)] if options.profile else \
+        list(config.profiles.values())
+    owner_id = decision_service.new_owner_id(db, "poll")
+    decision_service.expire_overdue(db, owner_id)
+    start = wall_clock()
+    end = start + (ONCE_DEADLINE_SECONDS if options.once else options.window_seconds)
+    tasks = [
+        _ChannelPoll(db, Channel(p, config), owner_id, options, end, wall_clock).run(api_factory)
+        for p in profiles
+    ]
+    return list(await asyncio.gather(*tasks))
+
+
+@dataclass
+class _ChannelPoll:
+    db: Database
+    channel: Channel
+    owner_id: str
+    options: PollOptions
+    end: float
+    wall_clock: Callable[[], float]
+    report: ChannelReport = field(init=False)
+    index: ButtonIndex = field(default_factory=ButtonIndex)
+
+    def __post_init__(self) -> None:
+        self.report = ChannelReport(self.channel.name)
+
+    def _now(self) -> int:
+        return self.db.clock.now_ms()
+
+    @property
+    def _actor(self) -> Actor:
+        return Actor("channel", self.owner_id)
+
+    async def run(self, api_factory: ApiFactory) -> ChannelReport:
+        try:
+            lease = self.db.write(self._claim)
+        except LeaseHeld:
+            self.report.status = "busy"
+            self.report.message = "another poller holds this channel; skipped"
+            return self.report
+        token = self.channel.config.read_token(self.channel.profile)
+        try:
+            async with api_factory(self.channel.profile, token) as api:
+                lease = await self._cycle(api, lease)
+        finally:
+            self._release(lease)
+        return self.report
+
+    def _claim(self, conn: Any) -> Lease:
+        now = self._now()
+        store.ensure_channel(conn, self.channel.channel_id, "telegram", self.channel.profile.name,
+                             now)
+        return store.claim(conn, self.channel.channel_id, self.owner_id, now, self.db.entropy)
+
+    def _release(self, lease: Lease) -> None:
+        # A lease already lost (expired and claimed by another poller) has nothing to release.
+        with contextlib.suppress(StaleLease):
+            self.db.write(lambda c: leases.release(c, lease, self._now()))
+
+    async def _cycle(self, api: BotApi, lease: Lease) -> Lease:
+        self.db.write(self._recover)
+        self.db.read(lambda c: self.index.refresh(c, self.channel.channel_id))
+        outbound = Outbound(self.db, api, self.channel, self.owner_id, self.index,
+                            deadline=lambda: self.end)
+        while True:
+            lease = self._renew(lease)
+            self.db.write(self._reserve_deliveries)
+            self.report.effects += await outbound.apply_due()
+            if not await self._receive(api, lease):
+                break
+            self.report.processed += await self._process_inbox(api, lease)
+            self.report.effects += await outbound.apply_due()
+            decision_service.expire_overdue(self.db, self.owner_id)
+            if self.options.once or self.wall_clock() >= self.end - 1:
+                break
+        self.report.errors.extend(outbound.errors)
+        if self.report.errors:
+            last = self.report.errors[-1]
+            self.db.write(lambda c: store.record_provider_error(
+                c, lease, self.channel.channel_id, last, self._now()))
+        return lease
+
+    def _renew(self, lease: Lease) -> Lease:
+        return self.db.write(lambda c: leases.renew(c, lease, self._now()))
+
+    def _recover(self, conn: Any) -> None:
+        """Attempts a dead owner left applying become interrupted: ambiguous when a part may
+        have gone out, pending again when no part is left as an intent."""
+        now = self._now()
+        for effect in effects.abandoned(conn, EFFECT_TYPES, now, scope=self.channel.channel_id):
+            unsent = not any(store.message_has_intents(conn, m)
+                             for m in _messages_of(conn, self.channel.channel_id, effect))
+            effects.interrupt(conn, effect, self._actor, now, provably_unsent=unsent)
+
+    def _reserve_deliveries(self, conn: Any) -> None:
+        now = self._now()
+        wanted = telegram_inbound.open_routed_decisions(conn, self.channel, now)
+        telegram_inbound.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
+
+    async def _receive(self, api: BotApi, lease: Lease) -> bool:
+        """One getUpdates and its ingest; False when this channel must stop."""
+        channel_id = self.channel.channel_id
+        offset_text = self.db.read(lambda c: store.cursor(c, channel_id, store.TELEGRAM_CURSOR))
+        offset = None if offset_text is None else int(offset_text)
+        remaining = int(self.end - self.wall_clock()) - 1
+        timeout = 0 if self.options.once else max(0, min(self.options.long_poll_seconds,
+                                                         remaining))
+        res = await api.get_updates(offset, timeout=timeout, deadline=self.end)
+        if res.is_conflict:
+            return self._conflict(res)
+        if res.outcome != OK:
+            self.report.errors.append({"method": "getUpdates", **describe(res)})
+            if not self.options.once:
+                await asyncio.sleep(1)  # a brief pause, then the loop tries again
+            return not self.options.once
+        updates = res.updates
+        events = [e for u in updates if (e := telegram_updates.to_event(u)) is not None]
+        next_offset = telegram_updates.next_offset(updates, offset)
+        self.db.write(lambda c: store.ingest(
+            c, lease, channel_id, events, self._now(), cursor_key=store.TELEGRAM_CURSOR,
+            next_cursor=next_offset))
+        self.report.updates += len(updates)
+        return True
+
+    def _conflict(self, res: ProviderResult) -> bool:
+        self.report.status = "conflict"
+        self.report.errors.append({"method": "getUpdates", **describe(res)})
+        webhook = "webhook" in (res.description or "").lower()
+        self.report.message = (
+            "a webhook is active for this bot; remove it (Bot API deleteWebhook) to poll"
+            if webhook else
+            "another getUpdates poller is using this bot token; run only one poller per bot"
+        )
+        return False
+
+    async def _process_inbox(self, api: BotApi, lease: Lease) -> int:
+        count = 0
+        while rows := self.db.read(lambda c: store.unprocessed(c, self.channel.channel_id,
+                                                               INBOX_BATCH)):
+            for row in rows:
+                processed = self._process_row(lease, row)
+                count += 1
+                if processed is not None and processed.callback is not None:
+                    callback_id, text = processed.callback
+                    await api.answer_callback_query(callback_id, text, deadline=self.end)
+        return count
+
+    def _process_row(
+        self, lease: Lease, row: store.InboxRow
+    ) -> telegram_inbound.Processed | None:
+        self.db.read(lambda c: self.index.refresh(c, self.channel.channel_id))
+        try:
+            return self.db.write(lambda c: telegram_inbound.process(
+                c, self.channel, self.index, lease, row, self._now()))
+        except (ChannelsError, KeyError, ValueError) as exc:
+            # A row that cannot be processed is recorded as such, never retried forever.
+            result = {"result": "ignored:error", "message": str(exc)[:200]}
+            self.db.write(lambda c: store.mark_processed(
+                c, self.channel.channel_id, row.external_event_id, result, self._now()))
+            return None
+
+
+def _messages_of(conn: Any, channel_id: str, effect: effects.Effect) -> list[str]:
+    """The channel messages an effect writes (to check for intent rows)."""
+    p = effects.payload(conn, effect)
+    decision_id = str(p["decisionId"])
+    if effect.effect_type == telegram_inbound.PROMPT:
+        return [store.message_id_for(channel_id, "prompt", decision_id, str(p["choiceId"]),
+                                     str(p["chatId"]))]
+    purpose: store.Purpose = (
+        "delivery" if effect.effect_type == telegram_inbound.DELIVER else "settlement")
+    return [store.message_id_for(channel_id, purpose, decision_id)]
