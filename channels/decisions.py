@@ -177,7 +177,9 @@ def open_decision(conn: apsw.Connection, lease: Lease, request: DecisionRequest,
             "title": doc["title"],
             "subject": blobs.put_json(conn, doc["subject"], now),
             "presentation": blobs.put_json(conn, doc["presentation"], now),
-            "choices": blobs.put_json(conn, doc["choices"], now),
+            # A list keeps the author's choice order, which canonical JSON objects would sort.
+            "choices": blobs.put_json(conn, [{"id": cid, **choice}
+                                             for cid, choice in doc["choices"].items()], now),
             "digest": digest_to_bytes(request.request_digest),
             "revision": doc["revision"],
             "deadline": request.expires_at_ms,
@@ -193,12 +195,16 @@ def load(conn: apsw.Connection, decision_id: str) -> StoredDecision:
     """A decision with its request re-verified against its digests; KeyError when unknown."""
     row = conn.execute(
         "SELECT decision_id, resource_id, run_id, attempt_id, audience, request_hash,"
-        " deadline_at, created_at FROM human_decisions WHERE decision_id = ?",
+        " deadline_at, created_at, choices_hash FROM human_decisions WHERE decision_id = ?",
         (decision_id,),
     ).fetchone()
     if row is None:
         raise KeyError(decision_id)
-    request = load_request(blobs.get_json(conn, bytes(row[5])))
+    document = blobs.get_json(conn, bytes(row[5]))
+    order = [str(c["id"]) for c in blobs.get_json(conn, bytes(row[8]))]
+    if isinstance(document.get("choices"), dict) and set(order) == set(document["choices"]):
+        document["choices"] = {cid: document["choices"][cid] for cid in order}
+    request = load_request(document)
     return StoredDecision(row[0], row[1], row[2], row[3], row[4], request, row[6], row[7])
 
 

@@ -4,15 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from state import maintenance
+import apsw
+
+from channels import store
+from state import leases, maintenance
 from state.database import Database
 
 
 def status_report(db: Database) -> dict[str, Any]:
     """Build the report from one read snapshot."""
-    with db.snapshot():
+    with db.snapshot() as conn:
         diag = maintenance.diagnostics(db, full_checks=False)
-    return {"database": diag.to_json()}
+        channels = [_channel(conn, cid, adapter, profile, db.clock.now_ms())
+                    for cid, adapter, profile in store.all_channels(conn)]
+    return {"database": diag.to_json(), "channels": channels}
+
+
+def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
+             now: int) -> dict[str, Any]:
+    lease = leases.read(conn, store.channel_resource(channel_id))
+    state = "free"
+    if lease is not None and lease.owner_type is not None:
+        state = "held" if lease.is_live(now) else "expired"
+    backlog, total = store.inbox_counts(conn, channel_id)
+    error = store.last_provider_error(conn, channel_id)
+    name = f"telegram:{profile}" if adapter == "telegram" else (
+        "pi:local" if profile == "local" else "pi:session")  # session ids stay private
+    return {
+        "channel": name,
+        "adapter": adapter,
+        "lease": {"state": state, "generation": 0 if lease is None else lease.generation},
+        "cursor": store.cursor(conn, channel_id, store.TELEGRAM_CURSOR),
+        "inbox": {"backlog": backlog, "total": total},
+        "deliveries": store.delivery_counts(conn, channel_id),
+        "last_error": None if error is None else {
+            "method": error.get("method"), "code": error.get("errorCode"),
+            "description": error.get("description"), "at": error.get("at")},
+    }
 
 
 def render_status(report: dict[str, Any]) -> str:
@@ -24,6 +52,15 @@ def render_status(report: dict[str, Any]) -> str:
         "active leases: " + _counts(d["active_leases"]),
         "unsettled effects: " + _counts(d["unsettled_effects"]),
     ]
+    for c in report["channels"]:
+        lease = c["lease"]
+        lines.append(
+            f"{c['channel']}: lease {lease['state']} (generation {lease['generation']}),"
+            f" cursor {c['cursor'] or '-'}, inbox backlog {c['inbox']['backlog']}"
+            f" of {c['inbox']['total']}, deliveries {_counts(c['deliveries'])}")
+        if c["last_error"]:
+            e = c["last_error"]
+            lines.append(f"  last provider error: {e['method']} {e['code']} {e['description']}")
     return "\n".join(lines)
 
 
