@@ -114,7 +114,8 @@ def _insert_event(
         " VALUES (:event_id, :id, :revision, :type, :actor_type, :actor_id, :generation,"
         " :payload, :now)",
         {
-            "event_id": f"{resource_id}@{revision}",
+            # Time-first ids keep the unique index append-only (one page per commit).
+            "event_id": f"evt-{now:012x}-{resource_id}@{revision}",
             "id": resource_id,
             "revision": revision,
             "type": event_type,
