@@ -5,7 +5,7 @@
         ├── ConfigMissing           no channels.json: nothing is configured (exit 78)
         ├── ConfigInvalid           a file or a setup value breaks a rule (exit 78)
         ├── ConfigPermission        a file or directory is not private, or unreadable (exit 77)
-        └── ConfigUnavailable       the file system failed (I/O error, no space) (exit 74)
+        └── ConfigUnavailable       the file system failed (I/O error, no space) (exit 75)
 
 Messages name the file, the field (a JSON path such as
 `telegramProfiles.default.allowedUserIds[1]`) and the rule, and `hint` holds the command that
@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from channels.errors import ChannelsError
 
-EXIT_IOERR = 74  # sysexits.h EX_IOERR
+EXIT_TEMPORARY = 75  # a failing file system may recover: cron tries again
 EXIT_PERMISSION = 77  # sysexits.h EX_NOPERM
 EXIT_CONFIG = 78  # sysexits.h EX_CONFIG
 
@@ -74,4 +74,4 @@ class ConfigUnavailable(ConfigError):
     """Reading or writing a configuration file failed for a reason other than its content."""
 
     code = "config_unavailable"
-    exit_code = EXIT_IOERR
+    exit_code = EXIT_TEMPORARY

@@ -782,7 +782,7 @@ def test_setup_failure_during_rename_leaves_no_temporary_file(
         install_telegram_profile(
             files.directory, token_file=files.token_file, user_ids=["1"], chat_ids=["1"]
         )
-    assert caught.value.exit_code == 74
+    assert caught.value.exit_code == 75
     assert _files_in(files.directory) == [CHANNELS_FILE, CREDENTIALS_FILE]
     assert files.credentials_path.read_text() == before
 
@@ -837,5 +837,5 @@ def test_every_config_error_has_a_unique_code_and_exit_code() -> None:
         "ConfigMissing": 78,
         "ConfigInvalid": 78,
         "ConfigPermission": 77,
-        "ConfigUnavailable": 74,
+        "ConfigUnavailable": 75,
     }
