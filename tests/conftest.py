@@ -42,3 +42,55 @@ def child_env(home: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["HOME"] = str(home)
     return env
+
+
+# -- token secrecy across the whole suite ----------------------------------------------------
+# Every test token has the Bot API shape `<digits>:<secret>`. Log records of every test are
+# kept (at DEBUG, all loggers), and at the end of the session every database file the suite
+# created, and every record, is scanned for anything of that shape.
+
+import logging  # noqa: E402
+import re  # noqa: E402
+
+TOKEN_SHAPE = re.compile(rb"[0-9]{5,}:[A-Za-z0-9_-]{20,}")
+
+
+class _Recorder(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.leaks: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a broken record must not break the test it came from
+            text = str(record.msg)
+        if record.exc_text:
+            text += record.exc_text
+        if TOKEN_SHAPE.search(text.encode("utf-8", "replace")):
+            self.leaks.append(f"{record.name}: {text[:200]}")
+
+
+_RECORDER = _Recorder()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    root = logging.getLogger()
+    root.addHandler(_RECORDER)
+    root.setLevel(logging.DEBUG)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    logging.getLogger().removeHandler(_RECORDER)
+    leaks = list(_RECORDER.leaks)
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    base = factory.getbasetemp() if factory is not None else None
+    if base is not None and base.exists():
+        for path in base.rglob("*.sqlite*"):
+            if path.is_file() and TOKEN_SHAPE.search(path.read_bytes()):
+                leaks.append(f"database file {path}")
+    if leaks:
+        session.exitstatus = 1
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line("TOKEN LEAK: " + "; ".join(leaks[:10]), red=True)
