@@ -83,6 +83,14 @@ class ButtonIndex:
     def lookup(self, token: str) -> tuple[str, str] | None:
         return self._tokens.get(token)
 
+    def find(self, conn: apsw.Connection, channel_id: str, token: str) -> tuple[str, str] | None:
+        """Look a token up, reading newly presented decisions only on a miss."""
+        found = self._tokens.get(token)
+        if found is None:
+            self.refresh(conn, channel_id)
+            found = self._tokens.get(token)
+        return found
+
 
 @dataclass(frozen=True, slots=True)
 class Processed:
@@ -142,7 +150,8 @@ def _callback(
         return _answered(callback_id, _ignored("not_allowed"),
                          "You are not allowed to answer this decision.")
     data = p.get("data")
-    found = index.lookup(data) if isinstance(data, str) and TOKEN_RE.fullmatch(data) else None
+    found = index.find(conn, channel.channel_id, data) \
+        if isinstance(data, str) and TOKEN_RE.fullmatch(data) else None
     if found is None:
         return _answered(callback_id, _ignored("unknown_button"), "This button is not valid.")
     decision_id, choice_id = found

@@ -29,6 +29,7 @@ from state.errors import StateError
 EFFECT_TYPES = (DELIVER, PROMPT, SETTLE)
 MAX_SETTLE_ATTEMPTS = 3
 NOT_SENT_BACKOFF_MS = 5_000
+LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
 
 
 @dataclass
@@ -81,6 +82,10 @@ class Outbound:
     def _renew(self, attempt: Attempt) -> Attempt:
         return self.db.write(lambda c: effects.renew_attempt(c, attempt, self._now()))
 
+    def _until(self, attempt: Attempt) -> float:
+        """The deadline of a call: the window's end, or earlier so the lease outlives it."""
+        return min(self.deadline(), attempt.lease.expires_at / 1000 - LEASE_MARGIN_S)
+
     # -- delivery ------------------------------------------------------------------------------
 
     async def _deliver(self, attempt: Attempt) -> None:
@@ -131,7 +136,7 @@ class Outbound:
                 return {"status": "ambiguous"}, attempt
             attempt = self._write_intent(attempt, d.message_id, r, index, text, row is None)
             markup = d.markup if index == len(d.texts) - 1 else None
-            res = await self.api.send_message(chat, text, markup, deadline=self.deadline())
+            res = await self.api.send_message(chat, text, markup, deadline=self._until(attempt))
             status = self._part_result(attempt, d.message_id, r, index, chat, res)
             if status is not None:
                 return status, attempt
@@ -198,7 +203,7 @@ class Outbound:
         attempt = self._write_intent(attempt, message_id, 0, 0, p["text"], True)
         markup = {"force_reply": True, "selective": True}
         res = await self.api.send_message(chat, p["text"], markup, p.get("threadId"),
-                                          deadline=self.deadline())
+                                          deadline=self._until(attempt))
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
         if status is None:
             ref = str(res.message_id)
@@ -218,8 +223,9 @@ class Outbound:
     async def _settle(self, attempt: Attempt) -> None:
         p = self.db.read(lambda c: effects.payload(c, attempt.effect))
         decision_id = str(p["decisionId"])
-        failures = await self._remove_keyboards(decision_id)
-        failures += await self._post_outcome(attempt, decision_id, str(p["text"]))
+        failures, attempt = await self._remove_keyboards(attempt, decision_id)
+        more, attempt = await self._post_outcome(attempt, decision_id, str(p["text"]))
+        failures += more
         if not failures:
             self._finish(attempt, "applied")
         elif attempt.attempt_number < MAX_SETTLE_ATTEMPTS:
@@ -228,22 +234,25 @@ class Outbound:
         else:
             self._finish(attempt, "rejected", error={"failures": failures, "gaveUp": True})
 
-    async def _remove_keyboards(self, decision_id: str) -> int:
+    async def _remove_keyboards(self, attempt: Attempt, decision_id: str) -> tuple[int, Attempt]:
         """Edit the last part of every delivered recipient; "not modified" and "not found"
         mean there is nothing left to remove."""
         failures = 0
         for chat, message_ref in self.db.read(lambda c: _keyboard_messages(
                 c, self.channel.channel_id, decision_id)):
+            attempt = self._renew(attempt)
             res = await self.api.edit_message_reply_markup(chat, int(message_ref),
-                                                           deadline=self.deadline())
+                                                           deadline=self._until(attempt))
             if res.outcome == OK or res.is_message_not_modified or \
                     res.is_message_to_edit_not_found:
                 continue
             self._note_error("editMessageReplyMarkup", res)
             failures += 1
-        return failures
+        return failures, attempt
 
-    async def _post_outcome(self, attempt: Attempt, decision_id: str, text: str) -> int:
+    async def _post_outcome(
+        self, attempt: Attempt, decision_id: str, text: str
+    ) -> tuple[int, Attempt]:
         """One outcome message per recipient that got the decision (intent rows as usual)."""
         message_id = store.message_id_for(self.channel.channel_id, "settlement", decision_id)
         self.db.write(lambda c: store.ensure_message(
@@ -256,11 +265,11 @@ class Outbound:
             if r in done:
                 continue  # posted, or ambiguous: never posted twice
             attempt = self._write_intent(attempt, message_id, r, 0, text, True)
-            res = await self.api.send_message(chat, text, deadline=self.deadline())
+            res = await self.api.send_message(chat, text, deadline=self._until(attempt))
             failures += self._record_post(message_id, r, chat, res)
         status: store.MessageStatus = "confirmed" if not failures else "pending"
         self.db.write(lambda c: store.set_message_status(c, message_id, status, self._now()))
-        return failures
+        return failures, attempt
 
     def _record_post(self, message_id: str, r: int, chat: str, res: ProviderResult) -> int:
         """Record one outcome post; 1 when it should be tried again, else 0."""

@@ -22,7 +22,7 @@ from channels import decision_service, store, telegram_inbound, telegram_updates
 from channels.config import ChannelsConfig, TelegramProfile
 from channels.errors import ChannelsError
 from channels.telegram_inbound import ButtonIndex, Channel
-from channels.telegram_outbound import EFFECT_TYPES, Outbound
+from channels.telegram_outbound import EFFECT_TYPES, LEASE_MARGIN_S, Outbound
 from channels.transport import OK, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
@@ -93,6 +93,7 @@ class _ChannelPoll:
     end: float
     wall_clock: Callable[[], float]
     report: ChannelReport = field(init=False)
+    lease: Lease = field(init=False)
     index: ButtonIndex = field(default_factory=ButtonIndex)
 
     def __post_init__(self) -> None:
@@ -107,7 +108,7 @@ class _ChannelPoll:
 
     async def run(self, api_factory: ApiFactory) -> ChannelReport:
         try:
-            lease = self.db.write(self._claim)
+            self.lease = self.db.write(self._claim)
         except LeaseHeld:
             self.report.status = "busy"
             self.report.message = "another poller holds this channel; skipped"
@@ -115,9 +116,9 @@ class _ChannelPoll:
         token = self.channel.config.read_token(self.channel.profile)
         try:
             async with api_factory(self.channel.profile, token) as api:
-                lease = await self._cycle(api, lease)
+                await self._cycle(api)
         finally:
-            self._release(lease)
+            self._release()
         return self.report
 
     def _claim(self, conn: Any) -> Lease:
@@ -126,23 +127,32 @@ class _ChannelPoll:
                              now)
         return store.claim(conn, self.channel.channel_id, self.owner_id, now, self.db.entropy)
 
-    def _release(self, lease: Lease) -> None:
+    def _release(self) -> None:
+        lease = self.lease
         # A lease already lost (expired and claimed by another poller) has nothing to release.
         with contextlib.suppress(StaleLease):
             self.db.write(lambda c: leases.release(c, lease, self._now()))
 
-    async def _cycle(self, api: BotApi, lease: Lease) -> Lease:
+    def _renew(self) -> None:
+        """Extend the channel lease when 20 s or less remain (a cheap no-op otherwise)."""
+        lease = self.lease
+        self.lease = self.db.write(lambda c: leases.renew(c, lease, self._now()))
+
+    def _until(self) -> float:
+        """Calls end by the window's end, and early enough for the lease to outlive them."""
+        return min(self.end, self.lease.expires_at / 1000 - LEASE_MARGIN_S)
+
+    async def _cycle(self, api: BotApi) -> None:
         self.db.write(self._recover)
-        self.db.read(lambda c: self.index.refresh(c, self.channel.channel_id))
         outbound = Outbound(self.db, api, self.channel, self.owner_id, self.index,
                             deadline=lambda: self.end)
         while True:
-            lease = self._renew(lease)
+            self._renew()
             self.db.write(self._reserve_deliveries)
             self.report.effects += await outbound.apply_due()
-            if not await self._receive(api, lease):
+            if not await self._receive(api):
                 break
-            self.report.processed += await self._process_inbox(api, lease)
+            self.report.processed += await self._process_inbox(api)
             self.report.effects += await outbound.apply_due()
             decision_service.expire_overdue(self.db, self.owner_id)
             if self.options.once or self.wall_clock() >= self.end - 1:
@@ -150,12 +160,10 @@ class _ChannelPoll:
         self.report.errors.extend(outbound.errors)
         if self.report.errors:
             last = self.report.errors[-1]
+            self._renew()
+            lease = self.lease
             self.db.write(lambda c: store.record_provider_error(
                 c, lease, self.channel.channel_id, last, self._now()))
-        return lease
-
-    def _renew(self, lease: Lease) -> Lease:
-        return self.db.write(lambda c: leases.renew(c, lease, self._now()))
 
     def _recover(self, conn: Any) -> None:
         """Attempts a dead owner left applying become interrupted: ambiguous when a part may
@@ -171,15 +179,16 @@ class _ChannelPoll:
         wanted = telegram_inbound.open_routed_decisions(conn, self.channel, now)
         telegram_inbound.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
 
-    async def _receive(self, api: BotApi, lease: Lease) -> bool:
+    async def _receive(self, api: BotApi) -> bool:
         """One getUpdates and its ingest; False when this channel must stop."""
         channel_id = self.channel.channel_id
         offset_text = self.db.read(lambda c: store.cursor(c, channel_id, store.TELEGRAM_CURSOR))
         offset = None if offset_text is None else int(offset_text)
-        remaining = int(self.end - self.wall_clock()) - 1
+        self._renew()
+        until = self._until()
         timeout = 0 if self.options.once else max(0, min(self.options.long_poll_seconds,
-                                                         remaining))
-        res = await api.get_updates(offset, timeout=timeout, deadline=self.end)
+                                                         int(until - self.wall_clock()) - 1))
+        res = await api.get_updates(offset, timeout=timeout, deadline=until)
         if res.is_conflict:
             return self._conflict(res)
         if res.outcome != OK:
@@ -190,9 +199,14 @@ class _ChannelPoll:
         updates = res.updates
         events = [e for u in updates if (e := telegram_updates.to_event(u)) is not None]
         next_offset = telegram_updates.next_offset(updates, offset)
-        self.db.write(lambda c: store.ingest(
-            c, lease, channel_id, events, self._now(), cursor_key=store.TELEGRAM_CURSOR,
-            next_cursor=next_offset))
+
+        def ingest(c: Any) -> None:
+            now = self._now()
+            self.lease = leases.renew(c, self.lease, now)
+            store.ingest(c, self.lease, channel_id, events, now,
+                         cursor_key=store.TELEGRAM_CURSOR, next_cursor=next_offset)
+
+        self.db.write(ingest)
         self.report.updates += len(updates)
         return True
 
@@ -207,25 +221,26 @@ class _ChannelPoll:
         )
         return False
 
-    async def _process_inbox(self, api: BotApi, lease: Lease) -> int:
+    async def _process_inbox(self, api: BotApi) -> int:
         count = 0
         while rows := self.db.read(lambda c: store.unprocessed(c, self.channel.channel_id,
                                                                INBOX_BATCH)):
             for row in rows:
-                processed = self._process_row(lease, row)
+                processed = self._process_row(row)
                 count += 1
                 if processed is not None and processed.callback is not None:
                     callback_id, text = processed.callback
-                    await api.answer_callback_query(callback_id, text, deadline=self.end)
+                    await api.answer_callback_query(callback_id, text, deadline=self._until())
         return count
 
-    def _process_row(
-        self, lease: Lease, row: store.InboxRow
-    ) -> telegram_inbound.Processed | None:
-        self.db.read(lambda c: self.index.refresh(c, self.channel.channel_id))
+    def _process_row(self, row: store.InboxRow) -> telegram_inbound.Processed | None:
+        def command(c: Any) -> telegram_inbound.Processed:
+            now = self._now()
+            self.lease = leases.renew(c, self.lease, now)
+            return telegram_inbound.process(c, self.channel, self.index, self.lease, row, now)
+
         try:
-            return self.db.write(lambda c: telegram_inbound.process(
-                c, self.channel, self.index, lease, row, self._now()))
+            return self.db.write(command)
         except (ChannelsError, KeyError, ValueError) as exc:
             # A row that cannot be processed is recorded as such, never retried forever.
             result = {"result": "ignored:error", "message": str(exc)[:200]}
