@@ -565,3 +565,25 @@ def test_status_shows_channels_without_private_ids(flow: Flow) -> None:
     for private in (str(USER), TOKEN, TOKEN.split(":")[1]):
         assert private not in text
     assert handle.decision_id  # the decision exists; only counts are shown
+
+
+def test_a_poller_that_lost_its_lease_cannot_ingest_or_move_the_cursor(flow: Flow) -> None:
+    from state.errors import StaleLease
+
+    flow.db.write(lambda c: store.ensure_channel(c, CHANNEL, "telegram", "default", 1))
+    old = flow.db.write(lambda c: store.claim(c, CHANNEL, "old", flow.db.clock.now_ms(),
+                                              flow.db.entropy))
+    flow.db.conn.execute("UPDATE leases SET expires_at = 0 WHERE resource_id = ?",
+                         (store.channel_resource(CHANNEL),))  # the old owner stalled past TTL
+    new = flow.db.write(lambda c: store.claim(c, CHANNEL, "new", flow.db.clock.now_ms(),
+                                              flow.db.entropy))
+    assert new.generation == old.generation + 1
+    event = store.InboundEvent("1", "other", {"kind": "x"})
+    with pytest.raises(StaleLease):
+        flow.db.write(lambda c: store.ingest(c, old, CHANNEL, [event], flow.db.clock.now_ms(),
+                                             cursor_key="telegram_update", next_cursor=2))
+    assert flow.rows("SELECT count(*) FROM channel_inbox") == [(0,)]
+    assert store.cursor(flow.db.conn, CHANNEL, "telegram_update") is None
+    flow.db.write(lambda c: store.ingest(c, new, CHANNEL, [event], flow.db.clock.now_ms(),
+                                         cursor_key="telegram_update", next_cursor=2))
+    assert store.cursor(flow.db.conn, CHANNEL, "telegram_update") == "2"
