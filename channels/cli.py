@@ -129,9 +129,11 @@ def _path(value: str) -> Any:
 
 def _extensions() -> list[Callable[[Any], None]]:
     """Command groups defined next to the features they drive."""
+    from adapters.pi import cli as pi_cli
     from channels import decision_cli, demo_cli, setup_cli, telegram_cli
 
-    return [decision_cli.register, setup_cli.register, telegram_cli.register, demo_cli.register]
+    return [decision_cli.register, setup_cli.register, telegram_cli.register, demo_cli.register,
+            pi_cli.register]
 
 
 def run(argv: Sequence[str] | None = None) -> int:

@@ -52,7 +52,7 @@ def child_env(home: Path) -> dict[str, str]:
 import logging  # noqa: E402
 import re  # noqa: E402
 
-TOKEN_SHAPE = re.compile(rb"[0-9]{5,}:[A-Za-z0-9_-]{20,}")
+TOKEN_SHAPE = re.compile(rb"(?<![A-Za-z0-9_-])[0-9]{5,}:[A-Za-z0-9_-]{20,}")
 
 
 class _Recorder(logging.Handler):

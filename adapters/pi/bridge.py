@@ -1,0 +1,450 @@
+"""The Pi session bridge: a child of one Pi session's extension, speaking JSON lines.
+
+Framing is strict JSON lines: one compact JSON object per line, LF only (a trailing CR is
+stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits on them.
+
+    extension -> bridge                        bridge -> extension
+    hello {session_id, pi_version, mode}       deliver {message_id, decision_id, request_digest,
+    delivered {message_id, entry_id}                    title, text, choices, deadline_at}
+    answer {decision_id, request_digest,       settle {decision_id, outcome, provenance, text}
+            choice, input, event_id, source}   result {event_id, decision_id, result, message,
+                                                       outcome, choice, label, reason, duplicate}
+                                               error {code, message, event_id?}
+
+After `hello` the bridge claims the lease of the session's channel (`pi-` + hash of the
+session id); while another live bridge holds it, this one says so once (`error lease_held`)
+and waits. As owner it delivers open decisions routed to `pi` (the session's own runs first),
+records each delivery with the Pi entry id the extension reports, accepts answers only with
+`source: "interactive"` (others are recorded and rejected), dedupes them by
+`<session_id>:<event_id>`, and sends `settle` for every decision it showed once it is resolved
+anywhere. Malformed lines get an `error` reply and are never fatal. It notices other writers
+through `PRAGMA data_version` (a counter read without touching any table), polls stdin with
+`select`, and exits cleanly, releasing the lease, when stdin closes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+from channels import config as channel_config
+from channels import pi_channel, store
+from channels.config import ChannelsConfig
+from channels.config_errors import ConfigError
+from channels.errors import ChannelsError
+from channels.pi_channel import AnswerEvent, Delivery, Settlement
+from state import leases
+from state.database import Database
+from state.errors import LeaseHeld, StaleLease, StateError, WriteRejected
+from state.leases import Lease
+
+TICK_SECONDS = 0.5
+RESYNC_SECONDS = 5.0
+MAX_LINE_BYTES = 1 << 20
+MAX_ID_LENGTH = 200
+INTERACTIVE = "interactive"
+
+ConfigLoader = Callable[[], ChannelsConfig | None]
+
+
+class ProtocolError(Exception):
+    """A line the bridge cannot act on; answered with `error {code, message}`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# -- framing -----------------------------------------------------------------------------------
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One protocol line: compact, ASCII-only JSON and a single LF."""
+    text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return text.encode("ascii") + b"\n"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    # JSON numbers must fit a JavaScript double: the database's canonical JSON needs that.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    _finite(text)
+    return int(text)
+
+
+def parse_line(raw: bytes) -> dict[str, Any]:
+    """Decode one line (without its LF) into a message with a string `type`."""
+    line = raw[:-1] if raw.endswith(b"\r") else raw
+    try:
+        value = json.loads(line.decode("utf-8"), parse_constant=_no_constant,
+                           parse_float=_finite, parse_int=_bounded_int)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError("malformed", f"not a JSON line: {exc}") from None
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        raise ProtocolError("malformed", "a message is a JSON object with a string type")
+    return value
+
+
+class LineWriter:
+    """Writes protocol lines to a descriptor; remembers when the reader has gone."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.closed = False
+
+    def send(self, message: dict[str, Any]) -> bool:
+        """Write one line; False when the pipe is closed (the line was not delivered)."""
+        if self.closed:
+            return False
+        data = encode(message)
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:  # EPIPE or EBADF: the extension is gone
+            self.closed = True
+            return False
+        return True
+
+
+def _text(message: dict[str, Any], name: str) -> str:
+    value = message.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise ProtocolError("malformed", f"{message['type']}.{name} must be a non-empty string")
+    return value
+
+
+def _identifier(message: dict[str, Any], name: str) -> str:
+    value = _text(message, name)
+    if len(value) > MAX_ID_LENGTH or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+        raise ProtocolError("malformed", f"{message['type']}.{name} is not a valid identifier")
+    return value
+
+
+# -- the bridge --------------------------------------------------------------------------------
+
+
+@dataclass
+class Bridge:
+    """One Pi session's side of the protocol; every database step is a short transaction."""
+
+    db: Database
+    out: LineWriter
+    owner_id: str
+    load_config: ConfigLoader = channel_config.load_config
+    session_id: str | None = None
+    channel_id: str | None = None
+    hello: dict[str, str] = field(default_factory=dict)
+    lease: Lease | None = None
+    sent: set[str] = field(default_factory=set)  # decisions this process delivered
+    waiting_announced: bool = False
+    config_problem: str | None = None
+    seen_version: int = -1
+    last_sync: float = 0.0
+
+    # -- inbound lines -------------------------------------------------------------------------
+
+    def handle_line(self, raw: bytes) -> None:
+        """Act on one line; every failure becomes an `error` reply."""
+        if not raw.strip():
+            return  # a blank line carries nothing to act on
+        event_id: str | None = None
+        try:
+            message = parse_line(raw)
+            # An answer's error names its event, so the extension stops waiting for a result.
+            event_id = message.get("event_id") if isinstance(message.get("event_id"), str) \
+                else None
+            self._dispatch(message)
+        except ProtocolError as exc:
+            self.error(exc.code, exc.message, event_id)
+        except StaleLease:
+            self._lost()
+            self.error("not_ready", "this bridge lost the session's lease", event_id)
+        except (StateError, ChannelsError) as exc:
+            self.error(exc.code, str(exc), event_id)
+        except Exception as exc:  # a bug must not take the session's channel down with it
+            print(f"piw-channels pi bridge: {exc!r}", file=sys.stderr)
+            self.error("internal", f"the bridge could not handle this line: {exc}", event_id)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        kind = message["type"]
+        if kind == "hello":
+            self._hello(message)
+        elif kind not in ("delivered", "answer"):
+            raise ProtocolError("unknown_type", f"unknown message type {kind!r}")
+        elif self.session_id is None:
+            raise ProtocolError("hello_required", "send hello {session_id, pi_version, mode} first")
+        elif self.lease is None:
+            raise ProtocolError("not_ready", "another bridge still serves this Pi session")
+        elif kind == "delivered":
+            self._delivered(message)
+        else:
+            self._answer(message)
+
+    def _hello(self, message: dict[str, Any]) -> None:
+        session_id = _identifier(message, "session_id")
+        if session_id == pi_channel.LOCAL_PROFILE:
+            raise ProtocolError("malformed", "hello.session_id 'local' is reserved")
+        if self.session_id is not None:
+            if session_id != self.session_id:
+                raise ProtocolError("session_mismatch",
+                                    "this bridge serves another Pi session; start a new bridge")
+            return
+        hello = {"pi_version": _text(message, "pi_version"), "mode": _text(message, "mode")}
+        self.channel_id = self.db.write(
+            lambda c: pi_channel.register_session(c, session_id, self._now()))
+        self.session_id, self.hello = session_id, hello
+        self._try_claim()
+
+    def _delivered(self, message: dict[str, Any]) -> None:
+        message_id = _identifier(message, "message_id")
+        entry_id = _identifier(message, "entry_id")
+        lease, channel_id, session_id = self._owner()
+        try:
+            self.db.write(lambda c: pi_channel.confirm_delivery(
+                c, lease, channel_id, session_id, message_id, entry_id, self._now()))
+        except StaleLease:
+            raise
+        except WriteRejected as exc:  # not a delivery of this session
+            raise ProtocolError("unknown_message", str(exc)) from None
+
+    def _answer(self, message: dict[str, Any]) -> None:
+        entered = message.get("input")
+        if entered is not None and not isinstance(entered, str | dict):
+            raise ProtocolError("malformed", "answer.input must be null, text or an object")
+        source = _text(message, "source")
+        event_id = _identifier(message, "event_id")
+        lease, channel_id, session_id = self._owner()
+        event = AnswerEvent(
+            decision_id=_identifier(message, "decision_id"),
+            request_digest=_text(message, "request_digest"),
+            choice=_text(message, "choice"),
+            entered=entered,
+            actor_id=session_id,
+            event_key=f"{session_id}:{event_id}",
+            # Only a person answering Pi's own dialogs is a human candidate; the resolution
+            # function records any other source and rejects it.
+            origin="human" if source == INTERACTIVE else f"pi:{source}",
+            details={"source": source, **self.hello},
+        )
+        usable, config = self._config()
+        if not usable:
+            raise ProtocolError("config_invalid", f"cannot route answers: {self.config_problem}")
+        report = self.db.write(lambda c: pi_channel.submit_answer(
+            c, lease, channel_id, event, self._now(), config))
+        self.out.send({"type": "result", "event_id": event_id, **report.to_json(),
+                       "duplicate": report.duplicate})
+        self.sync()  # our own commit does not move data_version: settle right away
+
+    # -- lease ---------------------------------------------------------------------------------
+
+    def _owner(self) -> tuple[Lease, str, str]:
+        assert self.lease is not None and self.channel_id and self.session_id
+        return self.lease, self.channel_id, self.session_id
+
+    def _try_claim(self) -> None:
+        assert self.channel_id is not None
+        channel_id = self.channel_id
+        resource = store.channel_resource(channel_id)
+        held = self.db.read(lambda c: leases.read(c, resource))
+        if held is None or not held.is_live(self._now()):
+            try:
+                self.lease = self.db.write(lambda c: store.claim(
+                    c, channel_id, self.owner_id, self._now(), self.db.entropy))
+            except LeaseHeld:  # another bridge won the race
+                self.lease = None
+        if self.lease is None:
+            if not self.waiting_announced:
+                self.waiting_announced = True
+                self.error("lease_held", "another bridge serves this Pi session; waiting for it")
+            return
+        self.waiting_announced = False
+        lease = self.lease
+        self.db.write(lambda c: pi_channel.recover_settlements(c, lease, channel_id, self._now()))
+        self.sync()
+
+    def _renew(self) -> None:
+        lease = self.lease
+        if lease is None or lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
+            return
+        self.lease = self.db.write(lambda c: leases.renew(c, lease, self._now()))
+
+    def _lost(self) -> None:
+        # Suspended past the TTL and another bridge took over: wait like a newcomer.
+        self.lease = None
+        self.error("lease_lost", "this bridge lost the session's lease; waiting for it")
+
+    def close(self) -> None:
+        """Release the lease (a missing or stolen one is not an error at exit)."""
+        lease, self.lease = self.lease, None
+        if lease is None:
+            return
+        try:
+            self.db.write(lambda c: leases.release(c, lease, self._now()))
+        except StateError as exc:
+            print(f"piw-channels pi bridge: could not release the lease: {exc}", file=sys.stderr)
+
+    # -- periodic work -------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Claim or renew the lease; sync when the database changed (or now and then)."""
+        if self.session_id is None:
+            return
+        try:
+            if self.lease is None:
+                self._try_claim()
+                return
+            self._renew()
+            if self.lease is None:
+                return
+            version = self._data_version()
+            if version != self.seen_version or time.monotonic() - self.last_sync >= RESYNC_SECONDS:
+                self.sync()
+        except StaleLease:
+            self._lost()
+        except (StateError, ChannelsError) as exc:
+            self.error(exc.code, str(exc))
+
+    def _data_version(self) -> int:
+        # Changes whenever another connection commits; our own commits leave it alone.
+        return int(self.db.conn.execute("PRAGMA data_version").get)
+
+    def sync(self) -> None:
+        """Deliver what is new, then settle what is due."""
+        if self.lease is None:
+            return
+        self.seen_version = self._data_version()
+        self.last_sync = time.monotonic()
+        usable, config = self._config()
+        if usable:
+            self._deliver(config)
+        self._settle()
+
+    def _deliver(self, config: ChannelsConfig | None) -> None:
+        lease, channel_id, session_id = self._owner()
+        skip = frozenset(self.sent)
+        found = self.db.read(lambda c: pi_channel.undelivered(
+            c, channel_id, session_id, config, skip, now=self._now()))
+        if not found:
+            return
+        recorded = self.db.write(lambda c: pi_channel.record_deliveries(
+            c, lease, channel_id, found, self._now()))
+        for item in recorded:
+            self.sent.add(item.decision.decision_id)
+            self.out.send(deliver_message(item))
+
+    def _settle(self) -> None:
+        lease, channel_id, _ = self._owner()
+        due = self.db.read(lambda c: pi_channel.due_settlements(c, channel_id, self._now()))
+        for item in due:
+            self._settle_one(lease, channel_id, item)
+
+    def _settle_one(self, lease: Lease, channel_id: str, item: Settlement) -> None:
+        # Three steps so that no transaction is open while the line is written.
+        attempt = self.db.write(lambda c: pi_channel.begin_settlement(
+            c, lease, channel_id, item.effect_id, self._now(), self.db.entropy))
+        sent = self.out.send(settle_message(item))
+        self.db.write(lambda c: pi_channel.finish_settlement(c, attempt, sent, self._now()))
+
+    def _config(self) -> tuple[bool, ChannelsConfig | None]:
+        """(usable, config): a broken private config is reported once, then nothing is
+        delivered or answered until it is fixed (settlements still go out)."""
+        try:
+            config = self.load_config()
+        except ConfigError as exc:
+            if self.config_problem != str(exc):
+                self.config_problem = str(exc)
+                self.error(exc.code, str(exc))
+            return False, None
+        self.config_problem = None
+        return True, config
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def error(self, code: str, message: str, event_id: str | None = None) -> None:
+        """Send `error {code, message}` (with the answer's `event_id` when it has one)."""
+        line: dict[str, Any] = {"type": "error", "code": code, "message": message}
+        if event_id is not None:
+            line["event_id"] = event_id
+        self.out.send(line)
+
+    def _now(self) -> int:
+        return self.db.clock.now_ms()
+
+
+def deliver_message(item: Delivery) -> dict[str, Any]:
+    """The `deliver` line of one decision."""
+    decision = item.decision.to_json()
+    return {"type": "deliver", "message_id": item.message_id, **decision}
+
+
+def settle_message(item: Settlement) -> dict[str, Any]:
+    """The `settle` line of one resolved decision."""
+    return {"type": "settle", "decision_id": item.decision_id, "outcome": item.outcome,
+            "provenance": item.provenance, "text": item.text}
+
+
+# -- the process -------------------------------------------------------------------------------
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = TICK_SECONDS) -> None:
+    """Read lines until stdin closes (or the extension stops reading), ticking in between."""
+    buffer = b""
+    discarding = False
+    while not bridge.out.closed:
+        readable, _, _ = select.select([stdin_fd], [], [], tick_seconds)
+        if readable:
+            chunk = os.read(stdin_fd, 65536)
+            if not chunk:
+                break
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if discarding:
+                    discarding = False  # the end of an over-long line
+                else:
+                    bridge.handle_line(line)
+            if len(buffer) > MAX_LINE_BYTES:
+                bridge.error("line_too_long", f"lines are limited to {MAX_LINE_BYTES} bytes")
+                buffer, discarding = b"", True
+        bridge.tick()
+    if buffer.strip() and not discarding:
+        bridge.error("truncated", "stdin closed in the middle of a line; it was ignored")
+
+
+def run(db: Database, owner_id: str, *, stdin_fd: int = 0, stdout_fd: int = 1,
+        tick_seconds: float = TICK_SECONDS, load_config: ConfigLoader | None = None) -> int:
+    """The `pi bridge` process: serve until stdin closes, then release the lease."""
+    previous = signal.signal(signal.SIGTERM, _stop)
+    bridge = Bridge(db, LineWriter(stdout_fd), owner_id,
+                    load_config=load_config or channel_config.load_config)
+    try:
+        serve(bridge, stdin_fd, tick_seconds=tick_seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        bridge.close()
+        signal.signal(signal.SIGTERM, previous)
+    return 0

@@ -1,0 +1,209 @@
+"""The `piw-channels pi` command group: the local operator view and the Pi session bridge.
+
+    piw-channels pi                       pick an open decision and answer it (terminal only)
+    piw-channels pi list [--json]         open decisions routed to pi
+    piw-channels pi show DECISION_ID      one decision's text, choices and status
+    piw-channels pi answer ID CHOICE [--text TEXT | --text-file PATH] [--json]
+    piw-channels pi bridge                JSON lines on stdin/stdout, started by the Pi extension
+    piw-channels pi extension-path        where the Pi extension file is installed
+
+`answer` and the interactive view exit 0 when the answer was accepted, 3 when it was not
+(already decided, stale, rejected), 77 without a terminal, 75 when the local channel stays busy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from adapters.pi import bridge, operator
+from channels import decision_service as service
+from channels import decisions, pi_channel
+from channels.config import ChannelsConfig, load_config
+from channels.decision_cli import EXIT_NOT_ACCEPTED, ArgumentProblem
+from channels.pi_channel import AnswerEvent, AnswerReport, OpenDecision
+from state.database import Database
+from state.errors import EXIT_OK, DatabaseMissing
+
+EXTENSION = Path(__file__).resolve().parent / "extension" / "piw-channels.ts"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Open decisions whose audience routes to pi."""
+    config = load_config()
+    try:
+        db = Database.open_reader()
+    except DatabaseMissing:
+        print("[]" if args.json else "no open decisions (no database yet)")
+        return EXIT_OK
+    with db:
+        found = db.read(lambda c: pi_channel.open_for_pi(c, config, now=db.clock.now_ms()))
+    if args.json:
+        print(json.dumps([d.to_json() for d in found], indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not found:
+        print("no open decisions")
+    for d in found:
+        labels = ", ".join(f"{c['id']}={c['label']}" for c in d.choices)
+        print(f"{d.decision_id}  {d.title}  [{labels}]")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One decision: its text, numbered choices and status."""
+    with Database.open_reader() as db:
+        decision_id = service.resolve_id(db, args.decision_id)
+
+        def read(c: Any) -> tuple[OpenDecision, decisions.DecisionView]:
+            return pi_channel.load_open(c, decision_id), decisions.view(c, decision_id)
+
+        shown, view = db.read(read)
+    if args.json:
+        print(json.dumps({**shown.to_json(), "status": view.status, "choice": view.choice,
+                          "reason": view.reason}, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    print(shown.text)
+    print()
+    for number, choice in enumerate(shown.choices, start=1):
+        needs = "  (asks for text)" if choice["input"] else ""
+        print(f"{number}. {choice['id']}: {choice['label']}{needs}")
+    print()
+    print(f"status: {view.display_status}")
+    if view.status != "open":
+        print(f"outcome: {view.choice_label or view.reason}")
+    return EXIT_OK
+
+
+def _read_text(args: argparse.Namespace) -> str | None:
+    if args.text_file is None:
+        text: str | None = args.text
+        return text
+    try:
+        text = args.text_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ArgumentProblem(f"--text-file {args.text_file}: cannot read it ({exc})") from exc
+    # Editors end files with a newline that is not part of the answer.
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _choice_id(decision: OpenDecision, given: str) -> str:
+    """A choice id, or its number as `pi show` prints it."""
+    ids = [str(c["id"]) for c in decision.choices]
+    if given not in ids and given.isdigit() and 1 <= int(given) <= len(ids):
+        return ids[int(given) - 1]
+    return given
+
+
+def _needs_text(decision: OpenDecision, choice: str) -> bool:
+    return any(c["id"] == choice and c["input"] is not None for c in decision.choices)
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    """Answer one decision as the local operator (a person at a terminal only)."""
+    os.close(operator.open_terminal())  # checked before anything touches the database
+    text = _read_text(args)
+    config = load_config()
+    with Database.open_writer() as db:
+        operator.require_owner(db.path)
+        decision_id = service.resolve_id(db, args.decision_id)
+        decision = db.read(lambda c: pi_channel.load_open(c, decision_id))
+        choice = _choice_id(decision, args.choice)
+        if text is None and _needs_text(decision, choice):
+            raise ArgumentProblem(f"choice {choice} asks for text: give --text or --text-file")
+        report = _submit(db, decision, choice, text, config)
+    return _print_report(report, as_json=args.json)
+
+
+def _submit(db: Database, decision: OpenDecision, choice: str, text: str | None,
+            config: ChannelsConfig | None) -> AnswerReport:
+    event = AnswerEvent(
+        decision_id=decision.decision_id, request_digest=decision.request_digest, choice=choice,
+        entered=text, actor_id=operator.local_actor(), event_key=operator.new_event_key(),
+        details={"source": "terminal"},
+    )
+    return pi_channel.answer_locally(db, event, service.new_owner_id(db, "pi-local"), config)
+
+
+def _print_report(report: AnswerReport, *, as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(report.to_json(), ensure_ascii=False))
+    else:
+        print(operator.describe(report))
+    return EXIT_OK if report.accepted else EXIT_NOT_ACCEPTED
+
+
+def cmd_interactive(args: argparse.Namespace) -> int:
+    """List open decisions, let the person pick one and a choice, prompt for text, submit."""
+    term = operator.Terminal(operator.open_terminal())
+    try:
+        config = load_config()
+        with Database.open_writer() as db:
+            operator.require_owner(db.path)
+            found = db.read(lambda c: pi_channel.open_for_pi(c, config, now=db.clock.now_ms()))
+            if not found:
+                print("no open decisions")
+                return EXIT_OK
+            # The person takes their time here: no transaction is open while they choose.
+            picked = operator.pick(term, found)
+            if picked is None:
+                print("nothing answered")
+                return EXIT_OK
+            report = _submit(db, picked.decision, picked.choice, picked.text, config)
+    finally:
+        term.close()
+    return _print_report(report, as_json=False)
+
+
+def cmd_extension_path(args: argparse.Namespace) -> int:
+    """Where the Pi extension file is (to link it into ~/.pi/agent/extensions/)."""
+    print(EXTENSION)
+    return EXIT_OK
+
+
+def cmd_bridge(args: argparse.Namespace) -> int:
+    """Serve one Pi session over JSON lines on stdin/stdout until stdin closes."""
+    with Database.open_writer() as db:
+        return bridge.run(db, service.new_owner_id(db, "pi-bridge"),
+                          tick_seconds=args.tick)
+
+
+def register(sub: Any) -> None:
+    """Add the `pi` command group to the top-level parser."""
+    p = sub.add_parser(
+        "pi", help="answer decisions as the local operator; the Pi session bridge",
+        description="Without a subcommand: pick an open decision and answer it in the terminal.")
+    p.set_defaults(handler=cmd_interactive)
+    pi_sub = p.add_subparsers(dest="pi_command", metavar="PI_COMMAND")
+
+    q = pi_sub.add_parser("list", help="open decisions routed to pi")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(handler=cmd_list)
+
+    q = pi_sub.add_parser("show", help="one decision's text, numbered choices and status")
+    q.add_argument("decision_id", help="decision id (a unique prefix is enough)")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(handler=cmd_show)
+
+    q = pi_sub.add_parser("answer", help="answer a decision as the local operator (terminal only)")
+    q.add_argument("decision_id", help="decision id (a unique prefix is enough)")
+    q.add_argument("choice", help="choice id, or its number as `pi show` prints it")
+    text = q.add_mutually_exclusive_group()
+    text.add_argument("--text", help="the text a choice asks for (kept exactly)")
+    text.add_argument("--text-file", type=Path, metavar="PATH",
+                      help="read the text from a UTF-8 file (one final newline is dropped)")
+    q.add_argument("--json", action="store_true", help="machine-readable result")
+    q.set_defaults(handler=cmd_answer)
+
+    q = pi_sub.add_parser("bridge", help="JSON-lines bridge for one Pi session (run by the Pi"
+                          " extension)")
+    q.add_argument("--tick", type=float, default=bridge.TICK_SECONDS, help=argparse.SUPPRESS)
+    q.set_defaults(handler=cmd_bridge)
+
+    q = pi_sub.add_parser("extension-path", help="print the path of the Pi extension file")
+    q.set_defaults(handler=cmd_extension_path)
+
+
+__all__ = ["register"]

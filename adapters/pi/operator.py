@@ -1,0 +1,275 @@
+"""The local operator view: who may answer from this machine, and the terminal menus.
+
+The actor is the local OS user (`local:<uid>`). An answer is accepted only from a person at a
+terminal: stdin must be a TTY and `/dev/tty` must open. Pi's bash tool runs commands detached
+with stdin ignored, so an agent's tool call has neither and is refused (exit 77). This is a
+guard rail, not a security boundary: a process of the same user could fake a pty.
+
+The interactive view draws on `/dev/tty` (so stdout only carries the final result line) and
+reads keys in cbreak mode: arrow keys or j/k move, a digit picks directly, Enter confirms, q or
+Esc cancels. Text is read as one line in the terminal's normal (canonical) mode.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import termios
+import tty
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from channels.decision_request import validate_response
+from channels.errors import DecisionError
+from channels.pi_channel import AnswerReport, OpenDecision
+from state.errors import PermissionProblem
+
+NO_TERMINAL_HINT = (
+    "answering a decision needs a person at a terminal ({why}); an agent's tool call cannot"
+    " answer. Run this command in your own shell, or use /decision inside Pi."
+)
+
+
+class TerminalRequired(PermissionProblem):
+    """The command was not run by a person at a terminal (exit 77)."""
+
+    code = "terminal_required"
+
+
+def local_actor() -> str:
+    """The operator's actor id: `local:<uid>`."""
+    return f"local:{os.getuid()}"
+
+
+def new_event_key() -> str:
+    """A fresh answer event id; also the idempotency key (`pi:<uuid4 hex>`)."""
+    return f"pi:{uuid.uuid4().hex}"
+
+
+def open_terminal(stdin: TextIO | None = None) -> int:
+    """The `/dev/tty` descriptor, after checking that stdin is a terminal too.
+
+    Raises TerminalRequired (exit 77) before anything touches the database.
+    """
+    stream = sys.stdin if stdin is None else stdin
+    try:
+        interactive = stream is not None and stream.isatty()
+    except ValueError:  # a closed stdin
+        interactive = False
+    if not interactive:
+        raise TerminalRequired(NO_TERMINAL_HINT.format(why="stdin is not a terminal"))
+    try:
+        return os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError as exc:
+        why = f"/dev/tty cannot be opened: {exc.strerror}"
+        raise TerminalRequired(NO_TERMINAL_HINT.format(why=why)) from None
+
+
+def require_owner(db_path: Path) -> None:
+    """Only the user who owns the state database answers as the local operator."""
+    owner = db_path.stat().st_uid
+    if owner != os.getuid():
+        raise PermissionProblem(
+            f"{db_path} belongs to uid {owner}; only its owner answers as the local operator")
+
+
+# -- printing results --------------------------------------------------------------------------
+
+
+def describe(report: AnswerReport) -> str:
+    """One line for the operator: accepted, already decided (with the winner), stale,
+    rejected (with the reason)."""
+    if report.accepted:
+        again = " (this answer was already recorded)" if report.result == "adopted" else ""
+        return f"accepted: {report.label or report.choice}{again}"
+    if report.result == "already_resolved":
+        if report.outcome == "accepted":
+            return f"already decided: {report.label or report.choice}"
+        return f"already decided: cancelled ({report.reason})"
+    if report.result == "stale":
+        return f"stale: {report.message}"
+    return f"rejected: {report.message}"
+
+
+# -- terminal input ----------------------------------------------------------------------------
+
+Key = Literal["up", "down", "enter", "cancel", "other"] | int
+
+
+def split_keys(data: bytes) -> list[bytes]:
+    """Split one read into key presses (a fast typist or a paste delivers several at once)."""
+    keys = []
+    while data:
+        size = 3 if data[:2] in (b"\x1b[", b"\x1bO") and len(data) >= 3 else 1
+        keys.append(data[:size])
+        data = data[size:]
+    return keys
+
+
+def parse_key(data: bytes) -> Key:
+    """Translate one key press from a cbreak terminal."""
+    if data in (b"\x1b[A", b"\x1bOA", b"k"):
+        return "up"
+    if data in (b"\x1b[B", b"\x1bOB", b"j"):
+        return "down"
+    if data in (b"\n", b"\r"):
+        return "enter"
+    if data in (b"q", b"Q", b"\x1b", b"\x04"):
+        return "cancel"
+    if len(data) == 1 and data.isdigit() and data != b"0":
+        return int(data)
+    return "other"
+
+
+@dataclass(frozen=True, slots=True)
+class MenuStep:
+    """The menu after one key: the highlighted row and, when finished, the choice (None when
+    cancelled)."""
+
+    index: int
+    done: bool = False
+    chosen: int | None = None
+
+
+def menu_step(index: int, count: int, key: Key) -> MenuStep:
+    """Pure menu logic: move, pick by number, confirm or cancel."""
+    if key == "up":
+        return MenuStep((index - 1) % count)
+    if key == "down":
+        return MenuStep((index + 1) % count)
+    if key == "enter":
+        return MenuStep(index, done=True, chosen=index)
+    if key == "cancel":
+        return MenuStep(index, done=True, chosen=None)
+    if isinstance(key, int) and 1 <= key <= count:
+        return MenuStep(key - 1, done=True, chosen=key - 1)
+    return MenuStep(index)
+
+
+class Terminal:
+    """Menus and line input on the `/dev/tty` descriptor; restores its mode on close."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._saved: list[Any] = termios.tcgetattr(fd)
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8", "replace")
+        while data:
+            data = data[os.write(self.fd, data):]
+
+    def close(self) -> None:
+        termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
+        os.close(self.fd)
+
+    def choose(self, title: str, labels: Sequence[str]) -> int | None:
+        """Let the person pick one label; None when cancelled."""
+        # cbreak before drawing, so that keys typed at once are neither echoed nor held back.
+        tty.setcbreak(self.fd, termios.TCSANOW)
+        try:
+            self.write(f"{title}\n")
+            index = 0
+            self._draw(labels, index, first=True)
+            while True:
+                data = os.read(self.fd, 64)
+                if not data:
+                    return None
+                for key in split_keys(data):
+                    step = menu_step(index, len(labels), parse_key(key))
+                    index = step.index
+                    self._draw(labels, index, first=False)
+                    if step.done:
+                        return step.chosen
+        finally:
+            termios.tcsetattr(self.fd, termios.TCSANOW, self._saved)
+
+    def _draw(self, labels: Sequence[str], index: int, *, first: bool) -> None:
+        rows = [f"{'>' if i == index else ' '} {i + 1}. {label}" for i, label in enumerate(labels)]
+        rows.append("  (up/down or a number, Enter to choose, q to cancel)")
+        # Redraw in place: back to the first row, clear below, write every row again.
+        prefix = "" if first else f"\r\x1b[{len(rows)}A\x1b[J"
+        self.write(prefix + "\n".join(rows) + "\n")
+
+    def read_line(self, prompt: str) -> str | None:
+        """One line of text in canonical mode with echo; None at end of input (Ctrl-D)."""
+        while True:
+            data = self._read_raw_line(prompt)
+            if data is None:
+                return None
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                self.write("That text is not valid UTF-8; please type it again.\n")
+
+    def _read_raw_line(self, prompt: str) -> bytes | None:
+        attrs = termios.tcgetattr(self.fd)
+        attrs[3] |= termios.ICANON | termios.ECHO
+        termios.tcsetattr(self.fd, termios.TCSANOW, attrs)
+        try:
+            self.write(prompt)
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = os.read(self.fd, 4096)
+                if not chunk:
+                    return None
+                data += chunk
+            return data[:-1]
+        finally:
+            termios.tcsetattr(self.fd, termios.TCSANOW, self._saved)
+
+
+@dataclass(frozen=True, slots=True)
+class Picked:
+    """What the person chose in the interactive view."""
+
+    decision: OpenDecision
+    choice: str
+    text: str | None
+
+
+def pick(term: Terminal, open_decisions: Sequence[OpenDecision]) -> Picked | None:
+    """Decision, choice and (when the choice asks for it) text; None when cancelled."""
+    chosen = term.choose("Open decisions:", [d.title for d in open_decisions])
+    if chosen is None:
+        return None
+    decision = open_decisions[chosen]
+    term.write(f"\n{decision.text}\n\n")
+    index = term.choose("Your answer:", [str(c["label"]) for c in decision.choices])
+    if index is None:
+        return None
+    choice = decision.choices[index]
+    if choice["input"] is None:
+        return Picked(decision, str(choice["id"]), None)
+    text = ask_text(term, decision, choice)
+    return None if text is None else Picked(decision, str(choice["id"]), text)
+
+
+def ask_text(term: Terminal, decision: OpenDecision, choice: dict[str, Any]) -> str | None:
+    """Prompt until the text fits the choice's input rules (checked locally first, so a typo
+    costs no submission); None when the person gives up (Ctrl-D)."""
+    spec = choice["input"]
+    choices = {str(c["id"]): _request_choice(c) for c in decision.choices}
+    prompt = f"{spec['prompt']} ({spec['min_length']}-{spec['max_length']} characters): "
+    while True:
+        text = term.read_line(prompt)
+        if text is None:
+            return None
+        try:
+            validate_response(choices, {"choice": choice["id"], "input": {spec["name"]: text}})
+        except DecisionError as exc:
+            term.write(f"{exc}\n")
+            continue
+        return text
+
+
+def _request_choice(choice: dict[str, Any]) -> Any:
+    """The request-contract form of a wire choice (for local validation)."""
+    entry: dict[str, Any] = {"label": choice["label"]}
+    spec = choice["input"]
+    if spec is not None:
+        entry["input"] = {"kind": "text", "name": spec["name"], "prompt": spec["prompt"],
+                          "minLength": spec["min_length"], "maxLength": spec["max_length"]}
+    return entry

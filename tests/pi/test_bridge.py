@@ -1,0 +1,254 @@
+"""The Pi session bridge, driven by recorded JSON-lines conversations (tests/fixtures/pi/).
+
+Each fixture line is one step: `send` (a message, written as JSON.stringify writes it),
+`send_raw` (exact text, optionally in another `encoding`), `expect` (the next line from that
+bridge has these fields; "*" accepts any value; optionally `within` seconds), `quiet` (no line for that many seconds),
+`do` (a named action of the test: another channel answers, a decision opens), `close` (the
+extension closes stdin) and `exit` (the bridge's exit code). `to` names the bridge process
+("a" unless given); a process starts at its first step. `{name}` placeholders stand for ids
+the test computes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels import decisions, pi_channel, store
+from channels.decision_service import AskHandle
+from channels.decisions import HumanAnswer
+from state import leases
+from state.database import Database
+from tests.pi.helpers import SESSION, BridgeProcess, ask, count, route_to_telegram
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pi"
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+Actions = dict[str, Callable[[], None]]
+
+
+class Conversation:
+    """Replays one fixture against real bridge processes."""
+
+    def __init__(self, home: Path, names: dict[str, str], actions: Actions) -> None:
+        self.home = home
+        self.names = names
+        self.actions = actions
+        self.bridges: dict[str, BridgeProcess] = {}
+
+    def fill(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return PLACEHOLDER.sub(lambda m: self.names.get(m.group(1), m.group(0)), value)
+        if isinstance(value, list):
+            return [self.fill(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.fill(v) for k, v in value.items()}
+        return value
+
+    def bridge(self, name: str) -> BridgeProcess:
+        if name not in self.bridges:
+            self.bridges[name] = BridgeProcess(self.home)
+        return self.bridges[name]
+
+    def run(self, fixture: str) -> None:
+        try:
+            for number, line in enumerate((FIXTURES / fixture).read_text().splitlines(), 1):
+                self.step(json.loads(line), f"{fixture}:{number}")
+        finally:
+            for process in self.bridges.values():
+                process.kill()
+        for process in self.bridges.values():
+            for raw in process.lines:
+                assert_wire_format(raw)
+
+    def step(self, step: dict[str, Any], where: str) -> None:
+        bridge = self.bridge(step.get("to", "a")) if "note" not in step and "do" not in step \
+            else None
+        if "send" in step:
+            assert bridge is not None
+            bridge.send(self.fill(step["send"]))
+        elif "send_raw" in step:
+            assert bridge is not None
+            bridge.send_raw(self.fill(step["send_raw"]).encode(step.get("encoding", "utf-8")))
+        elif "expect" in step:
+            assert bridge is not None
+            got = bridge.read(timeout=step.get("within", 15))
+            assert got is not None, f"{where}: no line; stderr: {stderr_of(bridge)}"
+            assert_matches(self.fill(step["expect"]), got, where)
+        elif "quiet" in step:
+            assert bridge is not None
+            got = bridge.read(timeout=step["quiet"])
+            assert got is None, f"{where}: unexpected {got}"
+        elif "do" in step:
+            self.actions[step["do"]]()
+        elif "close" in step:
+            assert bridge is not None
+            bridge.close_stdin()
+        elif "exit" in step:
+            assert bridge is not None
+            assert bridge.wait() == step["exit"], f"{where}: stderr: {stderr_of(bridge)}"
+
+
+def stderr_of(bridge: BridgeProcess) -> str:
+    if bridge.proc.poll() is None or bridge.proc.stderr is None or bridge.proc.stderr.closed:
+        return "(running)"
+    return bridge.proc.stderr.read().decode(errors="replace")
+
+
+def assert_matches(expected: Any, got: Any, where: str) -> None:
+    if expected == "*":
+        return
+    if isinstance(expected, dict):
+        assert isinstance(got, dict), f"{where}: {got!r} is not an object"
+        for key, value in expected.items():
+            assert key in got, f"{where}: {key!r} missing in {got}"
+            assert_matches(value, got[key], f"{where}.{key}")
+        return
+    assert got == expected, f"{where}: expected {expected!r}, got {got!r}"
+
+
+def assert_wire_format(raw: bytes) -> None:
+    """Strict JSON lines: one compact ASCII object, LF only."""
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 1 and b"\r" not in raw
+    assert raw.isascii()
+    value = json.loads(raw)
+    assert isinstance(value, dict)
+    assert raw[:-1] == json.dumps(value, separators=(",", ":")).encode()
+
+
+# -- fixtures ----------------------------------------------------------------------------------
+
+
+def names_for(handle: AskHandle, suffix: str = "") -> dict[str, str]:
+    channel_id = pi_channel.session_channel_id(SESSION)
+    return {
+        f"decision_id{suffix}": handle.decision_id,
+        f"request_digest{suffix}": handle.request.request_digest,
+        f"message_id{suffix}": pi_channel.delivery_message_id(channel_id, handle.decision_id),
+    }
+
+
+@pytest.fixture
+def decision(db: Database) -> AskHandle:
+    return ask(db)
+
+
+def converse(home: Path, db: Database, handle: AskHandle, fixture: str,
+             actions: Actions | None = None, extra: dict[str, str] | None = None) -> None:
+    names = {"session_id": SESSION, **names_for(handle), **(extra or {})}
+    Conversation(home, names, actions or {}).run(fixture)
+
+
+def channel_lease_is_free(db: Database) -> bool:
+    resource = store.channel_resource(pi_channel.session_channel_id(SESSION))
+    state = db.read(lambda c: leases.read(c, resource))
+    return state is not None and state.owner_type is None
+
+
+def effect_status(db: Database, effect_type: str, channel_id: str) -> str | None:
+    value = db.conn.execute("SELECT status FROM effects WHERE effect_type = ? AND"
+                            " idempotency_key = ?", (effect_type, channel_id)).get
+    return None if value is None else str(value)
+
+
+# -- conversations -----------------------------------------------------------------------------
+
+
+def test_hello_deliver_acknowledge_answer_settle(home: Path, db: Database,
+                                                 decision: AskHandle) -> None:
+    converse(home, db, decision, "deliver_ack_answer.jsonl")
+    channel_id = pi_channel.session_channel_id(SESSION)
+    assert store.channel_row(db.conn, channel_id) == ("pi", SESSION)
+    message = store.get_message(db.conn, pi_channel.delivery_message_id(channel_id,
+                                                                        decision.decision_id))
+    assert message is not None
+    assert (message.status, message.conversation_ref, message.message_ref) == (
+        "confirmed", SESSION, "4f1c2a9e")
+    assert store.cursor(db.conn, channel_id, pi_channel.DELIVERED_CURSOR) == "1"
+    key = f"{SESSION}:7d0c1d3a-5b7e-4a55-9a43-1f0e2b6c8d90"
+    row = store.get_inbox(db.conn, channel_id, key)
+    assert row is not None and row.processed_at is not None and row.event_type == "answer"
+    assert (row.payload["source"], row.payload["mode"], row.payload["actor"]) == (
+        "interactive", "tui", SESSION)
+    resolution = db.conn.execute("SELECT channel, actor_id, idempotency_key FROM"
+                                 " human_decision_resolutions").fetchone()
+    assert tuple(resolution) == ("pi", SESSION, key)
+    assert db.read(lambda c: decisions.resolution_of(c, decision.decision_id)).response == {
+        "choice": "replan", "input": {"text": "Split step 3 in two"}}
+    assert effect_status(db, pi_channel.SETTLE_EFFECT, channel_id) == "applied"
+    assert channel_lease_is_free(db)
+
+
+def test_a_duplicate_answer_is_submitted_once(home: Path, db: Database,
+                                              decision: AskHandle) -> None:
+    converse(home, db, decision, "duplicate_answer.jsonl")
+    assert count(db, "SELECT count(*) FROM channel_inbox") == 1
+    assert count(db, "SELECT count(*) FROM human_decision_submissions") == 1
+    assert count(db, "SELECT count(*) FROM effect_attempts a JOIN effects e USING (effect_id)"
+                 " WHERE e.effect_type = 'pi.settle'") == 1
+
+
+def test_an_answer_from_a_non_interactive_source_is_refused(home: Path, db: Database,
+                                                            decision: AskHandle) -> None:
+    converse(home, db, decision, "non_interactive_answer.jsonl")
+    results = [str(r[0]) for r in db.conn.execute(
+        "SELECT result FROM human_decision_submissions ORDER BY submitted_at, rowid")]
+    assert results == ["rejected", "won"]
+    assert db.read(lambda c: decisions.view(c, decision.decision_id)).choice == "stop"
+
+
+def test_a_telegram_answer_wins_and_the_session_is_settled(home: Path, db: Database) -> None:
+    route_to_telegram(home)
+    handle = ask(db)
+
+    def telegram_answer() -> None:
+        outcome = db.write(lambda c: decisions.resolve(c, HumanAnswer(
+            handle.decision_id, handle.request.request_digest, {"choice": "stop"},
+            "telegram:default", "telegram:42", "update:1001", "callback:piw:abc"),
+            db.clock.now_ms(), allowed_channels=("pi", "telegram:default")))
+        assert outcome.result.value == "won"
+
+    converse(home, db, handle, "telegram_wins.jsonl", {"telegram_answer": telegram_answer})
+    channel_id = pi_channel.session_channel_id(SESSION)
+    assert effect_status(db, pi_channel.SETTLE_EFFECT, channel_id) == "applied"
+    assert db.conn.execute("SELECT channel FROM human_decision_resolutions").get == (
+        "telegram:default")
+    assert sorted(str(r[0]) for r in db.conn.execute(
+        "SELECT result FROM human_decision_submissions")) == ["already_resolved", "won"]
+
+
+def test_malformed_lines_get_errors_and_are_never_fatal(home: Path, db: Database,
+                                                        decision: AskHandle) -> None:
+    converse(home, db, decision, "malformed_lines.jsonl")
+    assert db.read(lambda c: decisions.resolution_of(c, decision.decision_id)).response == {
+        "choice": "replan", "input": {"text": "one\u2028two"}}
+
+
+def test_stdin_closed_mid_conversation_releases_the_lease(home: Path, db: Database,
+                                                          decision: AskHandle) -> None:
+    converse(home, db, decision, "stdin_closed_mid_line.jsonl")
+    channel_id = pi_channel.session_channel_id(SESSION)
+    message = store.get_message(db.conn, pi_channel.delivery_message_id(channel_id,
+                                                                        decision.decision_id))
+    assert message is not None and message.status == "pending"
+    assert channel_lease_is_free(db)
+
+
+def test_a_second_bridge_for_the_session_waits_for_the_lease(home: Path, db: Database,
+                                                            decision: AskHandle) -> None:
+    conversation = Conversation(home, {"session_id": SESSION, **names_for(decision)}, {})
+    conversation.actions["open_second_decision"] = lambda: conversation.names.update(
+        names_for(ask(db, "Second question"), "_2"))
+    conversation.run("second_bridge_waits.jsonl")
+    channel_id = pi_channel.session_channel_id(SESSION)
+    assert count(db, "SELECT count(*) FROM channel_messages WHERE channel_id = ?"
+                 " AND status = 'confirmed'", channel_id) == 2
+    assert store.cursor(db.conn, channel_id, pi_channel.DELIVERED_CURSOR) == "2"
+    generation = db.conn.execute("SELECT generation FROM leases WHERE resource_id = ?",
+                                 (store.channel_resource(channel_id),)).get
+    assert generation == 2 and channel_lease_is_free(db)
+    assert count(db, "SELECT count(*) FROM channel_inbox") == 1  # `not_ready` wrote nothing
