@@ -450,6 +450,16 @@ def last_provider_error(conn: apsw.Connection, channel_id: str) -> dict[str, Any
     return {**blobs.get_json(conn, bytes(row[0])), "at": row[1]}
 
 
+def unconfirmed_text(conn: apsw.Connection, message_id: str) -> str | None:
+    """The text of a single-part message whose part is still an intent (else None)."""
+    row = conn.execute(
+        "SELECT m.content_hash FROM channel_messages m JOIN channel_message_parts p"
+        " USING (message_id) WHERE m.message_id = ? AND p.external_message_ref IS NULL",
+        (message_id,),
+    ).fetchone()
+    return None if row is None else blobs.get_text(conn, bytes(row[0]))
+
+
 def message_has_intents(conn: apsw.Connection, message_id: str) -> bool:
     """Whether any part of the message is an unconfirmed intent (maybe sent)."""
     return any(p.is_intent for p in parts(conn, message_id))

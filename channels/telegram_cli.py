@@ -43,7 +43,10 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
     for report in reports:
         if report.status == "conflict":
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
-            code = EXIT_TEMPORARY
+            code = max(code, EXIT_TEMPORARY)
+        elif report.status == "unauthorized":
+            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            code = EXIT_CONFIG
         elif verbose:
             detail = report.message or (
                 f"{report.updates} updates, {report.processed} processed, "

@@ -255,7 +255,7 @@ def _reply(
     if not channel.profile.allows(str(user), str(chat)):
         return Processed(_ignored("not_allowed"))
     prompt = store.find_message_by_ref(conn, channel.channel_id, "prompt", str(chat),
-                                       str(reply_to))
+                                       str(reply_to)) or _reconcile_prompt(conn, channel, p, now)
     if prompt is None or prompt.decision_id is None:
         return Processed(_ignored("unbound_reply"))
     text = p.get("text")
@@ -275,6 +275,30 @@ def _reply(
     outcome = decisions.resolve(conn, answer, now,
                                 allowed_channels=channel.config.routes(decision.audience))
     return Processed(_outcome_result(outcome))
+
+
+def _reconcile_prompt(
+    conn: apsw.Connection, channel: Channel, p: dict[str, Any], now: int
+) -> store.MessageRow | None:
+    """A reply to a bot message whose text is that of a prompt left ambiguous (sent, but its
+    response lost) proves the prompt arrived: record its references and bind the reply."""
+    if not p.get("replyToBot") or not isinstance(p.get("replyToText"), str):
+        return None
+    chat = str(p["chatId"])
+    for decision_id in decisions.open_decision_ids(conn):
+        request = decisions.load(conn, decision_id).request
+        for choice_id, choice in request.choices.items():
+            if "input" not in choice:
+                continue
+            message_id = store.message_id_for(channel.channel_id, "prompt", decision_id,
+                                              choice_id, chat)
+            if store.unconfirmed_text(conn, message_id) == p["replyToText"]:
+                ref = str(p["replyTo"])
+                store.confirm_part(conn, message_id, 0, 0, chat, ref)
+                store.set_message_status(conn, message_id, "confirmed", now,
+                                         conversation_ref=chat, message_ref=ref)
+                return store.get_message(conn, message_id)
+    return None
 
 
 def _prompted_choice(

@@ -67,6 +67,7 @@ def _reply(message: dict[str, Any]) -> dict[str, Any]:
     chat = _object(message.get("chat"))
     target = message["reply_to_message"]
     text = message.get("text")
+    target_text = target.get("text")
     return {
         "messageId": _int(message.get("message_id")),
         "userId": _int(sender.get("id")),
@@ -74,6 +75,9 @@ def _reply(message: dict[str, Any]) -> dict[str, Any]:
         "threadId": _int(message.get("message_thread_id")),
         "replyTo": _int(target.get("message_id")),
         "text": text if isinstance(text, str) else None,
+        # Kept so a reply can prove that a prompt left ambiguous by a crash did arrive.
+        "replyToBot": _object(target.get("from")).get("is_bot") is True,
+        "replyToText": target_text[:300] if isinstance(target_text, str) else None,
     }
 
 

@@ -23,7 +23,7 @@ from channels.config import ChannelsConfig, TelegramProfile
 from channels.errors import ChannelsError
 from channels.telegram_inbound import ButtonIndex, Channel
 from channels.telegram_outbound import EFFECT_TYPES, LEASE_MARGIN_S, Outbound
-from channels.transport import OK, BotApi, ProviderResult, describe
+from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.errors import LeaseHeld, StaleLease
@@ -54,7 +54,7 @@ class ChannelReport:
     """What one channel's pass did (counts and codes only: no ids)."""
 
     channel: str
-    status: str = "polled"  # polled | busy | conflict
+    status: str = "polled"  # polled | busy | conflict | unauthorized
     updates: int = 0
     processed: int = 0
     effects: int = 0
@@ -170,9 +170,11 @@ class _ChannelPoll:
         have gone out, pending again when no part is left as an intent."""
         now = self._now()
         for effect in effects.abandoned(conn, EFFECT_TYPES, now, scope=self.channel.channel_id):
-            unsent = not any(store.message_has_intents(conn, m)
-                             for m in _messages_of(conn, self.channel.channel_id, effect))
-            effects.interrupt(conn, effect, self._actor, now, provably_unsent=unsent)
+            maybe_sent = [m for m in _messages_of(conn, self.channel.channel_id, effect)
+                          if store.message_has_intents(conn, m)]
+            effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
+            for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
+                store.set_message_status(conn, message_id, "ambiguous", now)
 
     def _reserve_deliveries(self, conn: Any) -> None:
         now = self._now()
@@ -191,6 +193,12 @@ class _ChannelPoll:
         res = await api.get_updates(offset, timeout=timeout, deadline=until)
         if res.is_conflict:
             return self._conflict(res)
+        if res.outcome == REJECTED and res.error_code in (401, 404):
+            self.report.status = "unauthorized"
+            self.report.errors.append({"method": "getUpdates", **describe(res)})
+            self.report.message = (f"the Bot API rejected the token (HTTP {res.error_code});"
+                                   " fix the token file or run setup telegram again")
+            return False
         if res.outcome != OK:
             self.report.errors.append({"method": "getUpdates", **describe(res)})
             if not self.options.once:
@@ -230,7 +238,11 @@ class _ChannelPoll:
                 count += 1
                 if processed is not None and processed.callback is not None:
                     callback_id, text = processed.callback
-                    await api.answer_callback_query(callback_id, text, deadline=self._until())
+                    res = await api.answer_callback_query(callback_id, text,
+                                                          deadline=self._until())
+                    if res.outcome != OK:  # the person sees a spinner; nothing to retry
+                        self.report.errors.append({"method": "answerCallbackQuery",
+                                                   **describe(res)})
         return count
 
     def _process_row(self, row: store.InboxRow) -> telegram_inbound.Processed | None:

@@ -587,3 +587,11 @@ def test_a_poller_that_lost_its_lease_cannot_ingest_or_move_the_cursor(flow: Flo
     flow.db.write(lambda c: store.ingest(c, new, CHANNEL, [event], flow.db.clock.now_ms(),
                                          cursor_key="telegram_update", next_cursor=2))
     assert store.cursor(flow.db.conn, CHANNEL, "telegram_update") == "2"
+
+
+def test_a_revoked_token_is_reported_on_stderr_with_exit_78(flow: Flow) -> None:
+    flow.server.inject("getUpdates", Fault.unauthorized())
+    result = cli(flow.home, "poll")
+    assert result.returncode == 78
+    assert "rejected the token (HTTP 401)" in result.stderr
+    assert TOKEN not in result.stderr + result.stdout

@@ -1,0 +1,120 @@
+"""Concurrent pollers on one profile: the channel lease lets exactly one of them poll.
+
+Real `piw-channels poll` processes share one HOME and one fake Bot API. The fake records a
+getUpdates that arrives while another is in flight as an overlap (Telegram would answer one of
+them with 409), so `overlaps() == []` proves the two never polled the bot at the same time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adapters.telegram.fake_api import FakeBotApi
+from tests.conftest import child_env
+from tests.telegram_flow.helpers import (
+    ROOT,
+    TOKEN,
+    channel_id_of,
+    configure_telegram_profile,
+    db_value,
+    delivery_texts,
+    finish,
+    inbox_results,
+    message_parts,
+    open_decision_now,
+    press_button,
+    reap,
+    resolutions,
+    send_count,
+    start_cli,
+    wait_until,
+)
+
+# Each child imports everything, reports ready, then waits for the shared "go" file: a
+# barrier, so both processes reach the lease claim at the same moment.
+BARRIER_CHILD = """
+import os, sys, time
+from channels.cli import run
+barrier = sys.argv[1]
+open(os.path.join(barrier, f"ready.{os.getpid()}"), "w").close()
+while not os.path.exists(os.path.join(barrier, "go")):
+    time.sleep(0.001)
+sys.exit(run(sys.argv[2:]))
+"""
+
+
+@pytest.fixture
+def fake(home: Path) -> Iterator[FakeBotApi]:
+    with FakeBotApi(TOKEN) as server:
+        configure_telegram_profile(home, server.base_url)
+        yield server
+
+
+def _start_behind_barrier(home: Path, barrier: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", BARRIER_CHILD, str(barrier), *args],
+                            cwd=ROOT, env=child_env(home), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _lease_claims() -> int:
+    return int(db_value(
+        "SELECT count(*) FROM events WHERE resource_id = ? AND event_type = 'channel.lease_acquired'",
+        f"channel:{channel_id_of()}"))
+
+
+def test_two_concurrent_pollers_on_one_profile_one_polls_and_the_other_skips_quietly(
+    home: Path, fake: FakeBotApi, tmp_path: Path,
+) -> None:
+    handle = open_decision_now()
+    [text] = delivery_texts(handle)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    procs = [_start_behind_barrier(home, barrier, "poll", "--for", "5", "-v") for _ in range(2)]
+    try:
+        wait_until(lambda: len(list(barrier.glob("ready.*"))) == 2, "both pollers to be ready")
+        (barrier / "go").touch()
+        wait_until(lambda: bool(message_parts(handle.decision_id))
+                   and message_parts(handle.decision_id)[-1].message_ref is not None,
+                   "the delivery to be confirmed")
+        press = press_button(fake, handle, "continue",
+                             int(message_parts(handle.decision_id)[-1].message_ref or 0))
+        results = [finish(p, timeout=60) for p in procs]
+    finally:
+        for p in procs:
+            reap(p)
+    assert [(code, out) for code, out, _ in results] == [(0, ""), (0, "")]
+    lines = sorted(err.strip() for _, _, err in results)
+    assert [line.split(": ")[1] for line in lines] == ["busy", "polled"], lines
+    assert lines[0] == "telegram:ops: busy: another poller holds this channel; skipped"
+    assert fake.overlaps() == []
+    assert _lease_claims() == 1
+    assert send_count(fake, text) == 1
+    assert inbox_results() == [(press, "callback", "won")]
+    assert resolutions(handle.decision_id) == [("accepted", "human", str(press))]
+
+
+def test_a_poller_started_while_another_polls_exits_at_once_with_no_output(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    open_decision_now()
+    first = start_cli(home, "poll", "--for", "5")
+    others: list[subprocess.Popen[str]] = []
+    try:
+        assert fake.wait_received("getUpdates", 1, timeout=30)  # the first one holds the lease
+        others = [start_cli(home, "poll", "--for", "5"), start_cli(home, "poll", "--once")]
+        skipped = [finish(p, timeout=30) for p in others]
+        assert first.poll() is None, "the skipping pollers waited for the first one"
+        polled = finish(first, timeout=60)
+    finally:
+        for p in [first, *others]:
+            reap(p)
+    assert skipped == [(0, "", ""), (0, "", "")]  # cron mails any output: there is none
+    assert polled == (0, "", "")
+    assert fake.overlaps() == []
+    assert _lease_claims() == 1
+    assert len(fake.requests("sendMessage")) == 1
