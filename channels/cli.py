@@ -7,12 +7,12 @@ Quiet on success where cron runs it, `--json` where scripts read the output, one
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from state import maintenance
 from state.database import Database, default_path
 from state.errors import (
     EXIT_INCOMPATIBLE,
@@ -47,6 +47,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Schema identity, integrity_check and foreign_key_check."""
+    from state import maintenance
+
     report = maintenance.verify()
     if args.json:
         _print_json({"ok": report.ok, "path": report.path, "schema": report.schema,
@@ -61,6 +63,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_backup(args: argparse.Namespace) -> int:
     """Backup API copy into a new 0600 file, then verify the copy."""
+    from state import maintenance
+
     if args.dest.exists():
         raise UsageError(f"{args.dest} already exists; choose a new backup file")
     report = maintenance.backup(args.dest)
@@ -89,8 +93,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """All subcommands, each with help text."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every subcommand, or, when `command` names a known command group, with
+    that group only (so a cron `poll` does not import the Pi bridge or the demo's server)."""
     parser = argparse.ArgumentParser(
         prog="piw-channels",
         description="Carry Pi Workflows human decisions over Telegram and Pi.",
@@ -116,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_status)
 
-    for register in _extensions():
+    for register in _extensions(command):
         register(sub)
     return parser
 
@@ -127,19 +132,37 @@ def _path(value: str) -> Any:
     return Path(value)
 
 
-def _extensions() -> list[Callable[[Any], None]]:
-    """Command groups defined next to the features they drive."""
-    from adapters.pi import cli as pi_cli
-    from channels import decision_cli, demo_cli, setup_cli, telegram_cli
+# Command -> the module that registers it. Only the module of the command being run is
+# imported; `--help`, a typo or no command loads them all.
+_COMMAND_MODULES = {
+    "ask": "channels.decision_cli", "decisions": "channels.decision_cli",
+    "show": "channels.decision_cli", "cancel": "channels.decision_cli",
+    "expire": "channels.decision_cli", "setup": "channels.setup_cli",
+    "poll": "channels.telegram_cli", "resend": "channels.telegram_cli",
+    "demo": "channels.demo_cli", "pi": "adapters.pi.cli",
+}
+_BUILT_IN = {"init", "verify", "backup", "status"}
 
-    return [decision_cli.register, setup_cli.register, telegram_cli.register, demo_cli.register,
-            pi_cli.register]
+
+def _extensions(command: str | None = None) -> list[Callable[[Any], None]]:
+    """The `register` functions of the command groups to load."""
+    if command in _BUILT_IN:
+        return []
+    wanted = _COMMAND_MODULES.get(command or "")
+    names = [wanted] if wanted else list(dict.fromkeys(_COMMAND_MODULES.values()))
+    return [importlib.import_module(name).register for name in names]
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand word of an argument list (the first non-option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse, dispatch, and map every known error to its exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_of(words))
+    args = parser.parse_args(words)
     handler: Handler = args.handler
     try:
         return handler(args)

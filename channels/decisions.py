@@ -240,9 +240,15 @@ def resolve(
     now: int,
     *,
     allowed_channels: Sequence[str] = ("pi",),
+    decision: StoredDecision | None = None,
 ) -> Outcome:
-    """Arbitrate one candidate inside the caller's write transaction."""
-    decision = load(conn, candidate.decision_id)
+    """Arbitrate one candidate inside the caller's write transaction.
+
+    `decision` may pass the request the caller already loaded (and verified) in this same
+    transaction; it must be the candidate's decision.
+    """
+    if decision is None or decision.decision_id != candidate.decision_id:
+        decision = load(conn, candidate.decision_id)
     if isinstance(candidate, HumanAnswer):
         return _resolve_human(conn, decision, candidate, now, allowed_channels)
     if isinstance(candidate, DeadlinePolicy):

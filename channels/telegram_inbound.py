@@ -166,7 +166,7 @@ def _callback(
         actor_id=f"telegram-user:{user}", external_event_id=row.external_event_id,
         idempotency_key=f"{channel.name}:callback:{callback_id or row.external_event_id}",
     )
-    outcome = decisions.resolve(conn, answer, now,
+    outcome = decisions.resolve(conn, answer, now, decision=decision,
                                 allowed_channels=channel.config.routes(decision.audience))
     return _answered(callback_id, _outcome_result(outcome), callback_text(decision, outcome))
 
@@ -272,7 +272,7 @@ def _reply(
         actor_id=f"telegram-user:{user}", external_event_id=row.external_event_id,
         idempotency_key=f"{channel.name}:reply:{chat}:{p['messageId']}",
     )
-    outcome = decisions.resolve(conn, answer, now,
+    outcome = decisions.resolve(conn, answer, now, decision=decision,
                                 allowed_channels=channel.config.routes(decision.audience))
     return Processed(_outcome_result(outcome))
 

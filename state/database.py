@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import apsw
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from state.clock import Clock, Entropy, SystemClock, SystemEntropy
 from state.errors import (
@@ -310,7 +309,14 @@ class Database:
                 raise self._busy() from exc
         except (apsw.ReadOnlyError, apsw.CantOpenError) as exc:
             raise PermissionProblem(f"cannot write {self.path}: {exc}") from exc
-        # Contended: bounded, jittered retries (tenacity is only paid for on this path).
+        # Contended: bounded, jittered retries (tenacity is imported only on this path).
+        from tenacity import (
+            Retrying,
+            retry_if_exception_type,
+            stop_after_attempt,
+            wait_random_exponential,
+        )
+
         try:
             for attempt in Retrying(
                 stop=stop_after_attempt(self.busy_attempts - 1),

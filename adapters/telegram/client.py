@@ -451,7 +451,10 @@ class TelegramClient:
         install_log_redaction(token)
         # Separate pools as in telegram.Bot: one connection for getUpdates, so an
         # accidental second concurrent poll fails with a pool timeout (not sent).
-        shared_tls = {"verify": _ssl_context()}
+        # Plain http (a local Bot API server, the fake) never uses TLS: skip building a
+        # context, which costs ~50 ms at start-up.
+        https = urlsplit(self._api_base_url).scheme == "https"
+        shared_tls: dict[str, Any] = {"verify": _ssl_context() if https else False}
         self._request: BaseRequest = HTTPXRequest(
             connect_timeout=connect_timeout, read_timeout=read_timeout,
             write_timeout=write_timeout, pool_timeout=pool_timeout, httpx_kwargs=shared_tls,
