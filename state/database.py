@@ -101,6 +101,24 @@ def _os_error(path: Path, exc: OSError) -> PermissionProblem:
     return PermissionProblem(f"cannot create {path}: {exc.strerror}")
 
 
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _open_failure(db_path: Path, exc: Exception) -> PermissionProblem:
+    """SQLite could not open the database or its -wal/-shm files for what it needs."""
+    if _read_only_fs(db_path.parent):
+        return PermissionProblem(
+            f"cannot open {db_path}: the file system is read-only (a WAL database needs to"
+            " write its -wal and -shm files even to read)"
+        )
+    return PermissionProblem(f"cannot open {db_path}: {exc}; check that you own the"
+                             " directory and its files")
+
+
 def _create_file(db_path: Path) -> None:
     """Create the directory (0700) and an empty database file (0600) before SQLite opens it."""
     parent = db_path.parent
@@ -152,6 +170,9 @@ class Database:
             db._initialize_if_empty()
             db._verify_identity()
             db._apply_pragmas()
+        except (apsw.CantOpenError, apsw.ReadOnlyError) as exc:
+            db.close()
+            raise _open_failure(db_path, exc) from exc
         except BaseException:
             db.close()
             raise
@@ -178,6 +199,9 @@ class Database:
         try:
             db._verify_identity()
             db._apply_pragmas()
+        except (apsw.CantOpenError, apsw.ReadOnlyError) as exc:
+            db.close()
+            raise _open_failure(db_path, exc) from exc
         except BaseException:
             db.close()
             raise

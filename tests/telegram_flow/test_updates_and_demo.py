@@ -1,0 +1,99 @@
+"""Update parsing (recorded fixtures -> minimal inbox events) and the `demo` command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from channels.telegram_updates import next_offset, to_event
+from tests.conftest import child_env
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests/fixtures/telegram"
+
+
+def updates(name: str) -> list[dict[str, object]]:
+    result = json.loads((FIXTURES / name).read_text())["result"]
+    assert isinstance(result, list)
+    return result
+
+
+def test_a_supergroup_callback_keeps_only_what_processing_needs() -> None:
+    [update] = updates("callback_supergroup.json")
+    event = to_event(update)
+    assert event is not None and event.event_type == "callback"
+    assert event.external_event_id == str(update["update_id"])
+    assert event.payload == {
+        "callbackId": "4410371836592057102", "userId": 6234567890, "chatId": -1001987654321,
+        "messageId": 310, "threadId": None, "accessible": True,
+        "data": "piw:1b88630ac41bd9b13c5af743", "inline": False}
+
+
+def test_a_forum_topic_callback_carries_its_thread() -> None:
+    [update] = updates("callback_forum_topic.json")
+    event = to_event(update)
+    assert event is not None and isinstance(event.payload["threadId"], int)
+
+
+def test_an_inaccessible_message_is_marked_so_it_is_never_reconciled() -> None:
+    [update] = updates("callback_inaccessible_message.json")
+    event = to_event(update)
+    assert event is not None and event.payload["accessible"] is False
+
+
+def test_a_reply_keeps_the_exact_text_and_its_target() -> None:
+    [update] = updates("reply_to_prompt.json")
+    event = to_event(update)
+    assert event is not None and event.event_type == "reply"
+    assert event.payload["replyTo"] == 43 and event.payload["replyToBot"] is True
+    assert event.payload["text"].endswith("trailing spaces  ")
+
+
+@pytest.mark.parametrize(
+    ("update", "kind"),
+    [({"update_id": 1, "edited_message": {"message_id": 1}}, "edited_message"),
+     ({"update_id": 2, "my_chat_member": {}}, "my_chat_member"),
+     ({"update_id": 3, "message": {"message_id": 1, "text": "hi"}}, "plain_message"),
+     ({"update_id": 4}, "empty")],
+)
+def test_other_updates_become_other_events_with_their_kind(update: dict[str, object],
+                                                           kind: str) -> None:
+    event = to_event(update)
+    assert event is not None and event.event_type == "other"
+    assert event.payload == {"kind": kind}
+
+
+@pytest.mark.parametrize("update", [None, "text", [], {"message": {}}, {"update_id": "7"},
+                                    {"update_id": True}])
+def test_an_update_without_a_usable_id_is_not_an_event(update: object) -> None:
+    assert to_event(update) is None
+
+
+def test_oversize_or_non_text_callback_data_is_dropped() -> None:
+    event = to_event({"update_id": 9, "callback_query": {
+        "id": "1", "from": {"id": 1}, "message": {"message_id": 1, "chat": {"id": 1},
+                                                  "date": 5}, "data": "x" * 65}})
+    assert event is not None and event.payload["data"] is None
+
+
+def test_next_offset_is_the_last_update_plus_one_and_never_moves_back() -> None:
+    assert next_offset([{"update_id": 5}, {"update_id": 9}, {"x": 1}], None) == 10
+    assert next_offset([], 7) == 7
+    assert next_offset([{"update_id": 3}], 7) == 7
+
+
+def test_demo_narrates_the_whole_flow_and_exits_zero(home: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "from channels.cli import main; main()", "demo"],
+        cwd=ROOT, env=child_env(home), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for step in ("delivered in 2 parts", "button 'Replan' pressed", "prompt sent",
+                 "reply accepted: decision accepted with 'Replan'", "keyboards removed",
+                 "outcome posted: 'Accepted: Replan'"):
+        assert step in out, step
+    assert not (home / ".pi").exists()  # the demo used its own temporary HOME
