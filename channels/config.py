@@ -526,13 +526,14 @@ def _id(source: _Source, item: object, where: str, what: str) -> str:
 
 def _api_base_url(source: _Source, value: object, where: str) -> str:
     text = _string(source, value, where)
-    rule = _url_problem(text)
+    rule = url_problem(text)
     if rule is not None:
         raise source.invalid(where, f"apiBaseUrl {rule}")
     return text.rstrip("/")
 
 
-def _url_problem(text: str) -> str | None:
+def url_problem(text: str) -> str | None:
+    """Why `text` is not an acceptable Bot API base URL, or None when it is."""
     if any(char.isspace() or not char.isprintable() for char in text):
         return "must not contain spaces or control characters"
     try:

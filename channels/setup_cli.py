@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
-from urllib.parse import urlsplit
 
 from adapters.telegram.client import CallResult, Outcome, TelegramClient
 from adapters.telegram.errors import InvalidTokenFormat
@@ -124,27 +123,10 @@ audience_argument = _matching(
 
 def url_argument(text: str) -> str:
     """An absolute http(s) URL with a host and no query, fragment or credentials."""
-    problem = _url_problem(text)
+    problem = config.url_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(f"{text!r} {problem}")
     return text.rstrip("/")
-
-
-def _url_problem(text: str) -> str | None:
-    if any(char.isspace() or not char.isprintable() for char in text):
-        return "must not contain spaces or control characters"
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 -- urlsplit checks the port only when it is read
-    except ValueError:
-        return "is not a valid URL"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "must be an absolute http:// or https:// URL"
-    if "?" in text or "#" in text:
-        return "must not have a query or a fragment"
-    if parts.username is not None or parts.password is not None:
-        return "must not contain a user name or password"
-    return None
 
 
 # --- the steps -----------------------------------------------------------------------------

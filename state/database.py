@@ -166,17 +166,7 @@ class Database:
             _create_file(db_path)
         check_modes(db_path)
         db = cls._connect(db_path, readonly=False, clock=clock, entropy=entropy)
-        try:
-            db._initialize_if_empty()
-            db._verify_identity()
-            db._apply_pragmas()
-        except (apsw.CantOpenError, apsw.ReadOnlyError) as exc:
-            db.close()
-            raise _open_failure(db_path, exc) from exc
-        except BaseException:
-            db.close()
-            raise
-        return db
+        return db._prepare(db._initialize_if_empty, db._verify_identity, db._apply_pragmas)
 
     @classmethod
     def open_reader(
@@ -196,16 +186,20 @@ class Database:
             raise DatabaseMissing(f"no state database at {db_path}; run: piw-channels init")
         check_modes(db_path, private_directory=private_directory)
         db = cls._connect(db_path, readonly=True, clock=clock, entropy=entropy)
+        return db._prepare(db._verify_identity, db._apply_pragmas)
+
+    def _prepare(self, *steps: Callable[[], None]) -> Database:
+        """Run the opening steps; on any failure close the connection (nothing written)."""
         try:
-            db._verify_identity()
-            db._apply_pragmas()
+            for step in steps:
+                step()
         except (apsw.CantOpenError, apsw.ReadOnlyError) as exc:
-            db.close()
-            raise _open_failure(db_path, exc) from exc
+            self.close()
+            raise _open_failure(self.path, exc) from exc
         except BaseException:
-            db.close()
+            self.close()
             raise
-        return db
+        return self
 
     @classmethod
     def _connect(
