@@ -218,6 +218,24 @@ def run_of(conn: apsw.Connection, decision_id: str) -> tuple[str, str]:
     return str(row[0]), str(row[1])
 
 
+def button_basis(
+    conn: apsw.Connection, channel_id: str, resolved_since: int
+) -> list[tuple[str, str, list[str]]]:
+    """(decision_id, request digest, choice ids) of decisions with a delivery on the channel
+    that are open or were resolved after `resolved_since`: what button tokens are made of.
+    Reads no request document, so it stays cheap however long the history is."""
+    rows: list[Any] = conn.execute(
+        "SELECT d.decision_id, d.request_digest, d.choices_hash FROM human_decisions d"
+        " LEFT JOIN human_decision_resolutions r USING (decision_id)"
+        " WHERE (r.decision_id IS NULL OR r.resolved_at >= :since) AND EXISTS"
+        " (SELECT 1 FROM channel_messages m WHERE m.decision_id = d.decision_id"
+        "  AND m.channel_id = :channel AND m.purpose = 'delivery')",
+        {"since": resolved_since, "channel": channel_id},
+    ).fetchall()
+    return [(str(d), digest_from_bytes(bytes(digest)),
+             [str(c["id"]) for c in blobs.get_json(conn, bytes(h))]) for d, digest, h in rows]
+
+
 def resolution_of(conn: apsw.Connection, decision_id: str) -> Resolution | None:
     """The winner, if any."""
     row = conn.execute(

@@ -398,13 +398,6 @@ def find_message_by_ref(
     return None if r is None else MessageRow(*r)
 
 
-def decisions_presented(conn: apsw.Connection, channel_id: str) -> list[str]:
-    """Decisions this channel has a delivery message for."""
-    return [str(r[0]) for r in conn.execute(
-        "SELECT DISTINCT decision_id FROM channel_messages WHERE channel_id = ?"
-        " AND purpose = 'delivery' AND decision_id IS NOT NULL", (channel_id,))]
-
-
 def delivery_counts(conn: apsw.Connection, channel_id: str) -> dict[str, int]:
     """Delivery messages by status."""
     return {str(s): int(n) for s, n in conn.execute(

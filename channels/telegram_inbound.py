@@ -29,6 +29,7 @@ DELIVER = "telegram.deliver"
 PROMPT = "telegram.prompt"
 SETTLE = "telegram.settle"
 CALLBACK_TEXT_LIMIT = 200
+RECENT_MS = 7 * 24 * 3600 * 1000  # presses on decisions resolved this long ago are unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,27 +68,32 @@ class ButtonIndex:
         self._known: set[str] = set()
 
     def add(self, request: DecisionRequest) -> None:
-        if request.decision_id in self._known:
-            return
-        self._known.add(request.decision_id)
-        for choice_id in request.choices:
-            token = callback_token(request.decision_id, request.request_digest, choice_id)
-            self._tokens[token] = (request.decision_id, choice_id)
+        self._add(request.decision_id, request.request_digest, list(request.choices))
 
-    def refresh(self, conn: apsw.Connection, channel_id: str) -> None:
-        """Add decisions presented on the channel that are not indexed yet."""
-        for decision_id in store.decisions_presented(conn, channel_id):
-            if decision_id not in self._known:
-                self.add(decisions.load(conn, decision_id).request)
+    def _add(self, decision_id: str, request_digest: str, choice_ids: list[str]) -> None:
+        if decision_id in self._known:
+            return
+        self._known.add(decision_id)
+        for choice_id in choice_ids:
+            token = callback_token(decision_id, request_digest, choice_id)
+            self._tokens[token] = (decision_id, choice_id)
+
+    def refresh(self, conn: apsw.Connection, channel_id: str, now: int) -> None:
+        """Index decisions presented on the channel that are open or recently resolved (a press
+        on an older one is answered as an unknown button: its keyboard was removed long ago)."""
+        for decision_id, digest, choice_ids in decisions.button_basis(
+                conn, channel_id, now - RECENT_MS):
+            self._add(decision_id, digest, choice_ids)
 
     def lookup(self, token: str) -> tuple[str, str] | None:
         return self._tokens.get(token)
 
-    def find(self, conn: apsw.Connection, channel_id: str, token: str) -> tuple[str, str] | None:
+    def find(self, conn: apsw.Connection, channel_id: str, token: str, now: int
+             ) -> tuple[str, str] | None:
         """Look a token up, reading newly presented decisions only on a miss."""
         found = self._tokens.get(token)
         if found is None:
-            self.refresh(conn, channel_id)
+            self.refresh(conn, channel_id, now)
             found = self._tokens.get(token)
         return found
 
@@ -150,7 +156,7 @@ def _callback(
         return _answered(callback_id, _ignored("not_allowed"),
                          "You are not allowed to answer this decision.")
     data = p.get("data")
-    found = index.find(conn, channel.channel_id, data) \
+    found = index.find(conn, channel.channel_id, data, now) \
         if isinstance(data, str) and TOKEN_RE.fullmatch(data) else None
     if found is None:
         return _answered(callback_id, _ignored("unknown_button"), "This button is not valid.")

@@ -595,3 +595,24 @@ def test_a_revoked_token_is_reported_on_stderr_with_exit_78(flow: Flow) -> None:
     assert result.returncode == 78
     assert "rejected the token (HTTP 401)" in result.stderr
     assert TOKEN not in result.stderr + result.stdout
+
+
+def test_a_press_on_a_decision_resolved_long_ago_is_an_unknown_button(home: Path) -> None:
+    import time as _time
+
+    from state.clock import ManualClock
+
+    clock = ManualClock(now=_time.time_ns() // 1_000_000)
+    with FakeBotApi(token=TOKEN) as server:
+        _configure(home, server.base_url, [str(CHAT)])
+        with Database.open_writer(clock=clock) as db:
+            flow = Flow(home, server, db)
+            handle = flow.ask()
+            flow.poll()
+            flow.press(handle, "continue", callback_id="first")
+            flow.poll()
+            clock.advance(8 * 24 * 3600 * 1000)  # a week and a day later
+            late = flow.press(handle, "stop", callback_id="late", message_id=1)
+            flow.poll()
+            assert flow.inbox()[str(late)] == {"result": "ignored:unknown_button"}
+            assert flow.rows("SELECT count(*) FROM human_decision_submissions") == [(1,)]
