@@ -55,3 +55,22 @@ def _submit(db: Database, lease: Lease, channel_id: str, event: AnswerEvent,
 def _resolve(db: Database, candidate: HumanAnswer, allowed: tuple[str, ...]) -> Outcome:
     return db.write(lambda c: decisions.resolve(c, candidate, db.clock.now_ms(),
                                                 allowed_channels=allowed))
+
+
+def pi_side_at_once(barrier: Any, session_id: str, targets: list[dict[str, str]],
+                    results: Any) -> None:
+    """The bridge answering every decision right as a real poller starts (one barrier)."""
+    config = load_config()
+    with Database.open_writer() as db:
+        channel_id = pi_channel.session_channel_id(session_id)
+        lease = pi_channel.claim_channel(db, channel_id, session_id, "race-pi", wait_seconds=10)
+        barrier.wait()
+        for target in targets:
+            event = AnswerEvent(
+                decision_id=target["decision_id"], request_digest=target["digest"],
+                choice="continue", entered=None, actor_id=session_id,
+                event_key=f"{session_id}:{target['decision_id']}",
+                details={"source": "interactive", "mode": "tui"})
+            report = _submit(db, lease, channel_id, event, config)
+            results.put((target["decision_id"], "pi", report.result))
+        db.write(lambda c: leases.release(c, lease, db.clock.now_ms()))

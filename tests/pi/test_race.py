@@ -2,7 +2,8 @@
 barrier: exactly one winner, and the channel that lost is settled too.
 
 The Telegram side calls the resolution function the way the poll worker's inbox processing
-does; once the worker is in place this test should drive it instead.
+does, so both sides meet at a barrier for every decision; `test_race_with_poll.py` runs the
+same race through a real `poll` process.
 """
 
 from __future__ import annotations
