@@ -11,6 +11,8 @@ No transaction is held while a request is on the wire.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,12 +63,25 @@ class Outbound:
                 c, effect.effect_id, "channel", self.owner_id, self._now(), self.db.entropy))
         except StateError:
             return  # another owner took it, or it was settled meanwhile
-        if effect.effect_type == DELIVER:
-            await self._deliver(attempt)
-        elif effect.effect_type == PROMPT:
-            await self._prompt(attempt)
-        else:
-            await self._settle(attempt)
+        try:
+            if effect.effect_type == DELIVER:
+                await self._deliver(attempt)
+            elif effect.effect_type == PROMPT:
+                await self._prompt(attempt)
+            else:
+                await self._settle(attempt)
+        except (StateError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug must not turn into a poison effect retried forever
+            self._give_up(attempt, exc)
+
+    def _give_up(self, attempt: Attempt, exc: Exception) -> None:
+        """Settle the attempt as ambiguous (never re-sent blindly; an operator may resend)."""
+        error = {"internal": f"{type(exc).__name__}: {exc}"[:300]}
+        self.errors.append({"method": attempt.effect.effect_type, **error})
+        with contextlib.suppress(StateError):  # already settled by the failing path
+            self.db.write(lambda c: effects.finish_attempt(c, attempt, "ambiguous",
+                                                           self._now(), error=error))
 
     # -- recording -----------------------------------------------------------------------------
 

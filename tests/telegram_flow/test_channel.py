@@ -616,3 +616,22 @@ def test_a_press_on_a_decision_resolved_long_ago_is_an_unknown_button(home: Path
             flow.poll()
             assert flow.inbox()[str(late)] == {"result": "ignored:unknown_button"}
             assert flow.rows("SELECT count(*) FROM human_decision_submissions") == [(1,)]
+
+
+def test_an_effect_that_breaks_the_worker_is_settled_ambiguous_not_retried_forever(
+    flow: Flow,
+) -> None:
+    from state import effects as fx
+    from state.resources import SYSTEM
+
+    handle = flow.ask()
+    resource = decisions.decision_resource(handle.decision_id)
+    flow.db.write(lambda c: fx.reserve(  # a payload without its recipients: a latent bug
+        c, source_resource_id=resource, source_revision=1, effect_type="telegram.deliver",
+        idempotency_key=CHANNEL, payload={"decisionId": handle.decision_id},
+        owner_scope="channel", actor=SYSTEM, now=flow.db.clock.now_ms()))
+    report = flow.poll()
+    assert flow.effect_statuses("telegram.deliver") == ["ambiguous"]
+    assert any("KeyError" in str(e.get("internal")) for e in report.errors)
+    flow.poll()
+    assert flow.rows("SELECT attempt_count FROM effects") == [(1,)]
