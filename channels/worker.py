@@ -20,13 +20,12 @@ from typing import Any
 
 from channels import decision_service, store, telegram_inbound, telegram_updates
 from channels.config import ChannelsConfig, TelegramProfile
-from channels.errors import ChannelsError
 from channels.telegram_inbound import ButtonIndex, Channel
 from channels.telegram_outbound import EFFECT_TYPES, LEASE_MARGIN_S, Outbound
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
-from state.errors import LeaseHeld, StaleLease
+from state.errors import LeaseHeld, StaleLease, StateError
 from state.leases import Lease
 from state.resources import Actor
 
@@ -253,7 +252,9 @@ class _ChannelPoll:
 
         try:
             return self.db.write(command)
-        except (ChannelsError, KeyError, ValueError) as exc:
+        except StateError:
+            raise  # the lease or the database: not this row's fault
+        except Exception as exc:
             # A row that cannot be processed is recorded as such, never retried forever.
             result = {"result": "ignored:error", "message": str(exc)[:200]}
             self.db.write(lambda c: store.mark_processed(

@@ -635,3 +635,23 @@ def test_an_effect_that_breaks_the_worker_is_settled_ambiguous_not_retried_forev
     assert any("KeyError" in str(e.get("internal")) for e in report.errors)
     flow.poll()
     assert flow.rows("SELECT attempt_count FROM effects") == [(1,)]
+
+
+def test_a_row_that_breaks_processing_is_recorded_once_not_retried_forever(
+    flow: Flow, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from channels import telegram_inbound
+
+    handle = flow.ask()
+    flow.poll()
+    update = flow.press(handle, "continue", callback_id="boom")
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a latent bug")
+
+    monkeypatch.setattr(telegram_inbound, "process", broken)  # fault injection in our code
+    flow.poll()
+    monkeypatch.undo()
+    flow.poll()
+    assert flow.inbox()[str(update)] == {"result": "ignored:error", "message": "a latent bug"}
+    assert flow.rows("SELECT count(*) FROM channel_inbox WHERE processed_at IS NULL") == [(0,)]
