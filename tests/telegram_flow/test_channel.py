@@ -649,9 +649,9 @@ def test_a_row_that_breaks_processing_is_recorded_once_not_retried_forever(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise TypeError("a latent bug")
 
-    monkeypatch.setattr(telegram_inbound, "process", broken)  # fault injection in our code
-    flow.poll()
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:
+        patch.setattr(telegram_inbound, "process", broken)  # fault injection in our code
+        flow.poll()
     flow.poll()
     assert flow.inbox()[str(update)] == {"result": "ignored:error", "message": "a latent bug"}
     assert flow.rows("SELECT count(*) FROM channel_inbox WHERE processed_at IS NULL") == [(0,)]
