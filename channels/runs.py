@@ -157,12 +157,6 @@ def finish_run(
                            payload={"attemptId": attempt_id}, lease_generation=lease.generation)
 
 
-def run_status(conn: apsw.Connection, run_id: str) -> str | None:
-    """Current status of a run, or None when it does not exist."""
-    value = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).get
-    return None if value is None else str(value)
-
-
 def run_output(conn: apsw.Connection, run_id: str) -> JsonValue:
     """The run's output document, or None."""
     output_hash = conn.execute("SELECT output_hash FROM runs WHERE run_id = ?", (run_id,)).get
