@@ -16,7 +16,6 @@ from channels.errors import DecisionRefused
 from state import blobs, leases, resources
 from state.canonical import JsonValue, canonical_bytes
 from state.clock import Entropy
-from state.errors import StaleLease
 from state.leases import Lease
 from state.resources import Actor
 
@@ -119,11 +118,11 @@ def create_waiting_run(
     return RunHandle(spec.run_id, attempt_id, lease)
 
 
-def verify_owner(conn: apsw.Connection, lease: Lease, run_id: str, now: int) -> None:
-    """The lease must be the live lease of this run."""
-    if lease.resource_id != run_resource(run_id):
-        raise StaleLease(f"the lease is for {lease.resource_id}, not run {run_id}")
-    leases.verify(conn, lease, now)
+def verify_owner(conn: apsw.Connection, lease: Lease, run_id: str, now: int,
+                 operation: str = "run.write") -> None:
+    """The lease must be the live lease of this run (checked again in this transaction)."""
+    permit = leases.WritePermit(run_resource(run_id), operation, lease.actor, None, lease)
+    leases.check_permit(conn, permit, now)
 
 
 def finish_run(
@@ -138,7 +137,7 @@ def finish_run(
     detail: str | None = None,
 ) -> None:
     """Finish the waiting attempt and the run (owner only), with one run event."""
-    verify_owner(conn, lease, run_id, now)
+    verify_owner(conn, lease, run_id, now, f"run.{status}")
     current = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).get
     if current != "waiting":
         raise DecisionRefused(f"workflow run {run_id} is no longer waiting")

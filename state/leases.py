@@ -17,7 +17,7 @@ import apsw
 from state import resources
 from state.canonical import sha256
 from state.clock import Entropy
-from state.errors import LeaseHeld, StaleLease, WriteRejected
+from state.errors import LeaseHeld, StaleLease, StaleRevision, WriteRejected
 from state.resources import Actor
 
 OwnerType = Literal["session", "host", "controller", "channel"]
@@ -170,6 +170,21 @@ def verify(conn: apsw.Connection, lease: Lease, now: int, *, allow_expired: bool
         raise StaleLease(f"{lease.resource_id} is no longer owned by this process")
     if not allow_expired and row[4] <= now:
         raise StaleLease(f"the lease on {lease.resource_id} expired")
+
+
+def check_permit(conn: apsw.Connection, permit: WritePermit, now: int) -> None:
+    """Re-verify a permit's evidence inside the write transaction: its lease must be the
+    resource's live lease, and its expected revision (when given) the current one."""
+    if permit.lease is not None:
+        if permit.lease.resource_id != permit.resource_id:
+            raise StaleLease(f"the lease is for {permit.lease.resource_id}, not"
+                             f" {permit.resource_id}")
+        verify(conn, permit.lease, now)
+    if permit.expected_revision is not None:
+        current = resources.current_revision(conn, permit.resource_id)
+        if current != permit.expected_revision:
+            raise StaleRevision(f"{permit.resource_id} is at revision {current}, not"
+                                f" {permit.expected_revision} ({permit.operation})")
 
 
 def renew(conn: apsw.Connection, lease: Lease, now: int, *, ttl_ms: int = TTL_MS) -> Lease:

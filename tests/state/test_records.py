@@ -346,3 +346,21 @@ def test_a_busy_lock_released_during_the_retry_lets_the_command_through(
         timer.join()
         other.close()
     assert count(db, "projects") == 1
+
+
+def test_a_write_permit_is_evidence_checked_again_not_authority(
+    db: Database, clock: ManualClock
+) -> None:
+    make_resource(db, "run:p", "run")
+    now = clock.now_ms()
+    lease = db.write(lambda c: leases.claim(c, "run:p", "host", "me", now, db.entropy))
+    good = leases.WritePermit("run:p", "run.finish", lease.actor, 2, lease)
+    db.write(lambda c: leases.check_permit(c, good, now + 1))
+    stale_revision = leases.WritePermit("run:p", "run.finish", lease.actor, 1, lease)
+    with pytest.raises(StaleRevision, match="run.finish"):
+        db.write(lambda c: leases.check_permit(c, stale_revision, now + 1))
+    wrong_resource = leases.WritePermit("run:other", "run.finish", lease.actor, None, lease)
+    with pytest.raises(StaleLease):
+        db.write(lambda c: leases.check_permit(c, wrong_resource, now + 1))
+    with pytest.raises(StaleLease, match="expired"):
+        db.write(lambda c: leases.check_permit(c, good, now + 60_000))
