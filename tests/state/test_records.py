@@ -357,7 +357,7 @@ def test_a_write_permit_is_evidence_checked_again_not_authority(
     good = leases.WritePermit("run:p", "run.finish", lease.actor, 2, lease)
     db.write(lambda c: leases.check_permit(c, good, now + 1))
     stale_revision = leases.WritePermit("run:p", "run.finish", lease.actor, 1, lease)
-    with pytest.raises(StaleRevision, match="run.finish"):
+    with pytest.raises(StaleRevision, match=r"run\.finish"):
         db.write(lambda c: leases.check_permit(c, stale_revision, now + 1))
     wrong_resource = leases.WritePermit("run:other", "run.finish", lease.actor, None, lease)
     with pytest.raises(StaleLease):
