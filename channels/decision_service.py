@@ -5,6 +5,7 @@ Each step is its own short write transaction; nothing here holds a transaction w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -20,7 +21,7 @@ from channels.decisions import Cancellation, DeadlinePolicy, Outcome, Resolution
 from channels.errors import UnknownDecision
 from state import leases
 from state.database import Database
-from state.errors import LeaseHeld
+from state.errors import LeaseHeld, StateError
 from state.leases import Lease
 
 ASK_WORKFLOW = "piw-channels.ask"
@@ -181,21 +182,23 @@ def wait_for_resolution(
     decision_id = handle.decision_id
     deadline = handle.request.expires_at_ms
     seen = -1
-    while True:
-        version = int(db.conn.execute("PRAGMA data_version").get)
-        if version != seen:
-            seen = version
-            if db.read(lambda c: decisions.resolution_of(c, decision_id)) is not None:
-                break
-        if deadline is not None and db.clock.now_ms() >= deadline:
-            apply_deadline(db, decision_id, lease)
-            break
-        lease = renew_run(db, lease)
-        time.sleep(poll_seconds)
     try:
+        while True:
+            version = int(db.conn.execute("PRAGMA data_version").get)
+            if version != seen:
+                seen = version
+                if db.read(lambda c: decisions.resolution_of(c, decision_id)) is not None:
+                    break
+            if deadline is not None and db.clock.now_ms() >= deadline:
+                apply_deadline(db, decision_id, lease)
+                break
+            lease = renew_run(db, lease)
+            time.sleep(poll_seconds)
         return apply_continuation(db, decision_id, lease)
     finally:
-        release_run(db, lease)
+        # Also on Ctrl-C: an owner that stops waiting must not block `expire` for a minute.
+        with contextlib.suppress(StateError):
+            release_run(db, lease)
 
 
 def resolve_id(db: Database, text: str) -> str:

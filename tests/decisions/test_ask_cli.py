@@ -136,3 +136,20 @@ def test_unknown_decision_is_a_usage_error(home: Path) -> None:
     cli(home, "init")
     result = cli(home, "show", "decision-nope")
     assert result.returncode == 2 and "no decision" in result.stderr
+
+
+def test_ask_wait_interrupted_releases_the_run_for_others(home: Path) -> None:
+    import signal
+
+    proc = subprocess.Popen(
+        [*CLI, "ask", "--title", "Wait?", "--choice", "a=A", "--wait"],
+        cwd=ROOT, env=child_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_open_decision()
+    time.sleep(0.5)  # let it reach its waiting loop
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    with Database.open_reader() as db:
+        assert db.conn.execute(
+            "SELECT count(*) FROM leases l JOIN resources r USING (resource_id)"
+            " WHERE r.resource_type = 'run' AND l.owner_type IS NOT NULL").get == 0
