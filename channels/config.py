@@ -81,9 +81,10 @@ PI_CHANNEL: Final = "pi"
 TELEGRAM_PREFIX: Final = "telegram:"
 DEFAULT_ROUTES: Final[tuple[str, ...]] = (PI_CHANNEL,)
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-_AUDIENCE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")  # the request contract's audience rule
-_NUMERIC_ID = re.compile(r"-?[0-9]+")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # profiles, credentials
+AUDIENCE_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")  # the request contract's rule
+ID_PATTERN = re.compile(r"-?[0-9]+")  # Telegram user and chat ids
+_NAME, _AUDIENCE, _NUMERIC_ID = NAME_PATTERN, AUDIENCE_PATTERN, ID_PATTERN
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # keys written `.key` in a JSON path
 _PRIVATE_FILE_MODE: Final = 0o600
 _PRIVATE_DIR_MODE: Final = 0o700

@@ -49,12 +49,12 @@ _POOL_TIMEOUT: Final = 1.0
 _MAX_ATTEMPTS: Final = 2
 _REJECTED_TOKEN_CODES: Final = frozenset({401, 404})  # what the Bot API answers a bad token
 
-# The same rules as channels.config (names, audiences, IDs); repeated here so that a bad
-# argument is a usage error naming the option. tests/setup pins them to config.py's rules,
-# and install_telegram_profile checks everything again before it writes.
-_NUMERIC_ID: Final = re.compile(r"-?[0-9]+")
-_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-_AUDIENCE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
+# config.py's own rules (names, audiences, IDs), applied here too so that a bad argument is
+# a usage error naming the option, before any request; install_telegram_profile checks
+# everything again before it writes.
+_NUMERIC_ID: Final = config.ID_PATTERN
+_NAME: Final = config.NAME_PATTERN
+_AUDIENCE: Final = config.AUDIENCE_PATTERN
 # Telegram usernames are 5-32 of these; anything else from the server is not printed.
 _USERNAME: Final = re.compile(r"[A-Za-z0-9_]{1,64}")
 _NOTHING_WRITTEN: Final = "nothing was written"
