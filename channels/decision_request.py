@@ -474,7 +474,7 @@ def build_request(
 ) -> DecisionRequest:
     """Validate a new request and compute its document, digests and decision id."""
     valid_choices = validate_choices(choices)
-    valid_title = _require_string(title, "Human decision title")
+    valid_title = validate_title(title)
     created_at = _created_at(created_at_ms)
     deadline = resolve_deadline(valid_choices, created_at_ms, on_timeout, expires_at)
     ids = {
@@ -484,7 +484,6 @@ def build_request(
         "attemptId": _require_string(attempt_id, "Human decision attemptId"),
     }
     valid_audience = validate_audience(audience)
-    _require_presentable(valid_title, "Human decision title")
     basis: dict[str, Any] = {
         "schema": SCHEMA,
         **ids,
