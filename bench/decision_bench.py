@@ -19,9 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.state_bench import raw_commits
-from channels import decision_service as service
-from channels import decisions
-from channels.decisions import HumanAnswer
+from channels.decisions import resolution, workflows
+from channels.decisions.resolution import HumanAnswer
 from state.database import Database
 
 CHOICES = {"continue": {"label": "Continue"}, "stop": {"label": "Stop"}}
@@ -38,15 +37,15 @@ def main() -> None:
         home.mkdir(mode=0o700)
         os.environ["HOME"] = str(home)
         with Database.open_writer() as db:
-            spec = service.AskSpec(
+            spec = workflows.AskSpec(
                 title="Approve?", choices=CHOICES,
-                presentation=service.presentation_for("Approve?", "Bench decision.", None))
-            handles = [service.create_ask(db, spec, "bench") for _ in range(args.decisions)]
+                presentation=workflows.presentation_for("Approve?", "Bench decision.", None))
+            handles = [workflows.create_ask(db, spec, "bench") for _ in range(args.decisions)]
             start = time.perf_counter()
             for i, h in enumerate(handles):
                 answer = HumanAnswer(h.decision_id, h.request.request_digest,
                                      {"choice": "continue"}, "pi", "local:1", f"e{i}", f"k{i}")
-                db.write(lambda c, a=answer: decisions.resolve(c, a, db.clock.now_ms()))
+                db.write(lambda c, a=answer: resolution.resolve(c, a, db.clock.now_ms()))
             per_second = args.decisions / (time.perf_counter() - start)
     print(f"raw durable commits/s:        {raw:10.0f}")
     print(f"winning resolutions/s:        {per_second:10.0f}")

@@ -34,22 +34,26 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from adapters.cli import telegram as telegram_cli
 from adapters.telegram.fake_api import FakeBotApiProcess, RemoteFakeBotApi
 from bench.state_bench import raw_commits
-from channels import decision_service, telegram_cli, worker
-from channels.config import TelegramProfile, install_telegram_profile, load_config
-from channels.presentation import callback_token
-from channels.telegram_outbound import Outbound
+from channels.config.install import install_telegram_profile
+from channels.config.loading import load_config
+from channels.config.model import TelegramProfile
+from channels.decisions import workflows as decision_service
+from channels.telegram import poll as worker
+from channels.telegram.buttons import callback_token
+from channels.telegram.outbound import Outbound
 from channels.transport import BotApi
 from state.database import Database
 
 TOKEN = "7123456789:AAF-benchTokenNotASecret_0123456789ab"
 USER = 5123456789
 CHOICES = {"continue": {"label": "Continue"}, "stop": {"label": "Stop"}}
-POLL = [sys.executable, "-c", "from channels.cli import main; main()", "poll", "--once"]
+POLL = [sys.executable, "-c", "from adapters.cli.main import main; main()", "poll", "--once"]
 IMPORT_TELEGRAM = [sys.executable, "-c", "import telegram"]
 # What every `piw-channels` start pays before the command runs: the modules and the parser.
-PARSER_ONLY = [sys.executable, "-c", "from channels.cli import build_parser; build_parser()"]
+PARSER_ONLY = [sys.executable, "-c", "from adapters.cli.main import build_parser; build_parser()"]
 
 
 def _command_for_poll() -> list[str]:

@@ -6,7 +6,9 @@ from typing import Any
 
 import apsw
 
-from channels import store
+from channels import inbox, messages, store
+from channels.decisions import views
+from channels.telegram import identity
 from state import leases, maintenance
 from state.database import Database
 
@@ -17,7 +19,9 @@ def status_report(db: Database) -> dict[str, Any]:
         diag = maintenance.diagnostics(db, full_checks=False)
         channels = [_channel(conn, cid, adapter, profile, db.clock.now_ms())
                     for cid, adapter, profile in store.all_channels(conn)]
-    return {"database": diag.to_json(), "channels": channels}
+        open_decisions = views.count_open(conn)
+    return {"database": {**diag.to_json(), "open_decisions": open_decisions},
+            "channels": channels}
 
 
 def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
@@ -26,7 +30,7 @@ def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
     state = "free"
     if lease is not None and lease.owner_type is not None:
         state = "held" if lease.is_live(now) else "expired"
-    backlog, total = store.inbox_counts(conn, channel_id)
+    backlog, total = inbox.inbox_counts(conn, channel_id)
     error = store.last_provider_error(conn, channel_id)
     name = f"telegram:{profile}" if adapter == "telegram" else (
         "pi:local" if profile == "local" else "pi:session")  # session ids stay private
@@ -34,9 +38,9 @@ def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
         "channel": name,
         "adapter": adapter,
         "lease": {"state": state, "generation": 0 if lease is None else lease.generation},
-        "cursor": store.cursor(conn, channel_id, store.TELEGRAM_CURSOR),
+        "cursor": store.cursor(conn, channel_id, identity.TELEGRAM_CURSOR),
         "inbox": {"backlog": backlog, "total": total},
-        "deliveries": store.delivery_counts(conn, channel_id),
+        "deliveries": messages.delivery_counts(conn, channel_id),
         "last_error": None if error is None else {
             "method": error.get("method"), "code": error.get("errorCode"),
             "description": error.get("description"), "at": error.get("at")},

@@ -19,6 +19,7 @@ from typing import TypeVar
 import apsw
 
 from state.clock import Clock, Entropy, SystemClock, SystemEntropy
+from state.ddl import DDL
 from state.errors import (
     RESET_INSTRUCTION,
     DatabaseBusy,
@@ -28,17 +29,16 @@ from state.errors import (
 )
 from state.schema import (
     APPLICATION_ID,
-    DDL,
     DDL_DIGEST,
     SCHEMA_NAME,
     SCHEMA_VERSION,
     expected_objects,
 )
+from state.version import VERSION
 
 T = TypeVar("T")
 
 STATE_RELATIVE_PATH = Path(".pi/agent/workflows/state.sqlite")
-APP_VERSION = "0.1.0"
 BUSY_TIMEOUT_MS = 5000
 COMMON_PRAGMAS = (
     ("foreign_keys", "ON"),
@@ -257,7 +257,7 @@ class Database:
                 "name": SCHEMA_NAME,
                 "version": SCHEMA_VERSION,
                 "digest": DDL_DIGEST,
-                "app": APP_VERSION,
+                "app": VERSION,
                 "now": now,
             },
         )

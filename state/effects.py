@@ -40,7 +40,7 @@ class EffectStatus(StrEnum):
         return self not in (EffectStatus.PENDING, EffectStatus.APPLYING)
 
 
-Outcome = Literal["applied", "rejected", "ambiguous"]
+AttemptOutcome = Literal["applied", "rejected", "ambiguous"]
 
 _COLUMNS = (
     "effect_id, resource_id, source_resource_id, source_revision, effect_type, idempotency_key,"
@@ -254,7 +254,7 @@ def renew_attempt(conn: apsw.Connection, attempt: Attempt, now: int) -> Attempt:
 def finish_attempt(
     conn: apsw.Connection,
     attempt: Attempt,
-    outcome: Outcome,
+    outcome: AttemptOutcome,
     now: int,
     *,
     result: JsonValue = None,

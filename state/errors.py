@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-EXIT_OK = 0
-EXIT_INTERNAL = 1
-EXIT_USAGE = 2
-EXIT_INCOMPATIBLE = 65
-EXIT_TEMPORARY = 75
-EXIT_PERMISSION = 77
-EXIT_CONFIG = 78
+from state.exit_codes import (
+    EXIT_INCOMPATIBLE,
+    EXIT_INTERNAL,
+    EXIT_PERMISSION,
+    EXIT_TEMPORARY,
+)
 
 RESET_INSTRUCTION = (
     "Pi Workflows durable state is incompatible. Move or remove the old workflow state, "

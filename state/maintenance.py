@@ -132,7 +132,6 @@ class Diagnostics:
     foreign_keys: str
     active_leases: dict[str, int]
     unsettled_effects: dict[str, int]
-    open_decisions: int
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -164,12 +163,6 @@ def diagnostics(db: Database, *, full_checks: bool = True) -> Diagnostics:
             " WHERE status IN ('pending', 'applying', 'ambiguous') GROUP BY 1"
         )
     }
-    open_decisions = int(
-        conn.execute(
-            "SELECT count(*) FROM human_decisions d WHERE NOT EXISTS"
-            " (SELECT 1 FROM human_decision_resolutions r WHERE r.decision_id = d.decision_id)"
-        ).get
-    )
     return Diagnostics(
         path=str(db.path),
         size_bytes=size,
@@ -178,7 +171,6 @@ def diagnostics(db: Database, *, full_checks: bool = True) -> Diagnostics:
         foreign_keys="not checked" if not full_checks else ("ok" if not foreign else "failed"),
         active_leases=leases,
         unsettled_effects=effects,
-        open_decisions=open_decisions,
     )
 
 

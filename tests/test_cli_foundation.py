@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.cli import build_parser, run
+from adapters.cli.main import build_parser, run
 from state.database import default_path
 from tests.conftest import child_env
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from channels.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from adapters.cli.main import main; main()", *args],
                           cwd=ROOT, env=child_env(home), capture_output=True, text=True,
                           timeout=60)
 

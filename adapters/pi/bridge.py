@@ -36,12 +36,15 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from channels import config as channel_config
-from channels import pi_channel, store
-from channels.config import ChannelsConfig
-from channels.config_errors import ConfigError
+from channels import store
+from channels.config import loading
+from channels.config.errors import ConfigError
+from channels.config.model import ChannelsConfig
 from channels.errors import ChannelsError
-from channels.pi_channel import AnswerEvent, Delivery, Settlement
+from channels.pi import answers, deliveries, sessions, settlement
+from channels.pi.answers import AnswerEvent
+from channels.pi.deliveries import Delivery
+from channels.pi.settlement import Settlement
 from state import leases
 from state.database import Database
 from state.errors import LeaseHeld, StaleLease, StateError, WriteRejected
@@ -149,7 +152,7 @@ class Bridge:
     db: Database
     out: LineWriter
     owner_id: str
-    load_config: ConfigLoader = channel_config.load_config
+    load_config: ConfigLoader = loading.load_config
     session_id: str | None = None
     channel_id: str | None = None
     hello: dict[str, str] = field(default_factory=dict)
@@ -201,7 +204,7 @@ class Bridge:
 
     def _hello(self, message: dict[str, Any]) -> None:
         session_id = _identifier(message, "session_id")
-        if session_id == pi_channel.LOCAL_PROFILE:
+        if session_id == sessions.LOCAL_PROFILE:
             raise ProtocolError("malformed", "hello.session_id 'local' is reserved")
         if self.session_id is not None:
             if session_id != self.session_id:
@@ -210,7 +213,7 @@ class Bridge:
             return
         hello = {"pi_version": _text(message, "pi_version"), "mode": _text(message, "mode")}
         self.channel_id = self.db.write(
-            lambda c: pi_channel.register_session(c, session_id, self._now()))
+            lambda c: sessions.register_session(c, session_id, self._now()))
         self.session_id, self.hello = session_id, hello
         self._try_claim()
 
@@ -219,7 +222,7 @@ class Bridge:
         entry_id = _identifier(message, "entry_id")
         lease, channel_id, session_id = self._owner()
         try:
-            self.db.write(lambda c: pi_channel.confirm_delivery(
+            self.db.write(lambda c: deliveries.confirm_delivery(
                 c, lease, channel_id, session_id, message_id, entry_id, self._now()))
         except StaleLease:
             raise
@@ -248,7 +251,7 @@ class Bridge:
         usable, config = self._config()
         if not usable:
             raise ProtocolError("config_invalid", f"cannot route answers: {self.config_problem}")
-        report = self.db.write(lambda c: pi_channel.submit_answer(
+        report = self.db.write(lambda c: answers.submit_answer(
             c, lease, channel_id, event, self._now(), config))
         self.out.send({"type": "result", "event_id": event_id, **report.to_json(),
                        "duplicate": report.duplicate})
@@ -278,7 +281,7 @@ class Bridge:
             return
         self.waiting_announced = False
         lease = self.lease
-        self.db.write(lambda c: pi_channel.recover_settlements(c, lease, channel_id, self._now()))
+        self.db.write(lambda c: settlement.recover_settlements(c, lease, channel_id, self._now()))
         self.sync()
 
     def _renew(self) -> None:
@@ -341,11 +344,11 @@ class Bridge:
     def _deliver(self, config: ChannelsConfig | None) -> None:
         lease, channel_id, session_id = self._owner()
         skip = frozenset(self.sent)
-        found = self.db.read(lambda c: pi_channel.undelivered(
+        found = self.db.read(lambda c: deliveries.undelivered(
             c, channel_id, session_id, config, skip, now=self._now()))
         if not found:
             return
-        recorded = self.db.write(lambda c: pi_channel.record_deliveries(
+        recorded = self.db.write(lambda c: deliveries.record_deliveries(
             c, lease, channel_id, found, self._now()))
         for item in recorded:
             self.sent.add(item.decision.decision_id)
@@ -353,16 +356,16 @@ class Bridge:
 
     def _settle(self) -> None:
         lease, channel_id, _ = self._owner()
-        due = self.db.read(lambda c: pi_channel.due_settlements(c, channel_id, self._now()))
+        due = self.db.read(lambda c: settlement.due_settlements(c, channel_id, self._now()))
         for item in due:
             self._settle_one(lease, channel_id, item)
 
     def _settle_one(self, lease: Lease, channel_id: str, item: Settlement) -> None:
         # Three steps so that no transaction is open while the line is written.
-        attempt = self.db.write(lambda c: pi_channel.begin_settlement(
+        attempt = self.db.write(lambda c: settlement.begin_settlement(
             c, lease, channel_id, item.effect_id, self._now(), self.db.entropy))
         sent = self.out.send(settle_message(item))
-        self.db.write(lambda c: pi_channel.finish_settlement(c, attempt, sent, self._now()))
+        self.db.write(lambda c: settlement.finish_settlement(c, attempt, sent, self._now()))
 
     def _config(self) -> tuple[bool, ChannelsConfig | None]:
         """(usable, config): a broken private config is reported once, then nothing is
@@ -439,7 +442,7 @@ def run(db: Database, owner_id: str, *, stdin_fd: int = 0, stdout_fd: int = 1,
     """The `pi bridge` process: serve until stdin closes, then release the lease."""
     previous = signal.signal(signal.SIGTERM, _stop)
     bridge = Bridge(db, LineWriter(stdout_fd), owner_id,
-                    load_config=load_config or channel_config.load_config)
+                    load_config=load_config or loading.load_config)
     try:
         serve(bridge, stdin_fd, tick_seconds=tick_seconds)
     except KeyboardInterrupt:

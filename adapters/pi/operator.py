@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from channels.decision_request import validate_response
+from channels.decisions.choices import validate_response
 from channels.errors import DecisionError
-from channels.pi_channel import AnswerReport, OpenDecision
+from channels.pi.answers import AnswerReport, OpenDecision
 from state.errors import PermissionProblem
 
 NO_TERMINAL_HINT = (

@@ -12,7 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from channels import errors
-from channels.decision_request import (
+from channels.decisions.choices import text_input, validate_choices, validate_response
+from channels.decisions.dates import iso_from_ms, ms_from_iso
+from channels.decisions.digests import digest_canonical, digest_plain
+from channels.decisions.request import (
     CHANNEL_SCHEMA,
     INCOMPATIBLE_MESSAGE,
     DecisionRequest,
@@ -21,17 +24,11 @@ from channels.decision_request import (
     build_request,
     channel_request_document,
     human_attempt_id,
-    iso_from_ms,
     load_request,
-    ms_from_iso,
-    text_input,
     timeout_answer_digest,
-    validate_choices,
-    validate_response,
     validate_source,
     validate_submission,
 )
-from channels.digests import digest_canonical, digest_plain
 from channels.errors import (
     ExpiredRequest,
     IncompatibleRequest,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from channels.digests import (
+from channels.decisions.digests import (
     digest_canonical,
     digest_from_bytes,
     digest_plain,

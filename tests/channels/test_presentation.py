@@ -9,29 +9,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from channels.decision_request import (
-    DecisionRequest,
-    OnTimeout,
-    build_request,
-    ms_from_iso,
-    text_input,
-)
-from channels.digests import digest_canonical
-from channels.errors import InvalidPresentation, TooManyParts
-from channels.presentation import (
+from channels.decisions.choices import text_input
+from channels.decisions.dates import ms_from_iso
+from channels.decisions.digests import digest_canonical
+from channels.decisions.presentation import (
     SCHEMA,
-    callback_token,
     decision_segments,
     fingerprint,
     normalize_presentation,
-    operator_safe_text,
-    pack_segments,
     presentation_code_units,
     render_decision_text,
-    split_parts,
-    split_segment,
-    utf16_len,
 )
+from channels.decisions.request import DecisionRequest, OnTimeout, build_request
+from channels.errors import InvalidPresentation, TooManyParts
+from channels.telegram.buttons import callback_token
+from channels.telegram.parts import pack_segments, split_parts, split_segment
+from channels.text import operator_safe_text, utf16_len
 
 CREATED_MS = ms_from_iso("2026-08-19T00:00:00.000Z")
 CHOICES: dict[str, Any] = {

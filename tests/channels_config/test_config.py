@@ -16,26 +16,26 @@ from typing import Any
 
 import pytest
 
-from channels.config import (
-    CHANNELS_FILE,
-    CREDENTIALS_FILE,
-    DEFAULT_API_BASE_URL,
-    Audience,
-    ChannelsConfig,
+from channels.config.errors import (
+    SETUP_HINT,
     ConfigError,
     ConfigInvalid,
     ConfigMissing,
     ConfigPermission,
     ConfigUnavailable,
+)
+from channels.config.install import install_telegram_profile
+from channels.config.loading import load_config, require_config, resolve_config_dir
+from channels.config.model import (
+    CHANNELS_FILE,
+    CREDENTIALS_FILE,
+    DEFAULT_API_BASE_URL,
+    Audience,
+    ChannelsConfig,
     TelegramCredential,
     TelegramProfile,
     audience_routes,
-    install_telegram_profile,
-    load_config,
-    require_config,
-    resolve_config_dir,
 )
-from channels.config_errors import SETUP_HINT
 
 TOKEN = "123456789:AAExampleTokenThatMustNeverLeakXYZ_0123"
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels import decision_service as service
-from channels import decisions
-from channels.decision_request import text_input
-from channels.decisions import HumanAnswer, Outcome
+from channels.decisions import resolution, workflows
+from channels.decisions.choices import text_input
+from channels.decisions.resolution import HumanAnswer, Verdict
 from state.database import Database
 
 CHOICES: dict[str, Any] = {
@@ -18,19 +17,19 @@ CHOICES: dict[str, Any] = {
 
 
 def ask(db: Database, *, timeout_ms: int | None = None, default: str | None = None,
-        release: bool = False) -> service.AskHandle:
-    spec = service.AskSpec(
+        release: bool = False) -> workflows.AskHandle:
+    spec = workflows.AskSpec(
         title="Approve the plan?",
-        presentation=service.presentation_for("Approve the plan?", "Review it.", None),
+        presentation=workflows.presentation_for("Approve the plan?", "Review it.", None),
         choices=CHOICES, timeout_ms=timeout_ms, default_choice=default,
     )
-    handle = service.create_ask(db, spec, "owner-1")
+    handle = workflows.create_ask(db, spec, "owner-1")
     if release:
-        service.release_run(db, handle.run.lease)
+        workflows.release_run(db, handle.run.lease)
     return handle
 
 
-def answer(handle: service.AskHandle, response: Any, key: str, *, channel: str = "pi",
+def answer(handle: workflows.AskHandle, response: Any, key: str, *, channel: str = "pi",
            actor: str = "local:1000", digest: str | None = None, origin: str = "human"
            ) -> HumanAnswer:
     return HumanAnswer(
@@ -42,8 +41,8 @@ def answer(handle: service.AskHandle, response: Any, key: str, *, channel: str =
 
 
 def submit(db: Database, candidate: HumanAnswer, *, channels: tuple[str, ...] = ("pi",)
-           ) -> Outcome:
-    return db.write(lambda c: decisions.resolve(c, candidate, db.clock.now_ms(),
+           ) -> Verdict:
+    return db.write(lambda c: resolution.resolve(c, candidate, db.clock.now_ms(),
                                                 allowed_channels=channels))
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels import decisions
-from channels.decisions import Cancellation, DeadlinePolicy, HumanAnswer
+from channels.decisions import resolution
+from channels.decisions.resolution import Cancellation, DeadlinePolicy, HumanAnswer
 from state.clock import ManualClock
 from state.database import Database
 from state.errors import StateError
@@ -31,7 +31,7 @@ def contend(barrier: Any, kind: str, targets: list[dict[str, Any]], results: Any
         barrier.wait()
         try:
             now = db.clock.now_ms()
-            outcome = db.write(lambda c, cand=candidate, t=now: decisions.resolve(
+            outcome = db.write(lambda c, cand=candidate, t=now: resolution.resolve(
                 c, cand, t, allowed_channels=("pi",)))
             results.put((target["decision_id"], kind, outcome.result.value))
         except StateError as exc:

@@ -8,13 +8,13 @@ import sys
 import time
 from pathlib import Path
 
-from channels import decisions
-from channels.decisions import HumanAnswer
+from channels.decisions import records, resolution, views
+from channels.decisions.resolution import HumanAnswer
 from state.database import Database, default_path
 from tests.conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from channels.cli import main; main()"]
+CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 
 
 def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -28,7 +28,7 @@ def wait_for_open_decision(timeout: float = 30) -> str:
         if default_path().exists():
             try:
                 with Database.open_reader() as db:
-                    ids = db.read(decisions.open_decision_ids)
+                    ids = db.read(views.open_decision_ids)
                 if ids:
                     return ids[0]
             except Exception:  # the database may still be initialising
@@ -44,8 +44,8 @@ def test_ask_wait_returns_the_answer_of_a_concurrent_submission(home: Path) -> N
         cwd=ROOT, env=child_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     decision_id = wait_for_open_decision()
     with Database.open_writer() as db:
-        request = db.read(lambda c: decisions.load(c, decision_id)).request
-        outcome = db.write(lambda c: decisions.resolve(c, HumanAnswer(
+        request = db.read(lambda c: records.load(c, decision_id)).request
+        outcome = db.write(lambda c: resolution.resolve(c, HumanAnswer(
             decision_id, request.request_digest, {"choice": "no", "input": {"text": "tests fail"}},
             "pi", "local:1000", "e1", "pi:e1"), db.clock.now_ms()))
     assert outcome.result.value == "won"

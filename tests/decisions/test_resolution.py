@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from channels import decision_service as service
-from channels import decisions
-from channels.decisions import Cancellation, DeadlinePolicy, Result
+from channels.decisions import records, resolution, views, workflows
+from channels.decisions.resolution import Cancellation, DeadlinePolicy, Result
 from channels.errors import DecisionRefused
 from state import effects
 from state.clock import ManualClock
@@ -36,7 +35,7 @@ def test_a_verified_human_answer_wins_and_reserves_one_continuation(db: Database
     assert rows(db, "SELECT effect_type, status FROM effects") == [("run.continue", "pending")]
     # The decision resource got exactly one event for the resolution.
     assert rows(db, "SELECT event_type FROM events WHERE resource_id = ? ORDER BY resource_revision",
-                decisions.decision_resource(handle.decision_id)) == [
+                records.decision_resource(handle.decision_id)) == [
         ("decision.opened",), ("decision.resolved",)]
 
 
@@ -151,18 +150,18 @@ def test_timeout_policy_needs_the_deadline_and_the_owner_lease(
     lease = handle.run.lease
     clock.advance(29_999)
     with pytest.raises(DecisionRefused, match="not eligible yet"):
-        db.write(lambda c: decisions.resolve(c, DeadlinePolicy(handle.decision_id, lease),
+        db.write(lambda c: resolution.resolve(c, DeadlinePolicy(handle.decision_id, lease),
                                              clock.now_ms()))
     clock.advance(1)
     forged = Lease(lease.resource_id, "host", "intruder", lease.generation, lease.expires_at,
                    "not-the-token")
     with pytest.raises(StaleLease):
-        db.write(lambda c: decisions.resolve(c, DeadlinePolicy(handle.decision_id, forged),
+        db.write(lambda c: resolution.resolve(c, DeadlinePolicy(handle.decision_id, forged),
                                              clock.now_ms()))
     assert resolutions(db) == []
     clock.advance(60_000)  # the owner's lease has expired: even the real token is refused
     with pytest.raises(StaleLease, match="expired"):
-        db.write(lambda c: decisions.resolve(c, DeadlinePolicy(handle.decision_id, lease),
+        db.write(lambda c: resolution.resolve(c, DeadlinePolicy(handle.decision_id, lease),
                                              clock.now_ms()))
     assert resolutions(db) == []
 
@@ -172,7 +171,7 @@ def test_defaulted_deadline_accepts_the_default_as_timeout_policy(
 ) -> None:
     handle = ask(db, timeout_ms=30_000, default="stop")
     clock.advance(30_000)
-    outcome = service.apply_deadline(db, handle.decision_id, handle.run.lease)
+    outcome = workflows.apply_deadline(db, handle.decision_id, handle.run.lease)
     assert outcome.result is Result.WON
     assert outcome.resolution is not None
     assert (outcome.resolution.outcome, outcome.resolution.provenance,
@@ -184,7 +183,7 @@ def test_defaulted_deadline_accepts_the_default_as_timeout_policy(
 def test_no_default_deadline_cancels_as_expired(db: Database, clock: ManualClock) -> None:
     handle = ask(db, timeout_ms=30_000)
     clock.advance(30_000)
-    outcome = service.apply_deadline(db, handle.decision_id, handle.run.lease)
+    outcome = workflows.apply_deadline(db, handle.decision_id, handle.run.lease)
     assert outcome.resolution is not None
     assert (outcome.resolution.outcome, outcome.resolution.provenance,
             outcome.resolution.reason) == ("cancelled", "expired_no_default", "expired")
@@ -198,7 +197,7 @@ def test_human_first_then_timeout_finds_it_resolved(db: Database, clock: ManualC
     clock.advance(29_999)
     submit(db, answer(handle, {"choice": "continue"}, "k1"))
     clock.advance(1)
-    outcome = service.apply_deadline(db, handle.decision_id, handle.run.lease)
+    outcome = workflows.apply_deadline(db, handle.decision_id, handle.run.lease)
     assert outcome.result is Result.ALREADY_RESOLVED
     assert resolutions(db) == [("accepted", "human")]
 
@@ -206,7 +205,7 @@ def test_human_first_then_timeout_finds_it_resolved(db: Database, clock: ManualC
 def test_cancellation_then_human_answer_is_already_resolved(db: Database) -> None:
     handle = ask(db)
     lease = handle.run.lease
-    db.write(lambda c: decisions.resolve(
+    db.write(lambda c: resolution.resolve(
         c, Cancellation(handle.decision_id, lease, "operator", "cancelled"), db.clock.now_ms()))
     late = submit(db, answer(handle, {"choice": "continue"}, "k1"))
     assert late.result is Result.ALREADY_RESOLVED
@@ -218,12 +217,12 @@ def test_repeated_identical_cancellation_adopts_and_a_different_one_conflicts(
 ) -> None:
     handle = ask(db)
     cancel = Cancellation(handle.decision_id, handle.run.lease, "operator", "not needed")
-    first = db.write(lambda c: decisions.resolve(c, cancel, db.clock.now_ms()))
-    again = db.write(lambda c: decisions.resolve(c, cancel, db.clock.now_ms()))
+    first = db.write(lambda c: resolution.resolve(c, cancel, db.clock.now_ms()))
+    again = db.write(lambda c: resolution.resolve(c, cancel, db.clock.now_ms()))
     assert (first.result, again.result) == (Result.WON, Result.ADOPTED)
     other = Cancellation(handle.decision_id, handle.run.lease, "operator", "other reason")
     with pytest.raises(DecisionRefused, match="cancellation conflicts"):
-        db.write(lambda c: decisions.resolve(c, other, db.clock.now_ms()))
+        db.write(lambda c: resolution.resolve(c, other, db.clock.now_ms()))
     assert len(resolutions(db)) == 1
 
 
@@ -232,7 +231,7 @@ def test_an_accepted_decision_cannot_be_cancelled(db: Database) -> None:
     submit(db, answer(handle, {"choice": "continue"}, "k1"))
     cancel = Cancellation(handle.decision_id, handle.run.lease, "operator", "cancelled")
     with pytest.raises(DecisionRefused, match="cannot be cancelled"):
-        db.write(lambda c: decisions.resolve(c, cancel, db.clock.now_ms()))
+        db.write(lambda c: resolution.resolve(c, cancel, db.clock.now_ms()))
 
 
 def test_cancel_command_refuses_while_a_live_owner_holds_the_run(db: Database) -> None:
@@ -240,9 +239,9 @@ def test_cancel_command_refuses_while_a_live_owner_holds_the_run(db: Database) -
     from state.errors import LeaseHeld
 
     with pytest.raises(LeaseHeld):
-        service.cancel_decision(db, handle.decision_id, "cancelled", "control-1")
-    service.release_run(db, handle.run.lease)
-    outcome = service.cancel_decision(db, handle.decision_id, "cancelled", "control-1")
+        workflows.cancel_decision(db, handle.decision_id, "cancelled", "control-1")
+    workflows.release_run(db, handle.run.lease)
+    outcome = workflows.cancel_decision(db, handle.decision_id, "cancelled", "control-1")
     assert outcome.result is Result.WON
     assert rows(db, "SELECT status FROM runs") == [("cancelled",)]
 
@@ -251,14 +250,14 @@ def test_one_continuation_finishes_the_run_exactly_once(db: Database) -> None:
     handle = ask(db)
     submit(db, answer(handle, {"choice": "replan", "input": {"text": "smaller"}}, "k1"))
     lease = handle.run.lease
-    service.apply_continuation(db, handle.decision_id, lease)
-    service.apply_continuation(db, handle.decision_id, lease)  # idempotent
+    workflows.apply_continuation(db, handle.decision_id, lease)
+    workflows.apply_continuation(db, handle.decision_id, lease)  # idempotent
     assert rows(db, "SELECT status FROM runs") == [("completed",)]
     assert rows(db, "SELECT status FROM node_attempts") == [("completed",)]
     assert rows(db, "SELECT effect_type, status, attempt_count FROM effects") == [
         ("run.continue", "applied", 1)]
     assert rows(db, "SELECT count(*) FROM effect_attempts") == [(1,)]
-    from channels.runs import run_output
+    from channels.decisions.runs import run_output
 
     assert db.read(lambda c: run_output(c, handle.run.run_id)) == {
         "decisionId": handle.decision_id, "choice": "replan", "input": {"text": "smaller"},
@@ -267,15 +266,15 @@ def test_one_continuation_finishes_the_run_exactly_once(db: Database) -> None:
 
 def test_parent_projection_shows_resolution_before_and_after_continuation(db: Database) -> None:
     handle = ask(db)
-    open_view = db.read(lambda c: decisions.view(c, handle.decision_id))
+    open_view = db.read(lambda c: views.view(c, handle.decision_id))
     assert (open_view.status, open_view.continuation) == ("open", "none")
     submit(db, answer(handle, {"choice": "continue"}, "k1"))
-    pending = db.read(lambda c: decisions.view(c, handle.decision_id))
+    pending = db.read(lambda c: views.view(c, handle.decision_id))
     assert pending.display_status == "accepted (continuation pending)"
     assert rows(db, "SELECT status FROM runs") == [("waiting",)]  # the run has not moved yet
-    assert db.read(lambda c: decisions.list_views(c)) == []  # never shown as open
-    service.apply_continuation(db, handle.decision_id, handle.run.lease)
-    done = db.read(lambda c: decisions.view(c, handle.decision_id))
+    assert db.read(lambda c: views.list_views(c)) == []  # never shown as open
+    workflows.apply_continuation(db, handle.decision_id, handle.run.lease)
+    done = db.read(lambda c: views.view(c, handle.decision_id))
     assert (done.status, done.continuation, done.choice_label) == ("accepted", "applied",
                                                                    "Continue")
     assert done.submissions == {"won": 1}
@@ -284,7 +283,7 @@ def test_parent_projection_shows_resolution_before_and_after_continuation(db: Da
 def test_projection_shows_no_actor_or_channel_details(db: Database) -> None:
     handle = ask(db)
     submit(db, answer(handle, {"choice": "continue"}, "k1", actor="local:4242"))
-    view = db.read(lambda c: decisions.view(c, handle.decision_id)).to_json()
+    view = db.read(lambda c: views.view(c, handle.decision_id)).to_json()
     text = repr(view)
     assert "local:4242" not in text and "'pi'" not in text and "event-k1" not in text
 
@@ -294,7 +293,7 @@ def test_stale_presentation_closure_settles_presenting_channels_and_drops_undeli
 ) -> None:
     handle = ask(db)
     now = db.clock.now_ms()
-    resource = decisions.decision_resource(handle.decision_id)
+    resource = records.decision_resource(handle.decision_id)
 
     def present(c: object) -> None:
         from state import blobs, resources
@@ -343,7 +342,7 @@ def test_expire_step_settles_overdue_decisions_whose_owner_is_gone(
     without = ask(db, timeout_ms=1000, release=True)
     held = ask(db, timeout_ms=1000)  # its owner is alive and will act itself
     clock.advance(1000)
-    report = service.expire_overdue(db, "expire-1")
+    report = workflows.expire_overdue(db, "expire-1")
     assert {o.resolution.provenance for o in report.resolved if o.resolution} == {
         "timeout_policy", "expired_no_default"}
     assert report.skipped_live_owner == (held.decision_id,)
@@ -359,6 +358,6 @@ def test_expire_step_settles_overdue_decisions_whose_owner_is_gone(
 def test_expire_step_finishes_ask_runs_answered_while_nobody_waited(db: Database) -> None:
     handle = ask(db, release=True)
     submit(db, answer(handle, {"choice": "continue"}, "k1"))
-    report = service.expire_overdue(db, "expire-1")
+    report = workflows.expire_overdue(db, "expire-1")
     assert report.continued == (handle.decision_id,)
     assert rows(db, "SELECT status FROM runs") == [("completed",)]

@@ -12,19 +12,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from channels import decision_service as service
-from channels.config import install_telegram_profile
-from channels.decision_request import text_input
+from channels.config.install import install_telegram_profile
+from channels.decisions import workflows as service
+from channels.decisions.choices import text_input
 from state.database import Database
 from tests.conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from channels.cli import main; main()"]
+CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 # The child becomes a session leader whose controlling terminal is the pty on its stdin, so
 # that `/dev/tty` opens exactly as it does for a person in a terminal.
 TTY_CLI = [sys.executable, "-c",
            "import fcntl, os, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0);"
-           " from channels.cli import main; main()"]
+           " from adapters.cli.main import main; main()"]
 SESSION = "0b6f7a52-9c1e-4c55-8f6e-2f4b1c9d7e10"
 ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 

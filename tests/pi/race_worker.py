@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels import decisions, pi_channel
-from channels.config import ChannelsConfig, audience_routes, load_config
-from channels.decisions import HumanAnswer, Outcome
-from channels.pi_channel import AnswerEvent
+from channels.config.loading import load_config
+from channels.config.model import ChannelsConfig, audience_routes
+from channels.decisions import resolution
+from channels.decisions.resolution import HumanAnswer, Verdict
+from channels.pi import answers, sessions
+from channels.pi.answers import AnswerEvent
 from state import leases
 from state.database import Database
 from state.leases import Lease
@@ -17,8 +19,8 @@ def pi_side(barrier: Any, session_id: str, targets: list[dict[str, str]], result
     """What the bridge does for an answer: hold the session channel lease, submit."""
     config = load_config()
     with Database.open_writer() as db:
-        channel_id = pi_channel.session_channel_id(session_id)
-        lease = pi_channel.claim_channel(db, channel_id, session_id, "race-pi", wait_seconds=10)
+        channel_id = sessions.session_channel_id(session_id)
+        lease = sessions.claim_channel(db, channel_id, session_id, "race-pi", wait_seconds=10)
         for target in targets:
             event = AnswerEvent(
                 decision_id=target["decision_id"], request_digest=target["digest"],
@@ -47,13 +49,13 @@ def telegram_side(barrier: Any, targets: list[dict[str, str]], results: Any) -> 
 
 
 def _submit(db: Database, lease: Lease, channel_id: str, event: AnswerEvent,
-            config: ChannelsConfig | None) -> pi_channel.AnswerReport:
-    return db.write(lambda c: pi_channel.submit_answer(c, lease, channel_id, event,
+            config: ChannelsConfig | None) -> answers.AnswerReport:
+    return db.write(lambda c: answers.submit_answer(c, lease, channel_id, event,
                                                        db.clock.now_ms(), config))
 
 
-def _resolve(db: Database, candidate: HumanAnswer, allowed: tuple[str, ...]) -> Outcome:
-    return db.write(lambda c: decisions.resolve(c, candidate, db.clock.now_ms(),
+def _resolve(db: Database, candidate: HumanAnswer, allowed: tuple[str, ...]) -> Verdict:
+    return db.write(lambda c: resolution.resolve(c, candidate, db.clock.now_ms(),
                                                 allowed_channels=allowed))
 
 
@@ -62,8 +64,8 @@ def pi_side_at_once(barrier: Any, session_id: str, targets: list[dict[str, str]]
     """The bridge answering every decision right as a real poller starts (one barrier)."""
     config = load_config()
     with Database.open_writer() as db:
-        channel_id = pi_channel.session_channel_id(session_id)
-        lease = pi_channel.claim_channel(db, channel_id, session_id, "race-pi", wait_seconds=10)
+        channel_id = sessions.session_channel_id(session_id)
+        lease = sessions.claim_channel(db, channel_id, session_id, "race-pi", wait_seconds=10)
         barrier.wait()
         for target in targets:
             event = AnswerEvent(

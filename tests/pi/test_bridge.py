@@ -19,9 +19,11 @@ from typing import Any
 
 import pytest
 
-from channels import decisions, pi_channel, store
-from channels.decision_service import AskHandle
-from channels.decisions import HumanAnswer
+from channels import inbox, messages, store
+from channels.decisions import records, resolution, views
+from channels.decisions.resolution import HumanAnswer
+from channels.decisions.workflows import AskHandle
+from channels.pi import deliveries, sessions, settlement
 from state import leases
 from state.database import Database
 from tests.pi.helpers import SESSION, BridgeProcess, ask, count, route_to_telegram
@@ -124,11 +126,11 @@ def assert_wire_format(raw: bytes) -> None:
 
 
 def names_for(handle: AskHandle, suffix: str = "") -> dict[str, str]:
-    channel_id = pi_channel.session_channel_id(SESSION)
+    channel_id = sessions.session_channel_id(SESSION)
     return {
         f"decision_id{suffix}": handle.decision_id,
         f"request_digest{suffix}": handle.request.request_digest,
-        f"message_id{suffix}": pi_channel.delivery_message_id(channel_id, handle.decision_id),
+        f"message_id{suffix}": deliveries.delivery_message_id(channel_id, handle.decision_id),
     }
 
 
@@ -144,7 +146,7 @@ def converse(home: Path, db: Database, handle: AskHandle, fixture: str,
 
 
 def channel_lease_is_free(db: Database) -> bool:
-    resource = store.channel_resource(pi_channel.session_channel_id(SESSION))
+    resource = store.channel_resource(sessions.session_channel_id(SESSION))
     state = db.read(lambda c: leases.read(c, resource))
     return state is not None and state.owner_type is None
 
@@ -161,25 +163,25 @@ def effect_status(db: Database, effect_type: str, channel_id: str) -> str | None
 def test_hello_deliver_acknowledge_answer_settle(home: Path, db: Database,
                                                  decision: AskHandle) -> None:
     converse(home, db, decision, "deliver_ack_answer.jsonl")
-    channel_id = pi_channel.session_channel_id(SESSION)
+    channel_id = sessions.session_channel_id(SESSION)
     assert store.channel_row(db.conn, channel_id) == ("pi", SESSION)
-    message = store.get_message(db.conn, pi_channel.delivery_message_id(channel_id,
+    message = messages.get_message(db.conn, deliveries.delivery_message_id(channel_id,
                                                                         decision.decision_id))
     assert message is not None
     assert (message.status, message.conversation_ref, message.message_ref) == (
         "confirmed", SESSION, "4f1c2a9e")
-    assert store.cursor(db.conn, channel_id, pi_channel.DELIVERED_CURSOR) == "1"
+    assert store.cursor(db.conn, channel_id, deliveries.DELIVERED_CURSOR) == "1"
     key = f"{SESSION}:7d0c1d3a-5b7e-4a55-9a43-1f0e2b6c8d90"
-    row = store.get_inbox(db.conn, channel_id, key)
+    row = inbox.get_inbox(db.conn, channel_id, key)
     assert row is not None and row.processed_at is not None and row.event_type == "answer"
     assert (row.payload["source"], row.payload["mode"], row.payload["actor"]) == (
         "interactive", "tui", SESSION)
-    resolution = db.conn.execute("SELECT channel, actor_id, idempotency_key FROM"
+    row = db.conn.execute("SELECT channel, actor_id, idempotency_key FROM"
                                  " human_decision_resolutions").fetchone()
-    assert tuple(resolution) == ("pi", SESSION, key)
-    assert db.read(lambda c: decisions.resolution_of(c, decision.decision_id)).response == {
+    assert tuple(row) == ("pi", SESSION, key)
+    assert db.read(lambda c: records.resolution_of(c, decision.decision_id)).response == {
         "choice": "replan", "input": {"text": "Split step 3 in two"}}
-    assert effect_status(db, pi_channel.SETTLE_EFFECT, channel_id) == "applied"
+    assert effect_status(db, settlement.SETTLE_EFFECT, channel_id) == "applied"
     assert channel_lease_is_free(db)
 
 
@@ -198,7 +200,7 @@ def test_an_answer_from_a_non_interactive_source_is_refused(home: Path, db: Data
     results = [str(r[0]) for r in db.conn.execute(
         "SELECT result FROM human_decision_submissions ORDER BY submitted_at, rowid")]
     assert results == ["rejected", "won"]
-    assert db.read(lambda c: decisions.view(c, decision.decision_id)).choice == "stop"
+    assert db.read(lambda c: views.view(c, decision.decision_id)).choice == "stop"
 
 
 def test_a_telegram_answer_wins_and_the_session_is_settled(home: Path, db: Database) -> None:
@@ -206,15 +208,15 @@ def test_a_telegram_answer_wins_and_the_session_is_settled(home: Path, db: Datab
     handle = ask(db)
 
     def telegram_answer() -> None:
-        outcome = db.write(lambda c: decisions.resolve(c, HumanAnswer(
+        outcome = db.write(lambda c: resolution.resolve(c, HumanAnswer(
             handle.decision_id, handle.request.request_digest, {"choice": "stop"},
             "telegram:default", "telegram:42", "update:1001", "callback:piw:abc"),
             db.clock.now_ms(), allowed_channels=("pi", "telegram:default")))
         assert outcome.result.value == "won"
 
     converse(home, db, handle, "telegram_wins.jsonl", {"telegram_answer": telegram_answer})
-    channel_id = pi_channel.session_channel_id(SESSION)
-    assert effect_status(db, pi_channel.SETTLE_EFFECT, channel_id) == "applied"
+    channel_id = sessions.session_channel_id(SESSION)
+    assert effect_status(db, settlement.SETTLE_EFFECT, channel_id) == "applied"
     assert db.conn.execute("SELECT channel FROM human_decision_resolutions").get == (
         "telegram:default")
     assert sorted(str(r[0]) for r in db.conn.execute(
@@ -224,15 +226,15 @@ def test_a_telegram_answer_wins_and_the_session_is_settled(home: Path, db: Datab
 def test_malformed_lines_get_errors_and_are_never_fatal(home: Path, db: Database,
                                                         decision: AskHandle) -> None:
     converse(home, db, decision, "malformed_lines.jsonl")
-    assert db.read(lambda c: decisions.resolution_of(c, decision.decision_id)).response == {
+    assert db.read(lambda c: records.resolution_of(c, decision.decision_id)).response == {
         "choice": "replan", "input": {"text": "one\u2028two"}}
 
 
 def test_stdin_closed_mid_conversation_releases_the_lease(home: Path, db: Database,
                                                           decision: AskHandle) -> None:
     converse(home, db, decision, "stdin_closed_mid_line.jsonl")
-    channel_id = pi_channel.session_channel_id(SESSION)
-    message = store.get_message(db.conn, pi_channel.delivery_message_id(channel_id,
+    channel_id = sessions.session_channel_id(SESSION)
+    message = messages.get_message(db.conn, deliveries.delivery_message_id(channel_id,
                                                                         decision.decision_id))
     assert message is not None and message.status == "pending"
     assert channel_lease_is_free(db)
@@ -244,10 +246,10 @@ def test_a_second_bridge_for_the_session_waits_for_the_lease(home: Path, db: Dat
     conversation.actions["open_second_decision"] = lambda: conversation.names.update(
         names_for(ask(db, "Second question"), "_2"))
     conversation.run("second_bridge_waits.jsonl")
-    channel_id = pi_channel.session_channel_id(SESSION)
+    channel_id = sessions.session_channel_id(SESSION)
     assert count(db, "SELECT count(*) FROM channel_messages WHERE channel_id = ?"
                  " AND status = 'confirmed'", channel_id) == 2
-    assert store.cursor(db.conn, channel_id, pi_channel.DELIVERED_CURSOR) == "2"
+    assert store.cursor(db.conn, channel_id, deliveries.DELIVERED_CURSOR) == "2"
     generation = db.conn.execute("SELECT generation FROM leases WHERE resource_id = ?",
                                  (store.channel_resource(channel_id),)).get
     assert generation == 2 and channel_lease_is_free(db)

@@ -7,8 +7,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from channels import decisions, pi_channel, store
-from channels.decisions import HumanAnswer
+from channels import store
+from channels.decisions import records, resolution, views
+from channels.decisions.resolution import HumanAnswer
+from channels.pi import sessions
 from state.clock import ManualClock
 from state.database import Database
 from tests.pi.helpers import PtyCli, ask, cli, count
@@ -19,7 +21,7 @@ DOWN = b"\x1b[B"
 def local_inbox(db: Database) -> list[tuple[str, str]]:
     return [(str(a), str(b)) for a, b in db.conn.execute(
         "SELECT external_event_id, event_type FROM channel_inbox WHERE channel_id = ?",
-        (pi_channel.local_channel_id(),))]
+        (sessions.local_channel_id(),))]
 
 
 def snapshot(db: Database) -> tuple[int, ...]:
@@ -45,9 +47,9 @@ def test_interactive_view_answers_with_arrow_keys_and_checks_the_text(
     term.send(b"kleiner planen\r")
     term.expect("accepted: Replan")
     assert term.finish() == 0
-    resolution = db.read(lambda c: decisions.resolution_of(c, second.decision_id))
-    assert resolution is not None
-    assert resolution.response == {"choice": "replan", "input": {"text": "kleiner planen"}}
+    winner = db.read(lambda c: records.resolution_of(c, second.decision_id))
+    assert winner is not None
+    assert winner.response == {"choice": "replan", "input": {"text": "kleiner planen"}}
     row = db.conn.execute("SELECT channel, actor_id, idempotency_key FROM"
                           " human_decision_resolutions").fetchone()
     assert row[:2] == ("pi", f"local:{os.getuid()}")
@@ -79,12 +81,12 @@ def test_answer_on_a_terminal_is_accepted(db: Database, home: Path) -> None:
     term = PtyCli(home, "pi", "answer", handle.decision_id[:20], "continue")
     term.expect("accepted: Continue")
     assert term.finish() == 0
-    assert db.read(lambda c: decisions.view(c, handle.decision_id)).choice == "continue"
+    assert db.read(lambda c: views.view(c, handle.decision_id)).choice == "continue"
 
 
 def test_answer_after_another_channel_won_names_the_winner(db: Database, home: Path) -> None:
     handle = ask(db)
-    db.write(lambda c: decisions.resolve(c, HumanAnswer(
+    db.write(lambda c: resolution.resolve(c, HumanAnswer(
         handle.decision_id, handle.request.request_digest, {"choice": "stop"}, "pi", "other",
         "e1", "pi:e1"), db.clock.now_ms()))
     term = PtyCli(home, "pi", "answer", handle.decision_id, "1")
@@ -115,7 +117,7 @@ def test_answer_with_invalid_text_is_rejected_with_the_reason(
     term = PtyCli(home, "pi", "answer", handle.decision_id, "stop", "--text", "why")
     term.expect("rejected: Human decision choice stop does not accept input")
     assert term.finish() == 3
-    assert db.read(lambda c: decisions.resolution_of(c, handle.decision_id)) is None
+    assert db.read(lambda c: records.resolution_of(c, handle.decision_id)) is None
 
 
 def test_a_text_choice_without_text_is_a_usage_error(db: Database, home: Path) -> None:
@@ -162,7 +164,7 @@ def test_list_and_show_need_no_terminal(db: Database, home: Path) -> None:
     assert shown.returncode == 0
     assert "2. replan: Replan  (asks for text)" in shown.stdout
     assert "status: open" in shown.stdout
-    assert store.channel_row(db.conn, pi_channel.local_channel_id()) is None
+    assert store.channel_row(db.conn, sessions.local_channel_id()) is None
 
 
 def test_list_without_a_database(home: Path) -> None:

@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from channels import decisions, pi_channel, store
-from channels.config import load_config
-from channels.decision_service import AskHandle
-from channels.decisions import HumanAnswer
-from channels.pi_channel import AnswerEvent
+from channels import inbox, messages, store
+from channels.config.loading import load_config
+from channels.decisions import records, resolution
+from channels.decisions.resolution import HumanAnswer
+from channels.decisions.workflows import AskHandle
+from channels.pi import answers, deliveries, sessions, settlement
+from channels.pi.answers import AnswerEvent
 from state import leases
 from state.clock import ManualClock
 from state.database import Database
@@ -27,16 +29,16 @@ def event(handle: AskHandle, choice: str, key: str, entered: object = None, *,
 
 
 def session_lease(db: Database) -> tuple[Lease, str]:
-    channel_id = db.write(lambda c: pi_channel.register_session(c, SESSION, db.clock.now_ms()))
+    channel_id = db.write(lambda c: sessions.register_session(c, SESSION, db.clock.now_ms()))
     lease = db.write(lambda c: store.claim(c, channel_id, "bridge-1", db.clock.now_ms(),
                                            db.entropy))
     return lease, channel_id
 
 
 def submit(db: Database, lease: Lease, channel_id: str, answer: AnswerEvent
-           ) -> pi_channel.AnswerReport:
+           ) -> answers.AnswerReport:
     config = load_config()
-    return db.write(lambda c: pi_channel.submit_answer(c, lease, channel_id, answer,
+    return db.write(lambda c: answers.submit_answer(c, lease, channel_id, answer,
                                                        db.clock.now_ms(), config))
 
 
@@ -50,12 +52,12 @@ def test_an_answer_is_one_inbox_row_one_submission_and_the_winner(db: Database) 
                           " WHERE channel_id = ? AND external_event_id = 'k1'",
                           (channel_id,)).fetchone()
     assert tuple(row) == ("answer", 1)
-    resolution = db.read(lambda c: decisions.resolution_of(c, handle.decision_id))
-    assert resolution is not None and resolution.response == {
+    winner = db.read(lambda c: records.resolution_of(c, handle.decision_id))
+    assert winner is not None and winner.response == {
         "choice": "replan", "input": {"text": "less scope"}}
     assert db.conn.execute("SELECT channel, actor_id, idempotency_key FROM"
                            " human_decision_resolutions").fetchone() == ("pi", "local:1000", "k1")
-    assert store.inbox_result(db.conn, channel_id, "k1")["result"] == "won"
+    assert inbox.inbox_result(db.conn, channel_id, "k1")["result"] == "won"
 
 
 def test_a_repeated_event_replays_the_first_result_and_writes_nothing(db: Database) -> None:
@@ -83,7 +85,7 @@ def test_stale_rejected_and_late_answers_are_processed_with_their_reason(db: Dat
     assert (unknown.result, unknown.message) == ("rejected",
                                                  'Human decision choice "maybe" is not available')
     assert (late.result, late.outcome, late.label) == ("already_resolved", "accepted", "Stop")
-    assert store.inbox_counts(db.conn, channel_id) == (0, 5)
+    assert inbox.inbox_counts(db.conn, channel_id) == (0, 5)
 
 
 def test_an_unknown_decision_is_ignored_but_processed(db: Database) -> None:
@@ -92,7 +94,7 @@ def test_an_unknown_decision_is_ignored_but_processed(db: Database) -> None:
                         SESSION, "k1")
     report = submit(db, lease, channel_id, bogus)
     assert (report.result, report.message) == ("ignored", "unknown decision")
-    assert store.inbox_counts(db.conn, channel_id) == (0, 1)
+    assert inbox.inbox_counts(db.conn, channel_id) == (0, 1)
     assert count(db, "SELECT count(*) FROM human_decision_submissions") == 0
 
 
@@ -101,8 +103,8 @@ def test_a_non_human_origin_is_recorded_and_rejected(db: Database) -> None:
     lease, channel_id = session_lease(db)
     report = submit(db, lease, channel_id, event(handle, "continue", "k1", origin="pi:rpc"))
     assert report.result == "rejected"
-    assert report.message == decisions.MODEL_ANSWER_MESSAGE
-    assert db.read(lambda c: decisions.resolution_of(c, handle.decision_id)) is None
+    assert report.message == resolution.MODEL_ANSWER_MESSAGE
+    assert db.read(lambda c: records.resolution_of(c, handle.decision_id)) is None
 
 
 def test_pi_is_refused_when_the_audience_routes_only_to_telegram(db: Database, home: Path) -> None:
@@ -112,7 +114,7 @@ def test_pi_is_refused_when_the_audience_routes_only_to_telegram(db: Database, h
     report = submit(db, lease, channel_id, event(handle, "continue", "k1"))
     assert (report.result, report.message) == (
         "rejected", "channel pi is not allowed for audience operator")
-    assert db.read(lambda c: pi_channel.open_for_pi(c, load_config())) == []
+    assert db.read(lambda c: answers.open_for_pi(c, load_config())) == []
 
 
 def test_answers_need_the_live_channel_lease(db: Database, clock: ManualClock) -> None:
@@ -126,9 +128,9 @@ def test_answers_need_the_live_channel_lease(db: Database, clock: ManualClock) -
 
 def test_answer_locally_claims_and_releases_the_local_channel(db: Database) -> None:
     handle = ask(db)
-    report = pi_channel.answer_locally(db, event(handle, "continue", "pi:e1"), "me", None)
+    report = answers.answer_locally(db, event(handle, "continue", "pi:e1"), "me", None)
     assert report.result == "won"
-    local = pi_channel.local_channel_id()
+    local = sessions.local_channel_id()
     assert store.channel_row(db.conn, local) == ("pi", "local")
     state = db.read(lambda c: leases.read(c, store.channel_resource(local)))
     assert state is not None and state.owner_type is None and state.generation == 1
@@ -136,11 +138,11 @@ def test_answer_locally_claims_and_releases_the_local_channel(db: Database) -> N
 
 def test_answer_locally_waits_then_reports_a_busy_channel(db: Database) -> None:
     handle = ask(db)
-    local = pi_channel.local_channel_id()
+    local = sessions.local_channel_id()
     db.write(lambda c: store.ensure_channel(c, local, "pi", "local", db.clock.now_ms()))
     db.write(lambda c: store.claim(c, local, "someone-else", db.clock.now_ms(), db.entropy))
     with pytest.raises(LeaseHeld, match="try again shortly"):
-        pi_channel.answer_locally(db, event(handle, "continue", "pi:e1"), "me", None,
+        answers.answer_locally(db, event(handle, "continue", "pi:e1"), "me", None,
                                   wait_seconds=0.2)
     assert count(db, "SELECT count(*) FROM channel_inbox") == 0
 
@@ -152,76 +154,76 @@ def test_deliveries_put_own_runs_first_and_skip_confirmed_ones(db: Database) -> 
         "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"
         " VALUES (?, ?, 'interactive', 0)", (mine.run.run_id, SESSION)))
     lease, channel_id = session_lease(db)
-    found = db.read(lambda c: pi_channel.undelivered(c, channel_id, SESSION, None))
+    found = db.read(lambda c: deliveries.undelivered(c, channel_id, SESSION, None))
     assert [d.decision.decision_id for d in found] == [mine.decision_id, other.decision_id]
-    recorded = db.write(lambda c: pi_channel.record_deliveries(c, lease, channel_id, found,
+    recorded = db.write(lambda c: deliveries.record_deliveries(c, lease, channel_id, found,
                                                                db.clock.now_ms()))
     assert len(recorded) == 2
-    cursor = db.write(lambda c: pi_channel.confirm_delivery(
+    cursor = db.write(lambda c: deliveries.confirm_delivery(
         c, lease, channel_id, SESSION, found[0].message_id, "a1b2c3d4", db.clock.now_ms()))
     assert cursor == 1
-    assert store.cursor(db.conn, channel_id, pi_channel.DELIVERED_CURSOR) == "1"
-    message = store.get_message(db.conn, found[0].message_id)
+    assert store.cursor(db.conn, channel_id, deliveries.DELIVERED_CURSOR) == "1"
+    message = messages.get_message(db.conn, found[0].message_id)
     assert message is not None
     assert (message.status, message.conversation_ref, message.message_ref) == (
         "confirmed", SESSION, "a1b2c3d4")
-    left = db.read(lambda c: pi_channel.undelivered(c, channel_id, SESSION, None))
+    left = db.read(lambda c: deliveries.undelivered(c, channel_id, SESSION, None))
     assert [d.decision.decision_id for d in left] == [other.decision_id]
 
 
 def test_confirming_a_foreign_message_is_refused(db: Database) -> None:
     lease, channel_id = session_lease(db)
     with pytest.raises(WriteRejected, match="not a delivery"):
-        db.write(lambda c: pi_channel.confirm_delivery(c, lease, channel_id, SESSION,
+        db.write(lambda c: deliveries.confirm_delivery(c, lease, channel_id, SESSION,
                                                        "delivery-nope", "e1", 0))
 
 
 def test_a_decision_resolved_before_its_row_is_written_is_not_delivered(db: Database) -> None:
     handle = ask(db)
     lease, channel_id = session_lease(db)
-    found = db.read(lambda c: pi_channel.undelivered(c, channel_id, SESSION, None))
-    db.write(lambda c: decisions.resolve(c, HumanAnswer(
+    found = db.read(lambda c: deliveries.undelivered(c, channel_id, SESSION, None))
+    db.write(lambda c: resolution.resolve(c, HumanAnswer(
         handle.decision_id, handle.request.request_digest, {"choice": "stop"}, "pi", "x", "e",
         "pi:e"), db.clock.now_ms()))
-    assert db.write(lambda c: pi_channel.record_deliveries(c, lease, channel_id, found,
+    assert db.write(lambda c: deliveries.record_deliveries(c, lease, channel_id, found,
                                                            db.clock.now_ms())) == []
 
 
 def test_a_delivered_decision_gets_a_settlement_that_is_applied_once(db: Database) -> None:
     handle = ask(db)
     lease, channel_id = session_lease(db)
-    found = db.read(lambda c: pi_channel.undelivered(c, channel_id, SESSION, None))
-    db.write(lambda c: pi_channel.record_deliveries(c, lease, channel_id, found,
+    found = db.read(lambda c: deliveries.undelivered(c, channel_id, SESSION, None))
+    db.write(lambda c: deliveries.record_deliveries(c, lease, channel_id, found,
                                                     db.clock.now_ms()))
     submit(db, lease, channel_id, event(handle, "stop", "k1"))
-    due = db.read(lambda c: pi_channel.due_settlements(c, channel_id, db.clock.now_ms()))
+    due = db.read(lambda c: settlement.due_settlements(c, channel_id, db.clock.now_ms()))
     assert [(s.decision_id, s.outcome, s.text.splitlines()[0]) for s in due] == [
         (handle.decision_id, "accepted", "Accepted: Stop")]
-    attempt = db.write(lambda c: pi_channel.begin_settlement(
+    attempt = db.write(lambda c: settlement.begin_settlement(
         c, lease, channel_id, due[0].effect_id, db.clock.now_ms(), db.entropy))
-    effect = db.write(lambda c: pi_channel.finish_settlement(c, attempt, True, db.clock.now_ms()))
+    effect = db.write(lambda c: settlement.finish_settlement(c, attempt, True, db.clock.now_ms()))
     assert effect.status.value == "applied"
-    assert db.read(lambda c: pi_channel.due_settlements(c, channel_id, db.clock.now_ms())) == []
+    assert db.read(lambda c: settlement.due_settlements(c, channel_id, db.clock.now_ms())) == []
 
 
 def test_an_unwritten_settlement_is_pending_again_and_a_crashed_one_is_recovered(
         db: Database, clock: ManualClock) -> None:
     handle = ask(db)
     lease, channel_id = session_lease(db)
-    found = db.read(lambda c: pi_channel.undelivered(c, channel_id, SESSION, None))
-    db.write(lambda c: pi_channel.record_deliveries(c, lease, channel_id, found, clock.now_ms()))
+    found = db.read(lambda c: deliveries.undelivered(c, channel_id, SESSION, None))
+    db.write(lambda c: deliveries.record_deliveries(c, lease, channel_id, found, clock.now_ms()))
     submit(db, lease, channel_id, event(handle, "continue", "k1"))
-    due = db.read(lambda c: pi_channel.due_settlements(c, channel_id, clock.now_ms()))
-    attempt = db.write(lambda c: pi_channel.begin_settlement(
+    due = db.read(lambda c: settlement.due_settlements(c, channel_id, clock.now_ms()))
+    attempt = db.write(lambda c: settlement.begin_settlement(
         c, lease, channel_id, due[0].effect_id, clock.now_ms(), db.entropy))
-    db.write(lambda c: pi_channel.finish_settlement(c, attempt, False, clock.now_ms()))
-    due = db.read(lambda c: pi_channel.due_settlements(c, channel_id, clock.now_ms()))
+    db.write(lambda c: settlement.finish_settlement(c, attempt, False, clock.now_ms()))
+    due = db.read(lambda c: settlement.due_settlements(c, channel_id, clock.now_ms()))
     assert len(due) == 1
     # Now a bridge dies mid-attempt: the next owner makes the settlement due again.
-    db.write(lambda c: pi_channel.begin_settlement(c, lease, channel_id, due[0].effect_id,
+    db.write(lambda c: settlement.begin_settlement(c, lease, channel_id, due[0].effect_id,
                                                    clock.now_ms(), db.entropy))
     clock.advance(leases.TTL_MS + 1)
     fresh = db.write(lambda c: store.claim(c, channel_id, "bridge-2", clock.now_ms(), db.entropy))
-    assert db.write(lambda c: pi_channel.recover_settlements(c, fresh, channel_id,
+    assert db.write(lambda c: settlement.recover_settlements(c, fresh, channel_id,
                                                              clock.now_ms())) == 1
-    assert len(db.read(lambda c: pi_channel.due_settlements(c, channel_id, clock.now_ms()))) == 1
+    assert len(db.read(lambda c: settlement.due_settlements(c, channel_id, clock.now_ms()))) == 1

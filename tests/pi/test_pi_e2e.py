@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from channels import decisions, pi_channel, store
+from channels import inbox, messages, store
+from channels.decisions import records
+from channels.pi import deliveries, sessions
 from state import leases
 from state.database import Database
 from tests.pi.helpers import ROOT, ask
@@ -110,7 +112,7 @@ def bridge_command(tmp_path: Path) -> Path:
     """What the extension runs as `piw-channels`: this checkout with this interpreter."""
     script = tmp_path / "piw-channels"
     script.write_text(f'#!/bin/sh\nexec {sys.executable} -c '
-                      f'"from channels.cli import main; main()" "$@"\n')
+                      f'"from adapters.cli.main import main; main()" "$@"\n')
     script.chmod(0o755)
     return script
 
@@ -136,11 +138,11 @@ def test_real_pi_shows_the_decision_and_answers_it_through_decision(
             and m["message"].get("customType") == CUSTOM_TYPE, "delivered decision")
         assert shown["message"]["details"]["decisionId"] == handle.decision_id
         assert "Approve the plan?" in shown["message"]["content"]
-        channel_id = pi_channel.session_channel_id(session_id)
-        message_id = pi_channel.delivery_message_id(channel_id, handle.decision_id)
+        channel_id = sessions.session_channel_id(session_id)
+        message_id = deliveries.delivery_message_id(channel_id, handle.decision_id)
 
         def confirmed() -> bool:
-            row = db.read(lambda c: store.get_message(c, message_id))
+            row = db.read(lambda c: messages.get_message(c, message_id))
             return row is not None and row.status == "confirmed"
 
         wait_until(confirmed, "the delivery to be confirmed with its entry id")
@@ -158,18 +160,18 @@ def test_real_pi_shows_the_decision_and_answers_it_through_decision(
         code = client.close()
     assert code == 0
 
-    resolution = db.read(lambda c: decisions.resolution_of(c, handle.decision_id))
+    resolution = db.read(lambda c: records.resolution_of(c, handle.decision_id))
     assert resolution is not None
     assert resolution.response == {"choice": "replan", "input": {"text": "Ship a smaller plan"}}
     assert db.conn.execute("SELECT channel, actor_id FROM human_decision_resolutions").fetchone() \
         == ("pi", session_id)
     [event_id] = [str(r[0]) for r in db.conn.execute(
         "SELECT external_event_id FROM channel_inbox WHERE channel_id = ?", (channel_id,))]
-    inbox = store.get_inbox(db.conn, channel_id, event_id)
-    assert inbox is not None and inbox.external_event_id.startswith(f"{session_id}:ui.")
-    assert (inbox.payload["source"], inbox.payload["mode"], inbox.payload["pi_version"]) == (
+    row = inbox.get_inbox(db.conn, channel_id, event_id)
+    assert row is not None and row.external_event_id.startswith(f"{session_id}:ui.")
+    assert (row.payload["source"], row.payload["mode"], row.payload["pi_version"]) == (
         "interactive", "rpc", "0.73.1")
-    entry = db.read(lambda c: store.get_message(c, message_id))
+    entry = db.read(lambda c: messages.get_message(c, message_id))
     assert entry is not None and entry.conversation_ref == session_id
     assert entry.message_ref is not None and len(entry.message_ref) == 8
 

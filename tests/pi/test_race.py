@@ -14,7 +14,9 @@ from pathlib import Path
 
 import apsw
 
-from channels import pi_channel, store
+from channels import messages, store
+from channels.pi import deliveries, sessions
+from channels.telegram import identity
 from state import leases
 from state.database import Database
 from tests.pi import race_worker
@@ -26,19 +28,19 @@ ROUNDS = 6
 def present_everywhere(db: Database) -> list[dict[str, str]]:
     """Open decisions shown in the Pi session and on Telegram (so both get a settlement)."""
     now = db.clock.now_ms()
-    pi_id = pi_channel.session_channel_id(SESSION)
-    telegram_id = store.telegram_channel_id("default")
-    lease = pi_channel.claim_channel(db, pi_id, SESSION, "setup", wait_seconds=0)
+    pi_id = sessions.session_channel_id(SESSION)
+    telegram_id = identity.telegram_channel_id("default")
+    lease = sessions.claim_channel(db, pi_id, SESSION, "setup", wait_seconds=0)
     db.write(lambda c: store.ensure_channel(c, telegram_id, "telegram", "default", now))
     handles = [ask(db) for _ in range(ROUNDS)]
-    found = db.read(lambda c: pi_channel.undelivered(c, pi_id, SESSION, None))
+    found = db.read(lambda c: deliveries.undelivered(c, pi_id, SESSION, None))
     assert len(found) == ROUNDS
-    db.write(lambda c: pi_channel.record_deliveries(c, lease, pi_id, found, now))
+    db.write(lambda c: deliveries.record_deliveries(c, lease, pi_id, found, now))
 
     def telegram_rows(conn: apsw.Connection) -> None:
         for handle in handles:
-            message_id = store.message_id_for(telegram_id, "delivery", handle.decision_id)
-            store.ensure_message(conn, message_id, telegram_id, handle.decision_id, "delivery",
+            message_id = messages.message_id_for(telegram_id, "delivery", handle.decision_id)
+            messages.ensure_message(conn, message_id, telegram_id, handle.decision_id, "delivery",
                                  "text", now)
 
     db.write(telegram_rows)
@@ -72,8 +74,8 @@ def test_pi_and_telegram_race_one_winner_and_the_loser_is_settled(
         "SELECT decision_id, channel FROM human_decision_resolutions")}
     assert winners == {d: "pi" if d in pi_won else "telegram:default" for d in outcomes}
     # Both channels presented every decision, so each has its settlement, whoever won.
-    pi_id = pi_channel.session_channel_id(SESSION)
-    telegram_id = store.telegram_channel_id("default")
+    pi_id = sessions.session_channel_id(SESSION)
+    telegram_id = identity.telegram_channel_id("default")
     for effect_type, channel_id in (("pi.settle", pi_id), ("telegram.settle", telegram_id)):
         assert db.conn.execute("SELECT count(*) FROM effects WHERE effect_type = ? AND"
                                " idempotency_key = ?", (effect_type, channel_id)).get == ROUNDS

@@ -9,7 +9,8 @@ import multiprocessing
 from pathlib import Path
 
 from adapters.telegram.fake_api import FakeBotApi
-from channels import pi_channel, store
+from channels import inbox
+from channels.pi import deliveries, sessions
 from state import leases
 from state.database import Database
 from tests.pi import race_worker
@@ -29,11 +30,11 @@ ROUNDS = 4
 
 def _present_in_pi(db: Database, decision_ids: list[str]) -> None:
     now = db.clock.now_ms()
-    channel_id = pi_channel.session_channel_id(SESSION)
-    lease = pi_channel.claim_channel(db, channel_id, SESSION, "setup", wait_seconds=0)
-    found = [d for d in db.read(lambda c: pi_channel.undelivered(c, channel_id, SESSION, None))
+    channel_id = sessions.session_channel_id(SESSION)
+    lease = sessions.claim_channel(db, channel_id, SESSION, "setup", wait_seconds=0)
+    found = [d for d in db.read(lambda c: deliveries.undelivered(c, channel_id, SESSION, None))
              if d.decision.decision_id in decision_ids]
-    db.write(lambda c: pi_channel.record_deliveries(c, lease, channel_id, found, now))
+    db.write(lambda c: deliveries.record_deliveries(c, lease, channel_id, found, now))
     db.write(lambda c: leases.release(c, lease, now))
 
 
@@ -88,4 +89,4 @@ def test_pi_answers_race_a_real_poll_one_winner_each_and_both_channels_settled(
                     (f"decision:{handle.decision_id}",)).fetchall())
                 # Telegram settled by the poll; the Pi settlement waits for the session's bridge.
                 assert statuses == {"telegram.settle": "applied", "pi.settle": "pending"}
-            assert store.inbox_counts(db.conn, telegram) == (0, ROUNDS)
+            assert inbox.inbox_counts(db.conn, telegram) == (0, ROUNDS)

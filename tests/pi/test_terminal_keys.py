@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.pi.operator import Key, describe, menu_step, parse_key, split_keys
-from channels.pi_channel import AnswerReport
+from channels.pi.answers import AnswerReport
 
 
 @pytest.mark.parametrize(("data", "keys"), [

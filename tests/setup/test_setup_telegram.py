@@ -14,15 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from adapters.cli import setup as setup_cli
+from adapters.cli.main import build_parser, run
+from adapters.cli.setup import BotApiUnavailable, verify_token
 from adapters.telegram.fake_api import FakeBotApi, Fault, unused_port_url
-from channels import setup_cli
-from channels.cli import build_parser, run
-from channels.config import ConfigInvalid, install_telegram_profile, load_config
-from channels.setup_cli import BotApiUnavailable, verify_token
+from channels.config.errors import ConfigInvalid
+from channels.config.install import install_telegram_profile
+from channels.config.loading import load_config
 from tests.conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from channels.cli import main; main()"]
+CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 TOKEN = "7000000001:AAH-setupTestTokenSetupTestToken_0123"
 OTHER_TOKEN = "7000000002:AAH-anotherBotsTokenAnotherBots_9876"
 SECRET_PART = TOKEN.split(":", 1)[1]

@@ -125,7 +125,7 @@ def test_read_commands_perform_zero_writes(home: Path, command: list[str]) -> No
     data_version = watcher.conn.execute("PRAGMA data_version").get
     changes = watcher.conn.total_changes()
     result = subprocess.run(
-        [sys.executable, "-c", "from channels.cli import main; main()", *command],
+        [sys.executable, "-c", "from adapters.cli.main import main; main()", *command],
         cwd=ROOT, env=child_env(home), capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stderr

@@ -28,7 +28,7 @@ def _can_mount_read_only(tmp_path: Path) -> bool:
 
 def _cli_read_only(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the CLI in a private mount namespace where HOME is a read-only bind mount."""
-    command = " ".join([sys.executable, "-c", "'from channels.cli import main; main()'", *args])
+    command = " ".join([sys.executable, "-c", "'from adapters.cli.main import main; main()'", *args])
     script = f"mount --bind {home} {home} && mount -o remount,ro,bind {home} && {command}"
     return subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=ROOT, env=child_env(home),
                           capture_output=True, text=True, timeout=60)
@@ -53,7 +53,7 @@ def test_creating_the_database_on_a_read_only_file_system_exits_77(home: Path) -
 def test_an_existing_database_on_a_read_only_file_system_exits_77_unchanged(
     home: Path, command: str
 ) -> None:
-    subprocess.run([sys.executable, "-c", "from channels.cli import main; main()", "init"],
+    subprocess.run([sys.executable, "-c", "from adapters.cli.main import main; main()", "init"],
                    cwd=ROOT, env=child_env(home), check=True, capture_output=True, timeout=60)
     db = home / ".pi/agent/workflows/state.sqlite"
     before = db.read_bytes()

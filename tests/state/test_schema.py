@@ -12,12 +12,13 @@ import pytest
 
 from state import maintenance
 from state.database import Database, default_path
+from state.ddl import DDL
 from state.errors import (
     DatabaseMissing,
     IncompatibleDatabase,
     PermissionProblem,
 )
-from state.schema import APPLICATION_ID, DDL, DDL_DIGEST, expected_objects
+from state.schema import APPLICATION_ID, DDL_DIGEST, expected_objects
 
 PLAN_TABLES = {
     "schema_meta", "projects", "blobs", "resources", "leases", "events", "workflow_definitions",

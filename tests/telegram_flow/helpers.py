@@ -21,17 +21,24 @@ from typing import Any, Protocol
 
 import apsw
 
+from adapters.cli import telegram as telegram_cli
 from adapters.telegram.fake_api import FakeBotApiProcess, Fault, Overlap, RecordedRequest
-from channels import decision_service, store, telegram_cli, worker
-from channels.config import install_telegram_profile, load_config
-from channels.decision_request import channel_request_document, text_input
-from channels.presentation import callback_token, split_parts
+from channels import inbox
+from channels.config.install import install_telegram_profile
+from channels.config.loading import load_config
+from channels.decisions import workflows as decision_service
+from channels.decisions.choices import text_input
+from channels.decisions.request import channel_request_document
+from channels.telegram import identity
+from channels.telegram import poll as worker
+from channels.telegram.buttons import callback_token
+from channels.telegram.parts import split_parts
 from state.database import Database, default_path
 from tests.conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "telegram"
-CLI = [sys.executable, "-c", "from channels.cli import main; main()"]
+CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 
 # A token of the real shape ("<bot id>:<secret>"); tests prove it never leaks anywhere.
 TOKEN = "7123456789:AAF-flowTestSecret_k3Jq9XwVbN0pLmZr8Tc"
@@ -99,7 +106,7 @@ def configure_telegram_profile(
 
 def channel_id_of(profile: str = PROFILE) -> str:
     """The channel id of a Telegram profile."""
-    return store.telegram_channel_id(profile)
+    return identity.telegram_channel_id(profile)
 
 
 @contextlib.contextmanager
@@ -302,7 +309,7 @@ def inbox_states(channel_id: str | None = None) -> list[InboxState]:
             "SELECT external_event_id, event_type, processed_at FROM channel_inbox"
             " WHERE channel_id = ? ORDER BY rowid", (cid,)).fetchall()
         return [InboxState(int(str(e)), str(t), p is not None,
-                           store.inbox_result(db.conn, cid, str(e))) for e, t, p in rows]
+                           inbox.inbox_result(db.conn, cid, str(e))) for e, t, p in rows]
 
 
 def inbox_results(channel_id: str | None = None) -> list[tuple[int, str, str | None]]:

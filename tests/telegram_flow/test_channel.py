@@ -18,18 +18,24 @@ from typing import Any
 
 import pytest
 
+from adapters.cli import telegram as telegram_cli
 from adapters.telegram.fake_api import FakeBotApi, Fault
-from channels import decision_service, decisions, store, telegram_cli, worker
-from channels.config import install_telegram_profile, load_config
-from channels.decision_request import text_input
-from channels.presentation import callback_token
+from channels import inbox, store
+from channels.config.install import install_telegram_profile
+from channels.config.loading import load_config
+from channels.decisions import records, views
+from channels.decisions import workflows as decision_service
+from channels.decisions.choices import text_input
+from channels.telegram import deliveries, identity, inbound
+from channels.telegram import poll as worker
+from channels.telegram.buttons import callback_token
 from state.database import Database
 from tests.conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "424242:channel-test-token_abcdefghijklmnop"
 USER, CHAT, CHAT2, STRANGER = 5123456789, 5123456789, -1001987654321, 999
-CHANNEL = store.telegram_channel_id("default")
+CHANNEL = identity.telegram_channel_id("default")
 
 
 @dataclass
@@ -86,11 +92,11 @@ class Flow:
         return [tuple(r) for r in self.db.conn.execute(sql, params)]
 
     def inbox(self) -> dict[str, Any]:
-        return {eid: store.inbox_result(self.db.conn, CHANNEL, eid)
+        return {eid: inbox.inbox_result(self.db.conn, CHANNEL, eid)
                 for (eid,) in self.rows("SELECT external_event_id FROM channel_inbox")}
 
-    def view(self, handle: decision_service.AskHandle) -> decisions.DecisionView:
-        return self.db.read(lambda c: decisions.view(c, handle.decision_id))
+    def view(self, handle: decision_service.AskHandle) -> views.DecisionView:
+        return self.db.read(lambda c: views.view(c, handle.decision_id))
 
     def effect_statuses(self, effect_type: str) -> list[str]:
         return [str(s) for (s,) in self.rows(
@@ -253,11 +259,10 @@ def test_operator_resend_sends_the_ambiguous_part_again_once(flow: Flow) -> None
     handle = flow.ask()
     flow.server.inject("sendMessage", Fault.drop())
     flow.poll()
-    from channels import telegram_inbound
     from state.resources import Actor
 
-    channel = telegram_inbound.Channel(load_config().profile("default"), load_config())  # type: ignore[union-attr]
-    flow.db.write(lambda c: telegram_inbound.reserve_resend(
+    channel = identity.Channel(load_config().profile("default"), load_config())  # type: ignore[union-attr]
+    flow.db.write(lambda c: deliveries.reserve_resend(
         c, channel, handle.decision_id, Actor("control", "op"), flow.db.clock.now_ms()))
     flow.poll()
     assert len(flow.sends()) == 2
@@ -287,8 +292,8 @@ def test_duplicate_callbacks_resolve_once(flow: Flow) -> None:
     first = flow.press(handle, "continue", callback_id="cb-1")
     second = flow.press(handle, "stop", callback_id="cb-2")
     flow.poll()
-    inbox = flow.inbox()
-    assert (inbox[str(first)]["result"], inbox[str(second)]["result"]) == (
+    results = flow.inbox()
+    assert (results[str(first)]["result"], results[str(second)]["result"]) == (
         "won", "already_resolved")
     assert flow.rows("SELECT count(*) FROM human_decision_resolutions") == [(1,)]
     texts = [r.params["text"] for r in flow.server.requests("answerCallbackQuery")]
@@ -328,9 +333,9 @@ def test_a_press_from_a_stranger_or_another_chat_is_ignored_with_a_reason(flow: 
     stranger = flow.press(handle, "continue", user=STRANGER, callback_id="s")
     other_chat = flow.press(handle, "continue", chat=CHAT2, callback_id="o", message_id=1)
     flow.poll()
-    inbox = flow.inbox()
-    assert inbox[str(stranger)] == {"result": "ignored:not_allowed"}
-    assert inbox[str(other_chat)] == {"result": "ignored:not_allowed"}
+    results = flow.inbox()
+    assert results[str(stranger)] == {"result": "ignored:not_allowed"}
+    assert results[str(other_chat)] == {"result": "ignored:not_allowed"}
     assert flow.view(handle).status == "open"
 
 
@@ -396,8 +401,8 @@ def test_duplicate_replies_resolve_once(flow: Flow) -> None:
     first = flow.reply("first", prompt_message_id=prompt_id, message_id=prompt_id + 1)
     second = flow.reply("second", prompt_message_id=prompt_id, message_id=prompt_id + 2)
     flow.poll()
-    inbox = flow.inbox()
-    assert (inbox[str(first)]["result"], inbox[str(second)]["result"]) == (
+    results = flow.inbox()
+    assert (results[str(first)]["result"], results[str(second)]["result"]) == (
         "won", "already_resolved")
     assert flow.view(handle).input == {"text": "first"}
 
@@ -527,7 +532,7 @@ def test_a_409_conflict_stops_the_channel_and_names_the_fix(flow: Flow) -> None:
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from channels.cli import main; main()", *args],
+    return subprocess.run([sys.executable, "-c", "from adapters.cli.main import main; main()", *args],
                           cwd=ROOT, env=child_env(home), capture_output=True, text=True,
                           timeout=60)
 
@@ -578,13 +583,13 @@ def test_a_poller_that_lost_its_lease_cannot_ingest_or_move_the_cursor(flow: Flo
     new = flow.db.write(lambda c: store.claim(c, CHANNEL, "new", flow.db.clock.now_ms(),
                                               flow.db.entropy))
     assert new.generation == old.generation + 1
-    event = store.InboundEvent("1", "other", {"kind": "x"})
+    event = inbox.InboundEvent("1", "other", {"kind": "x"})
     with pytest.raises(StaleLease):
-        flow.db.write(lambda c: store.ingest(c, old, CHANNEL, [event], flow.db.clock.now_ms(),
+        flow.db.write(lambda c: inbox.ingest(c, old, CHANNEL, [event], flow.db.clock.now_ms(),
                                              cursor_key="telegram_update", next_cursor=2))
     assert flow.rows("SELECT count(*) FROM channel_inbox") == [(0,)]
     assert store.cursor(flow.db.conn, CHANNEL, "telegram_update") is None
-    flow.db.write(lambda c: store.ingest(c, new, CHANNEL, [event], flow.db.clock.now_ms(),
+    flow.db.write(lambda c: inbox.ingest(c, new, CHANNEL, [event], flow.db.clock.now_ms(),
                                          cursor_key="telegram_update", next_cursor=2))
     assert store.cursor(flow.db.conn, CHANNEL, "telegram_update") == "2"
 
@@ -625,7 +630,7 @@ def test_an_effect_that_breaks_the_worker_is_settled_ambiguous_not_retried_forev
     from state.resources import SYSTEM
 
     handle = flow.ask()
-    resource = decisions.decision_resource(handle.decision_id)
+    resource = records.decision_resource(handle.decision_id)
     flow.db.write(lambda c: fx.reserve(  # a payload without its recipients: a latent bug
         c, source_resource_id=resource, source_revision=1, effect_type="telegram.deliver",
         idempotency_key=CHANNEL, payload={"decisionId": handle.decision_id},
@@ -640,7 +645,6 @@ def test_an_effect_that_breaks_the_worker_is_settled_ambiguous_not_retried_forev
 def test_a_row_that_breaks_processing_is_recorded_once_not_retried_forever(
     flow: Flow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from channels import telegram_inbound
 
     handle = flow.ask()
     flow.poll()
@@ -650,7 +654,7 @@ def test_a_row_that_breaks_processing_is_recorded_once_not_retried_forever(
         raise TypeError("a latent bug")
 
     with monkeypatch.context() as patch:
-        patch.setattr(telegram_inbound, "process", broken)  # fault injection in our code
+        patch.setattr(inbound, "process", broken)  # fault injection in our code
         flow.poll()
     flow.poll()
     assert flow.inbox()[str(update)] == {"result": "ignored:error", "message": "a latent bug"}

@@ -39,7 +39,7 @@ from tests.telegram_flow.helpers import (
 # barrier, so both processes reach the lease claim at the same moment.
 BARRIER_CHILD = """
 import os, sys, time
-from channels.cli import run
+from adapters.cli.main import run
 barrier = sys.argv[1]
 open(os.path.join(barrier, f"ready.{os.getpid()}"), "w").close()
 while not os.path.exists(os.path.join(barrier, "go")):

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from adapters.telegram.fake_api import CALLBACK_ID_BASE, Fault, RemoteFakeBotApi
-from channels.decision_service import AskHandle
+from channels.decisions.workflows import AskHandle
 from tests.telegram_flow.helpers import (
     PROFILE,
     USER,

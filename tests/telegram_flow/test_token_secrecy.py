@@ -25,8 +25,8 @@ import pytest
 from adapters.telegram.client import TelegramClient
 from adapters.telegram.errors import InvalidTokenFormat
 from adapters.telegram.fake_api import FakeBotApi, Fault
-from channels.config import load_config
-from channels.config_errors import ConfigPermission
+from channels.config.errors import ConfigPermission
+from channels.config.loading import load_config
 from state.database import Database
 from tests.conftest import child_env
 from tests.telegram_flow.helpers import (
@@ -52,7 +52,7 @@ WRONG_TOKEN = "7123456789:AAG-revokedSecret_Vn5Qw2Lp8Zx4Rt6Yb1Kc"
 LOGGING_CHILD = (
     "import logging, sys\n"
     "logging.basicConfig(level=logging.DEBUG, format='%(name)s %(levelname)s %(message)s')\n"
-    "from channels.cli import run\n"
+    "from adapters.cli.main import run\n"
     "sys.exit(run(sys.argv[1:]))\n"
 )
 

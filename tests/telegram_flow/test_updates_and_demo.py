@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.telegram_updates import next_offset, to_event
+from channels.telegram.updates import next_offset, to_event
 from tests.conftest import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_next_offset_is_the_last_update_plus_one_and_never_moves_back() -> None:
 
 def test_demo_narrates_the_whole_flow_and_exits_zero(home: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-c", "from channels.cli import main; main()", "demo"],
+        [sys.executable, "-c", "from adapters.cli.main import main; main()", "demo"],
         cwd=ROOT, env=child_env(home), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     out = result.stdout

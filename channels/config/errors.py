@@ -20,10 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from channels.errors import ChannelsError
-
-EXIT_TEMPORARY = 75  # a failing file system may recover: cron tries again
-EXIT_PERMISSION = 77  # sysexits.h EX_NOPERM
-EXIT_CONFIG = 78  # sysexits.h EX_CONFIG
+from state.exit_codes import EXIT_CONFIG, EXIT_PERMISSION, EXIT_TEMPORARY
 
 SETUP_HINT = "piw-channels setup telegram ..."
 

@@ -9,29 +9,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from channels import decision_service as service
-from channels import decisions
-from channels.decision_request import text_input
-from channels.presentation import render_decision_text
+from adapters.cli.errors import UsageError
+from channels.decisions import records, views
+from channels.decisions import workflows as service
+from channels.decisions.choices import text_input
+from channels.decisions.presentation import render_decision_text
 from state.database import Database
-from state.errors import EXIT_OK, DatabaseMissing
+from state.errors import DatabaseMissing
+from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
 
-EXIT_NOT_ACCEPTED = 3
 _DURATION = re.compile(r"([1-9][0-9]*)(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-class ArgumentProblem(ValueError):
-    """A command-line value that cannot be used (exit 2)."""
-
-    exit_code = 2
 
 
 def parse_duration(text: str) -> int:
     """`90s`, `10m`, `2h`, `1d`, `500ms` -> milliseconds."""
     match = _DURATION.fullmatch(text.strip())
     if match is None:
-        raise ArgumentProblem(f"--timeout {text!r}: use a positive duration like 90s, 10m or 2h")
+        raise UsageError(f"--timeout {text!r}: use a positive duration like 90s, 10m or 2h")
     return int(match.group(1)) * _UNIT_MS[match.group(2)]
 
 
@@ -52,22 +47,22 @@ def parse_choices(specs: list[tuple[str, str]]) -> dict[str, Any]:
         if option == "--choice":
             cid, sep, label = spec.partition("=")
             if not sep:
-                raise ArgumentProblem(f"--choice {spec!r}: expected ID=LABEL")
+                raise UsageError(f"--choice {spec!r}: expected ID=LABEL")
             _add(choices, cid, {"label": label})
             continue
         parts = spec.split("=", 2)
         if len(parts) != 3:
-            raise ArgumentProblem(f"--text-choice {spec!r}: expected ID=LABEL=PROMPT")
+            raise UsageError(f"--text-choice {spec!r}: expected ID=LABEL=PROMPT")
         cid, label, prompt = parts
         _add(choices, cid, {"label": label, "input": text_input("text", prompt)})
     if not choices:
-        raise ArgumentProblem("give at least one --choice ID=LABEL or --text-choice")
+        raise UsageError("give at least one --choice ID=LABEL or --text-choice")
     return choices
 
 
 def _add(choices: dict[str, Any], cid: str, choice: dict[str, Any]) -> None:
     if cid in choices:
-        raise ArgumentProblem(f"choice {cid!r} is given twice")
+        raise UsageError(f"choice {cid!r} is given twice")
     choices[cid] = choice
 
 
@@ -77,18 +72,18 @@ def _load_presentation(path: Path | None) -> dict[str, Any] | None:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArgumentProblem(f"--presentation {path}: cannot read JSON ({exc})") from exc
+        raise UsageError(f"--presentation {path}: cannot read JSON ({exc})") from exc
     if not isinstance(value, dict):
-        raise ArgumentProblem(f"--presentation {path}: expected a JSON object")
+        raise UsageError(f"--presentation {path}: expected a JSON object")
     return value
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Open a decision in a new waiting run; optionally wait for its answer."""
     if args.default is not None and args.timeout is None:
-        raise ArgumentProblem("--default needs --timeout")
+        raise UsageError("--default needs --timeout")
     if args.summary is not None and args.presentation is not None:
-        raise ArgumentProblem("use either --summary or --presentation, not both")
+        raise UsageError("use either --summary or --presentation, not both")
     spec = service.AskSpec(
         title=args.title,
         presentation=service.presentation_for(args.title, args.summary,
@@ -128,13 +123,13 @@ def cmd_decisions(args: argparse.Namespace) -> int:
         print("[]" if args.json else "no decisions (no database yet)")
         return EXIT_OK
     with db:
-        views = db.read(lambda c: decisions.list_views(c, include_resolved=args.all))
+        listed = db.read(lambda c: views.list_views(c, include_resolved=args.all))
     if args.json:
-        print(json.dumps([v.to_json() for v in views], indent=2, ensure_ascii=False))
+        print(json.dumps([v.to_json() for v in listed], indent=2, ensure_ascii=False))
         return EXIT_OK
-    if not views:
+    if not listed:
         print("no open decisions" if not args.all else "no decisions")
-    for v in views:
+    for v in listed:
         outcome = v.choice_label or v.reason or ""
         print(f"{v.decision_id}  {v.display_status:<32}  {v.title}"
               + (f"  -> {outcome}" if outcome else ""))
@@ -146,9 +141,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     with Database.open_reader() as db:
         decision_id = service.resolve_id(db, args.decision_id)
 
-        def read(c: Any) -> tuple[decisions.DecisionView, str]:
-            return (decisions.view(c, decision_id),
-                    render_decision_text(decisions.load(c, decision_id).request.document))
+        def read(c: Any) -> tuple[views.DecisionView, str]:
+            return (views.view(c, decision_id),
+                    render_decision_text(records.load(c, decision_id).request.document))
 
         view, text = db.read(read)
     if args.json:

@@ -1,21 +1,29 @@
-"""The human decision request contract: validation, digests and identity.
+"""The human-decision request contract: building, identifying and re-verifying requests.
 
-A request (`pi-workflows.human-decision-request.v1`) is built once from a node attempt's
-choices and prompt and never changes. Its `requestDigest`, `subjectDigest`,
-`presentationDigest` and `decisionId` are computed exactly as the TypeScript reference
-computes them, so ids and digests match across implementations. Time is passed in as epoch
-milliseconds; nothing here reads a clock.
+Follows reference-facts.md sections 0-2: decision ids, request digests, the channel request
+document and submissions. Pure functions over values.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, TypedDict
 
-from channels.digests import digest_canonical, digest_plain, digest_plain_hex, is_digest
+from channels.decisions.choices import Choice, Response, validate_choices, validate_response
+from channels.decisions.dates import iso_from_ms, ms_from_iso
+from channels.decisions.digests import digest_canonical, digest_plain, digest_plain_hex, is_digest
+from channels.decisions.fields import (
+    _CHANNEL_RE,
+    _as_integer,
+    _is_number,
+    _json_copy,
+    _require_name,
+    _require_presentable,
+    _require_string,
+)
+from channels.decisions.presentation import Presentation, normalize_presentation
 from channels.errors import (
     DecisionError,
     ExpiredRequest,
@@ -24,62 +32,23 @@ from channels.errors import (
     InvalidResponse,
     StaleAnswer,
 )
-from channels.presentation import (
-    Presentation,
-    has_control_character,
-    is_blank,
-    normalize_presentation,
-    utf16_len,
-)
+from channels.text import is_blank
 from state.canonical import CanonicalJsonError, JsonValue, canonical_json
 
 SCHEMA = "pi-workflows.human-decision-request.v1"
+
 CHANNEL_SCHEMA = "pi-workflows.human-decision-channel-request.v1"
-DEFAULT_MIN_LENGTH = 1
-DEFAULT_MAX_LENGTH = 4_000
+
 INCOMPATIBLE_MESSAGE = (
     "Human decision state uses an incompatible alpha contract; "
     "reset the affected workflow run and decision state."
 )
 
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
-_CHANNEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
-_MAX_DATE_MS = 8_640_000_000_000_000  # ECMAScript time value range
-_MS_PER_DAY = 86_400_000
-_ISO_RE = re.compile(
-    r"(?P<year>[+-]\d{6}|\d{4})(?:-(?P<month>\d{2})(?:-(?P<day>\d{2})"
-    r"(?:T(?P<hour>\d{2}):(?P<minute>\d{2})(?::(?P<second>\d{2})(?:\.(?P<fraction>\d+))?)?"
-    r"(?P<zone>Z|[+-]\d{2}:\d{2}))?)?)?"
-)
 _REQUIRED_FIELDS = (
     "schema", "runId", "workflowName", "nodeId", "attemptId", "audience", "title", "choices",
     "subject", "presentation", "revision", "decisionId", "requestDigest", "subjectDigest",
     "presentationDigest", "createdAt",
 )  # fmt: skip
-
-
-class TextInput(TypedDict):
-    """The free-text input a choice may ask for."""
-
-    kind: Literal["text"]
-    name: str
-    prompt: str
-    minLength: int
-    maxLength: int
-
-
-class Choice(TypedDict):
-    """One choice: a unique label and an optional text input."""
-
-    label: str
-    input: NotRequired[TextInput]
-
-
-class Response(TypedDict):
-    """A validated answer: the choice id and, for an input choice, `{name: text}`."""
-
-    choice: str
-    input: NotRequired[dict[str, str]]
 
 
 class Source(TypedDict):
@@ -143,59 +112,6 @@ class Submission:
     idempotency_key: str
 
 
-# --- Small validators -----------------------------------------------------------------------
-
-
-def _js_json(value: object) -> str:
-    """How `JSON.stringify` shows a value inside an error message."""
-    try:
-        return canonical_json(value)
-    except CanonicalJsonError:
-        return repr(value)
-
-
-def _require_string(value: object, label: str) -> str:
-    if not isinstance(value, str) or is_blank(value):
-        raise InvalidRequest(f"{label} must be a non-empty string")
-    return value
-
-
-def _require_name(value: object, label: str) -> str:
-    text = _require_string(value, label)
-    if _NAME_RE.fullmatch(text) is None:
-        raise InvalidRequest(f"{label} is invalid")
-    return text
-
-
-def _require_presentable(value: str, label: str) -> None:
-    if has_control_character(value):
-        raise InvalidRequest(f"{label} contains a control character")
-
-
-def _as_integer(value: object) -> int | None:
-    """The value as an int when JavaScript's `Number.isInteger` would accept it."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _json_copy(value: Any) -> Any:
-    """A deep copy of JSON data as dicts and lists, keeping key order."""
-    if isinstance(value, Mapping):
-        return {key: _json_copy(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_copy(item) for item in value]
-    return value
-
-
 def validate_audience(value: object) -> str:
     """An audience name matching `^[A-Za-z_][A-Za-z0-9_-]{0,127}$`."""
     return _require_name(value, "Human decision audience")
@@ -206,195 +122,6 @@ def validate_title(value: object) -> str:
     title = _require_string(value, "Human decision title")
     _require_presentable(title, "Human decision title")
     return title
-
-
-# --- Choices ------------------------------------------------------------------------------
-
-
-def text_input(
-    name: str,
-    prompt: str,
-    min_length: int = DEFAULT_MIN_LENGTH,
-    max_length: int = DEFAULT_MAX_LENGTH,
-) -> TextInput:
-    """A text input definition with the reference defaults (1 through 4000 code units)."""
-    name = _require_name(name, "Human decision text input name")
-    prompt = _require_string(prompt, "Human decision text input prompt")
-    minimum, maximum = _as_integer(min_length), _as_integer(max_length)
-    if minimum is None or minimum < 0:
-        raise InvalidRequest("Human decision text input minLength must be a non-negative integer")
-    if maximum is None or maximum < 1 or maximum < minimum:
-        raise InvalidRequest(
-            "Human decision text input maxLength must be a positive integer at least minLength"
-        )
-    return TextInput(kind="text", name=name, prompt=prompt, minLength=minimum, maxLength=maximum)
-
-
-def validate_choices(value: object) -> dict[str, Choice]:
-    """A copy of a valid, non-empty, ordered choice map (extra choice keys are kept)."""
-    if not isinstance(value, Mapping):
-        raise InvalidRequest("Human decision choices must be an object")
-    if len(value) == 0:
-        raise InvalidRequest("Human decision choices must not be empty")
-    labels: set[str] = set()
-    for key, definition in value.items():
-        if not isinstance(key, str) or _NAME_RE.fullmatch(key) is None:
-            raise InvalidRequest(f"Human decision choice {_js_json(key)} is invalid")
-        label = _validate_choice(definition, f"Human decision choice {key}")
-        if label in labels:
-            raise InvalidRequest(f"Human decision choice label {_js_json(label)} is duplicated")
-        labels.add(label)
-    choices: dict[str, Choice] = _json_copy(value)
-    return choices
-
-
-def _validate_choice(value: object, label: str) -> str:
-    if not isinstance(value, Mapping):
-        raise InvalidRequest(f"{label} must be an object")
-    choice_label = _require_string(value.get("label"), f"{label} label")
-    _require_presentable(choice_label, f"{label} label")
-    if "input" in value:
-        _validate_text_input(value["input"], f"{label} input")
-    return choice_label
-
-
-def _validate_text_input(value: object, label: str) -> None:
-    if not isinstance(value, Mapping):
-        raise InvalidRequest(f"{label} must be an object")
-    if value.get("kind") != "text":
-        raise InvalidRequest(f"{label} kind must be text")
-    _require_name(value.get("name"), f"{label} name")
-    prompt = _require_string(value.get("prompt"), f"{label} prompt")
-    _require_presentable(prompt, f"{label} prompt")
-    minimum = _as_integer(value.get("minLength"))
-    maximum = _as_integer(value.get("maxLength"))
-    if minimum is None or minimum < 0:
-        raise InvalidRequest(f"{label} minLength must be a non-negative integer")
-    if maximum is None or maximum < 1 or maximum < minimum:
-        raise InvalidRequest(f"{label} maxLength is invalid")
-
-
-# --- Responses ----------------------------------------------------------------------------
-
-
-def validate_response(choices: Mapping[str, Choice], value: object) -> Response:
-    """The normalized response for `choices`; input text is kept exactly as given."""
-    if not isinstance(value, Mapping):
-        raise InvalidResponse("Human decision response must be an object")
-    selected = value.get("choice")
-    if not isinstance(selected, str) or selected not in choices:
-        shown = "undefined" if "choice" not in value else _js_json(selected)
-        raise InvalidResponse(f"Human decision choice {shown} is not available")
-    definition = choices[selected].get("input")
-    if definition is None:
-        if "input" in value:
-            raise InvalidResponse(f"Human decision choice {selected} does not accept input")
-        return Response(choice=selected)
-    text = _validate_input(value.get("input"), selected, definition)
-    return Response(choice=selected, input={definition["name"]: text})
-
-
-def _validate_input(value: object, selected: str, definition: TextInput) -> str:
-    label = f"Human decision choice {selected} input"
-    if not isinstance(value, Mapping):
-        raise InvalidResponse(f"{label} must be an object")
-    name = definition["name"]
-    if list(value) != [name]:
-        raise InvalidResponse(f"{label} must contain only {name}")
-    text = value[name]
-    if not isinstance(text, str):
-        raise InvalidResponse(f"{label} must be text")
-    minimum, maximum = definition["minLength"], definition["maxLength"]
-    if not minimum <= utf16_len(text) <= maximum:
-        raise InvalidResponse(f"{label} length must be {minimum} through {maximum}")
-    return text
-
-
-# --- Time ---------------------------------------------------------------------------------
-
-
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 in the proleptic Gregorian calendar."""
-    year -= month <= 2
-    era = year // 400
-    year_of_era = year - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    return era * 146_097 + day_of_era - 719_468
-
-
-def _civil_from_days(days: int) -> tuple[int, int, int]:
-    days += 719_468
-    era = days // 146_097
-    day_of_era = days - era * 146_097
-    year_of_era = (
-        day_of_era - day_of_era // 1460 + day_of_era // 36_524 - day_of_era // 146_096
-    ) // 365
-    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
-    shifted_month = (5 * day_of_year + 2) // 153
-    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
-    month = shifted_month + (3 if shifted_month < 10 else -9)
-    return year_of_era + era * 400 + (month <= 2), month, day
-
-
-def iso_from_ms(ms: int) -> str:
-    """JavaScript `new Date(ms).toISOString()`, e.g. `2026-08-19T00:00:00.000Z`."""
-    if abs(ms) > _MAX_DATE_MS:
-        raise ValueError(f"{ms} ms is outside the JavaScript date range")
-    days, rest = divmod(ms, _MS_PER_DAY)
-    year, month, day = _civil_from_days(days)
-    seconds, millis = divmod(rest, 1000)
-    clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{millis:03d}Z"
-    shown_year = (
-        f"{year:04d}" if 0 <= year <= 9999 else f"{'+' if year > 0 else '-'}{abs(year):06d}"
-    )
-    return f"{shown_year}-{month:02d}-{day:02d}T{clock}"
-
-
-def ms_from_iso(text: str) -> int:
-    """Epoch milliseconds of an ISO 8601 timestamp; a time of day needs `Z` or an offset."""
-    match = _ISO_RE.fullmatch(text)
-    if match is None or match["year"] == "-000000":
-        raise ValueError(f"{text!r} is not an ISO timestamp")
-    year, month, day = int(match["year"]), int(match["month"] or 1), int(match["day"] or 1)
-    hour, minute = int(match["hour"] or 0), int(match["minute"] or 0)
-    second = int(match["second"] or 0)
-    millis = int((match["fraction"] or "0")[:3].ljust(3, "0"))
-    if not _valid_date(year, month, day) or not _valid_clock(hour, minute, second, millis):
-        raise ValueError(f"{text!r} is not a valid date")
-    offset = _zone_minutes(match["zone"])
-    clock_ms = ((hour * 60 + minute - offset) * 60 + second) * 1000 + millis
-    ms = _days_from_civil(year, month, day) * _MS_PER_DAY + clock_ms
-    if abs(ms) > _MAX_DATE_MS:
-        raise ValueError(f"{text!r} is outside the JavaScript date range")
-    return ms
-
-
-def _valid_date(year: int, month: int, day: int) -> bool:
-    if not 1 <= month <= 12:
-        return False
-    following = (year + 1, 1) if month == 12 else (year, month + 1)
-    length = _days_from_civil(*following, 1) - _days_from_civil(year, month, 1)
-    return 1 <= day <= length
-
-
-def _valid_clock(hour: int, minute: int, second: int, millis: int) -> bool:
-    if hour == 24:
-        return minute == second == millis == 0
-    return hour < 24 and minute < 60 and second < 60
-
-
-def _zone_minutes(zone: str | None) -> int:
-    if zone is None or zone == "Z":
-        return 0
-    hours, minutes = int(zone[1:3]), int(zone[4:6])
-    if hours > 23 or minutes > 59:
-        raise ValueError(f"{zone!r} is not a UTC offset")
-    sign = -1 if zone[0] == "-" else 1
-    return sign * (hours * 60 + minutes)
-
-
-# --- Deadline -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,9 +178,6 @@ def _explicit_expiry(expires_at: object, created_at_ms: int) -> str:
     if parsed <= created_at_ms:
         raise InvalidRequest("Human decision expiry must be after creation")
     return iso_from_ms(parsed)
-
-
-# --- Building and reading requests --------------------------------------------------------
 
 
 def build_request(
@@ -641,9 +365,6 @@ def channel_request_document(request: DecisionRequest) -> dict[str, Any]:
         if key in doc:
             channel[key] = doc[key]
     return channel
-
-
-# --- Answers ------------------------------------------------------------------------------
 
 
 def validate_submission(

@@ -18,10 +18,14 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels import decision_service, store, telegram_inbound, telegram_updates
-from channels.config import ChannelsConfig, TelegramProfile
-from channels.telegram_inbound import ButtonIndex, Channel
-from channels.telegram_outbound import EFFECT_TYPES, LEASE_MARGIN_S, Outbound
+from channels import inbox, messages, store
+from channels.config.model import ChannelsConfig, TelegramProfile
+from channels.decisions import workflows
+from channels.telegram import deliveries, identity, inbound
+from channels.telegram import updates as telegram_updates
+from channels.telegram.buttons import ButtonIndex
+from channels.telegram.identity import Channel
+from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, Outbound
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
@@ -72,8 +76,8 @@ async def poll(
     """Run one poll pass over the configured profiles (concurrently: one task each)."""
     profiles = [config.profile(options.profile)] if options.profile else \
         list(config.profiles.values())
-    owner_id = decision_service.new_owner_id(db, "poll")
-    decision_service.expire_overdue(db, owner_id)
+    owner_id = workflows.new_owner_id(db, "poll")
+    workflows.expire_overdue(db, owner_id)
     start = wall_clock()
     end = start + (ONCE_DEADLINE_SECONDS if options.once else options.window_seconds)
     tasks = [
@@ -153,7 +157,7 @@ class _ChannelPoll:
                 break
             self.report.processed += await self._process_inbox(api)
             self.report.effects += await outbound.apply_due()
-            decision_service.expire_overdue(self.db, self.owner_id)
+            workflows.expire_overdue(self.db, self.owner_id)
             if self.options.once or self.wall_clock() >= self.end - 1:
                 break
         self.report.errors.extend(outbound.errors)
@@ -170,20 +174,20 @@ class _ChannelPoll:
         now = self._now()
         for effect in effects.abandoned(conn, EFFECT_TYPES, now, scope=self.channel.channel_id):
             maybe_sent = [m for m in _messages_of(conn, self.channel.channel_id, effect)
-                          if store.message_has_intents(conn, m)]
+                          if messages.message_has_intents(conn, m)]
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
-                store.set_message_status(conn, message_id, "ambiguous", now)
+                messages.set_message_status(conn, message_id, "ambiguous", now)
 
     def _reserve_deliveries(self, conn: Any) -> None:
         now = self._now()
-        wanted = telegram_inbound.open_routed_decisions(conn, self.channel, now)
-        telegram_inbound.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
+        wanted = deliveries.open_routed_decisions(conn, self.channel, now)
+        deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
 
     async def _receive(self, api: BotApi) -> bool:
         """One getUpdates and its ingest; False when this channel must stop."""
         channel_id = self.channel.channel_id
-        offset_text = self.db.read(lambda c: store.cursor(c, channel_id, store.TELEGRAM_CURSOR))
+        offset_text = self.db.read(lambda c: store.cursor(c, channel_id, identity.TELEGRAM_CURSOR))
         offset = None if offset_text is None else int(offset_text)
         self._renew()
         until = self._until()
@@ -210,8 +214,8 @@ class _ChannelPoll:
         def ingest(c: Any) -> None:
             now = self._now()
             self.lease = leases.renew(c, self.lease, now)
-            store.ingest(c, self.lease, channel_id, events, now,
-                         cursor_key=store.TELEGRAM_CURSOR, next_cursor=next_offset)
+            inbox.ingest(c, self.lease, channel_id, events, now,
+                         cursor_key=identity.TELEGRAM_CURSOR, next_cursor=next_offset)
 
         self.db.write(ingest)
         self.report.updates += len(updates)
@@ -230,7 +234,7 @@ class _ChannelPoll:
 
     async def _process_inbox(self, api: BotApi) -> int:
         count = 0
-        while rows := self.db.read(lambda c: store.unprocessed(c, self.channel.channel_id,
+        while rows := self.db.read(lambda c: inbox.unprocessed(c, self.channel.channel_id,
                                                                INBOX_BATCH)):
             for row in rows:
                 processed = self._process_row(row)
@@ -244,11 +248,11 @@ class _ChannelPoll:
                                                    **describe(res)})
         return count
 
-    def _process_row(self, row: store.InboxRow) -> telegram_inbound.Processed | None:
-        def command(c: Any) -> telegram_inbound.Processed:
+    def _process_row(self, row: inbox.InboxRow) -> inbound.Processed | None:
+        def command(c: Any) -> inbound.Processed:
             now = self._now()
             self.lease = leases.renew(c, self.lease, now)
-            return telegram_inbound.process(c, self.channel, self.index, self.lease, row, now)
+            return inbound.process(c, self.channel, self.index, self.lease, row, now)
 
         try:
             return self.db.write(command)
@@ -257,7 +261,7 @@ class _ChannelPoll:
         except Exception as exc:
             # A row that cannot be processed is recorded as such, never retried forever.
             result = {"result": "ignored:error", "message": str(exc)[:200]}
-            self.db.write(lambda c: store.mark_processed(
+            self.db.write(lambda c: inbox.mark_processed(
                 c, self.channel.channel_id, row.external_event_id, result, self._now()))
             return None
 
@@ -266,9 +270,9 @@ def _messages_of(conn: Any, channel_id: str, effect: effects.Effect) -> list[str
     """The channel messages an effect writes (to check for intent rows)."""
     p = effects.payload(conn, effect)
     decision_id = str(p["decisionId"])
-    if effect.effect_type == telegram_inbound.PROMPT:
-        return [store.message_id_for(channel_id, "prompt", decision_id, str(p["choiceId"]),
-                                     str(p["chatId"]))]
-    purpose: store.Purpose = (
-        "delivery" if effect.effect_type == telegram_inbound.DELIVER else "settlement")
-    return [store.message_id_for(channel_id, purpose, decision_id)]
+    if effect.effect_type == deliveries.PROMPT:
+        return [deliveries.prompt_message_id(channel_id, decision_id, str(p["choiceId"]),
+                                             str(p["chatId"]))]
+    purpose: messages.Purpose = (
+        "delivery" if effect.effect_type == deliveries.DELIVER else "settlement")
+    return [messages.message_id_for(channel_id, purpose, decision_id)]

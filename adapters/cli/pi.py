@@ -19,16 +19,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+from adapters.cli.errors import UsageError
 from adapters.pi import bridge, operator
-from channels import decision_service as service
-from channels import decisions, pi_channel
-from channels.config import ChannelsConfig, load_config
-from channels.decision_cli import EXIT_NOT_ACCEPTED, ArgumentProblem
-from channels.pi_channel import AnswerEvent, AnswerReport, OpenDecision
+from channels.config.loading import load_config
+from channels.config.model import ChannelsConfig
+from channels.decisions import views, workflows
+from channels.pi import answers
+from channels.pi.answers import AnswerEvent, AnswerReport, OpenDecision
 from state.database import Database
-from state.errors import EXIT_OK, DatabaseMissing
+from state.errors import DatabaseMissing
+from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
 
-EXTENSION = Path(__file__).resolve().parent / "extension" / "piw-channels.ts"
+EXTENSION = Path(__file__).resolve().parents[1] / "pi" / "extension" / "piw-channels.ts"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -40,7 +42,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("[]" if args.json else "no open decisions (no database yet)")
         return EXIT_OK
     with db:
-        found = db.read(lambda c: pi_channel.open_for_pi(c, config, now=db.clock.now_ms()))
+        found = db.read(lambda c: answers.open_for_pi(c, config, now=db.clock.now_ms()))
     if args.json:
         print(json.dumps([d.to_json() for d in found], indent=2, ensure_ascii=False))
         return EXIT_OK
@@ -55,10 +57,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     """One decision: its text, numbered choices and status."""
     with Database.open_reader() as db:
-        decision_id = service.resolve_id(db, args.decision_id)
+        decision_id = workflows.resolve_id(db, args.decision_id)
 
-        def read(c: Any) -> tuple[OpenDecision, decisions.DecisionView]:
-            return pi_channel.load_open(c, decision_id), decisions.view(c, decision_id)
+        def read(c: Any) -> tuple[OpenDecision, views.DecisionView]:
+            return answers.load_open(c, decision_id), views.view(c, decision_id)
 
         shown, view = db.read(read)
     if args.json:
@@ -84,7 +86,7 @@ def _read_text(args: argparse.Namespace) -> str | None:
     try:
         text = args.text_file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ArgumentProblem(f"--text-file {args.text_file}: cannot read it ({exc})") from exc
+        raise UsageError(f"--text-file {args.text_file}: cannot read it ({exc})") from exc
     # Editors end files with a newline that is not part of the answer.
     return text[:-1] if text.endswith("\n") else text
 
@@ -108,11 +110,11 @@ def cmd_answer(args: argparse.Namespace) -> int:
     config = load_config()
     with Database.open_writer() as db:
         operator.require_owner(db.path)
-        decision_id = service.resolve_id(db, args.decision_id)
-        decision = db.read(lambda c: pi_channel.load_open(c, decision_id))
+        decision_id = workflows.resolve_id(db, args.decision_id)
+        decision = db.read(lambda c: answers.load_open(c, decision_id))
         choice = _choice_id(decision, args.choice)
         if text is None and _needs_text(decision, choice):
-            raise ArgumentProblem(f"choice {choice} asks for text: give --text or --text-file")
+            raise UsageError(f"choice {choice} asks for text: give --text or --text-file")
         report = _submit(db, decision, choice, text, config)
     return _print_report(report, as_json=args.json)
 
@@ -124,7 +126,7 @@ def _submit(db: Database, decision: OpenDecision, choice: str, text: str | None,
         entered=text, actor_id=operator.local_actor(), event_key=operator.new_event_key(),
         details={"source": "terminal"},
     )
-    return pi_channel.answer_locally(db, event, service.new_owner_id(db, "pi-local"), config)
+    return answers.answer_locally(db, event, workflows.new_owner_id(db, "pi-local"), config)
 
 
 def _print_report(report: AnswerReport, *, as_json: bool) -> int:
@@ -142,7 +144,7 @@ def cmd_interactive(args: argparse.Namespace) -> int:
         config = load_config()
         with Database.open_writer() as db:
             operator.require_owner(db.path)
-            found = db.read(lambda c: pi_channel.open_for_pi(c, config, now=db.clock.now_ms()))
+            found = db.read(lambda c: answers.open_for_pi(c, config, now=db.clock.now_ms()))
             if not found:
                 print("no open decisions")
                 return EXIT_OK
@@ -166,7 +168,7 @@ def cmd_extension_path(args: argparse.Namespace) -> int:
 def cmd_bridge(args: argparse.Namespace) -> int:
     """Serve one Pi session over JSON lines on stdin/stdout until stdin closes."""
     with Database.open_writer() as db:
-        return bridge.run(db, service.new_owner_id(db, "pi-bridge"),
+        return bridge.run(db, workflows.new_owner_id(db, "pi-bridge"),
                           tick_seconds=args.tick)
 
 

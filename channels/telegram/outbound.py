@@ -17,11 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels import decisions, store
-from channels.decision_request import channel_request_document
+from channels import messages
+from channels.decisions import records
+from channels.decisions.presentation import render_decision_text
+from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
-from channels.presentation import render_decision_text, split_parts
-from channels.telegram_inbound import DELIVER, PROMPT, SETTLE, ButtonIndex, Channel, keyboard
+from channels.telegram.buttons import ButtonIndex, keyboard
+from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, prompt_message_id
+from channels.telegram.identity import Channel
+from channels.telegram.parts import split_parts
 from channels.transport import AMBIGUOUS, NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects
 from state.database import Database
@@ -85,7 +89,7 @@ class Outbound:
 
     # -- recording -----------------------------------------------------------------------------
 
-    def _finish(self, attempt: Attempt, outcome: effects.Outcome, *, result: Any = None,
+    def _finish(self, attempt: Attempt, outcome: effects.AttemptOutcome, *, result: Any = None,
                 error: Any = None, retry_in_ms: int | None = None) -> None:
         retry_at = None if retry_in_ms is None else self._now() + retry_in_ms
         self.db.write(lambda c: effects.finish_attempt(
@@ -106,15 +110,15 @@ class Outbound:
     async def _deliver(self, attempt: Attempt) -> None:
         payload = self.db.read(lambda c: effects.payload(c, attempt.effect))
         decision_id = str(payload["decisionId"])
-        decision = self.db.read(lambda c: decisions.load(c, decision_id))
+        decision = self.db.read(lambda c: records.load(c, decision_id))
         document = channel_request_document(decision.request)
         try:
             texts = split_parts(document)
         except DecisionError as exc:
             self._finish(attempt, "rejected", error={"description": str(exc)})
             return
-        message_id = store.message_id_for(self.channel.channel_id, "delivery", decision_id)
-        self.db.write(lambda c: store.ensure_message(
+        message_id = messages.message_id_for(self.channel.channel_id, "delivery", decision_id)
+        self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, decision_id, "delivery",
             render_decision_text(document), self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
@@ -130,17 +134,17 @@ class Outbound:
                 return  # that path already recorded the attempt
             report.append(status)
         delivered = sum(1 for s in report if s["status"] == "confirmed")
-        message_status: store.MessageStatus = "confirmed" if delivered else "failed"
-        self.db.write(lambda c: store.set_message_status(c, d.message_id, message_status,
+        message_status: messages.MessageStatus = "confirmed" if delivered else "failed"
+        self.db.write(lambda c: messages.set_message_status(c, d.message_id, message_status,
                                                           self._now()))
-        outcome: effects.Outcome = "applied" if delivered else "rejected"
+        outcome: effects.AttemptOutcome = "applied" if delivered else "rejected"
         self._finish(attempt, outcome, result={"recipients": report})
 
     async def _send_recipient(
         self, attempt: Attempt, d: _Delivery, r: int, chat: str
     ) -> tuple[dict[str, Any], Attempt]:
         rows = {(p.recipient_index, p.part_index): p
-                for p in self.db.read(lambda c: store.parts(c, d.message_id))}
+                for p in self.db.read(lambda c: messages.parts(c, d.message_id))}
         for index, text in enumerate(d.texts):
             row = rows.get((r, index))
             if row is not None and not row.is_intent:
@@ -162,7 +166,7 @@ class Outbound:
         def command(c: Any) -> Attempt:
             renewed = effects.renew_attempt(c, attempt, self._now())
             if new:
-                store.write_part_intent(c, message_id, r, p, text, self._now())
+                messages.write_part_intent(c, message_id, r, p, text, self._now())
             return renewed
         return self.db.write(command)
 
@@ -171,13 +175,13 @@ class Outbound:
         """Record one send; None to go on with the next part, else the recipient's status."""
         if res.outcome == OK and res.message_id is not None:
             ref = str(res.message_id)
-            self.db.write(lambda c: store.confirm_part(c, message_id, r, p, chat, ref))
+            self.db.write(lambda c: messages.confirm_part(c, message_id, r, p, chat, ref))
             return None
         self._note_error("sendMessage", res)
         if res.outcome == AMBIGUOUS or res.outcome == OK:
             self._ambiguous(attempt, message_id, {"recipient": r, "part": p, **describe(res)})
             return {"status": "ambiguous"}
-        self.db.write(lambda c: store.remove_part_intent(c, message_id, r, p))
+        self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, p))
         if res.outcome == NOT_SENT:
             self._finish(attempt, "rejected", error=describe(res),
                          retry_in_ms=NOT_SENT_BACKOFF_MS)
@@ -194,7 +198,7 @@ class Outbound:
 
     def _ambiguous(self, attempt: Attempt, message_id: str, error: dict[str, Any]) -> None:
         def command(c: Any) -> None:
-            store.set_message_status(c, message_id, "ambiguous", self._now())
+            messages.set_message_status(c, message_id, "ambiguous", self._now())
             effects.finish_attempt(c, attempt, "ambiguous", self._now(), error=error)
         self.db.write(command)
 
@@ -203,12 +207,12 @@ class Outbound:
     async def _prompt(self, attempt: Attempt) -> None:
         p = self.db.read(lambda c: effects.payload(c, attempt.effect))
         chat = str(p["chatId"])
-        message_id = store.message_id_for(self.channel.channel_id, "prompt", p["decisionId"],
-                                          p["choiceId"], chat)
-        self.db.write(lambda c: store.ensure_message(
+        message_id = prompt_message_id(self.channel.channel_id, p["decisionId"],
+                                                  p["choiceId"], chat)
+        self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, p["decisionId"], "prompt", p["text"],
             self._now()))
-        existing = self.db.read(lambda c: store.parts(c, message_id))
+        existing = self.db.read(lambda c: messages.parts(c, message_id))
         if existing:
             if existing[0].is_intent:
                 self._ambiguous(attempt, message_id, {"reason": "unsettled_intent"})
@@ -224,12 +228,12 @@ class Outbound:
             ref = str(res.message_id)
 
             def confirm(c: Any) -> None:
-                store.set_message_status(c, message_id, "confirmed", self._now(),
+                messages.set_message_status(c, message_id, "confirmed", self._now(),
                                          conversation_ref=chat, message_ref=ref)
                 effects.finish_attempt(c, attempt, "applied", self._now())
             self.db.write(confirm)
         elif status["status"] == "rejected":
-            self.db.write(lambda c: store.set_message_status(c, message_id, "failed",
+            self.db.write(lambda c: messages.set_message_status(c, message_id, "failed",
                                                               self._now()))
             self._finish(attempt, "rejected", error=status)
 
@@ -269,11 +273,11 @@ class Outbound:
         self, attempt: Attempt, decision_id: str, text: str
     ) -> tuple[int, Attempt]:
         """One outcome message per recipient that got the decision (intent rows as usual)."""
-        message_id = store.message_id_for(self.channel.channel_id, "settlement", decision_id)
-        self.db.write(lambda c: store.ensure_message(
+        message_id = messages.message_id_for(self.channel.channel_id, "settlement", decision_id)
+        self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, decision_id, "settlement", text,
             self._now()))
-        done = {p.recipient_index for p in self.db.read(lambda c: store.parts(c, message_id))}
+        done = {p.recipient_index for p in self.db.read(lambda c: messages.parts(c, message_id))}
         failures = 0
         for r, chat in self.db.read(lambda c: _delivered_recipients(
                 c, self.channel.channel_id, decision_id)):
@@ -282,20 +286,20 @@ class Outbound:
             attempt = self._write_intent(attempt, message_id, r, 0, text, True)
             res = await self.api.send_message(chat, text, deadline=self._until(attempt))
             failures += self._record_post(message_id, r, chat, res)
-        status: store.MessageStatus = "confirmed" if not failures else "pending"
-        self.db.write(lambda c: store.set_message_status(c, message_id, status, self._now()))
+        status: messages.MessageStatus = "confirmed" if not failures else "pending"
+        self.db.write(lambda c: messages.set_message_status(c, message_id, status, self._now()))
         return failures, attempt
 
     def _record_post(self, message_id: str, r: int, chat: str, res: ProviderResult) -> int:
         """Record one outcome post; 1 when it should be tried again, else 0."""
         if res.outcome == OK and res.message_id is not None:
             ref = str(res.message_id)
-            self.db.write(lambda c: store.confirm_part(c, message_id, r, 0, chat, ref))
+            self.db.write(lambda c: messages.confirm_part(c, message_id, r, 0, chat, ref))
             return 0
         self._note_error("sendMessage", res)
         if res.outcome in (AMBIGUOUS, OK):
             return 0  # maybe posted: the intent row stays, it is never posted twice
-        self.db.write(lambda c: store.remove_part_intent(c, message_id, r, 0))
+        self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, 0))
         # Refused for good (blocked, chat gone): nothing to retry. Not sent or 429: retry.
         return 1 if res.outcome == NOT_SENT or res.is_rate_limited else 0
 
@@ -312,9 +316,9 @@ class _Delivery:
 def _keyboard_messages(conn: Any, channel_id: str, decision_id: str) -> list[tuple[str, str]]:
     """(chat, message) of each recipient's last delivered part (the one with the keyboard)."""
     found: list[tuple[str, str]] = []
-    for message in store.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
-        last: dict[int, store.PartRow] = {}
-        for part in store.parts(conn, message.message_id):
+    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
+        last: dict[int, messages.PartRow] = {}
+        for part in messages.parts(conn, message.message_id):
             last[part.recipient_index] = part
         found.extend((p.conversation_ref, p.message_ref) for p in last.values()
                      if p.conversation_ref is not None and p.message_ref is not None)
@@ -324,8 +328,8 @@ def _keyboard_messages(conn: Any, channel_id: str, decision_id: str) -> list[tup
 def _delivered_recipients(conn: Any, channel_id: str, decision_id: str) -> list[tuple[int, str]]:
     """(recipient index, chat) of every recipient with at least one confirmed part."""
     found: dict[int, str] = {}
-    for message in store.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
-        for part in store.parts(conn, message.message_id):
+    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
+        for part in messages.parts(conn, message.message_id):
             if part.conversation_ref is not None:
                 found.setdefault(part.recipient_index, part.conversation_ref)
     return sorted(found.items())

@@ -10,13 +10,16 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from adapters.telegram.client import TelegramClient
-from channels import decision_service, telegram_inbound, worker
-from channels.config import ChannelsConfig, TelegramProfile, load_config
-from channels.config_errors import SETUP_HINT
-from channels.telegram_inbound import Channel
+from channels.config.errors import SETUP_HINT
+from channels.config.loading import load_config
+from channels.config.model import ChannelsConfig, TelegramProfile
+from channels.decisions import workflows
+from channels.telegram import deliveries
+from channels.telegram import poll as worker
+from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
-from state.errors import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
+from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
 from state.resources import Actor
 
 
@@ -71,9 +74,9 @@ def cmd_resend(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     channel = Channel(config.profile(args.profile), config)
     with Database.open_writer() as db:
-        decision_id = decision_service.resolve_id(db, args.decision_id)
-        actor = Actor("control", decision_service.new_owner_id(db, "resend"))
-        db.write(lambda c: telegram_inbound.reserve_resend(c, channel, decision_id, actor,
+        decision_id = workflows.resolve_id(db, args.decision_id)
+        actor = Actor("control", workflows.new_owner_id(db, "resend"))
+        db.write(lambda c: deliveries.reserve_resend(c, channel, decision_id, actor,
                                                            db.clock.now_ms()))
     print(f"resend of {decision_id} on {channel.name} reserved")
     return run_poll(config, worker.PollOptions(profile=args.profile), args.verbose)

@@ -20,10 +20,11 @@ from typing import Any, ClassVar, Final
 
 from adapters.telegram.client import CallResult, Outcome, TelegramClient
 from adapters.telegram.errors import InvalidTokenFormat
-from channels import config
-from channels.config import ConfigInvalid, InstallResult
+from channels.config import install, loading, model, parsing
+from channels.config.errors import ConfigInvalid
+from channels.config.model import InstallResult
 from channels.errors import ChannelsError
-from state.errors import EXIT_OK, EXIT_TEMPORARY
+from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
 
 __all__ = [
     "VERIFY_DEADLINE_SECONDS",
@@ -52,9 +53,9 @@ _REJECTED_TOKEN_CODES: Final = frozenset({401, 404})  # what the Bot API answers
 # config.py's own rules (names, audiences, IDs), applied here too so that a bad argument is
 # a usage error naming the option, before any request; install_telegram_profile checks
 # everything again before it writes.
-_NUMERIC_ID: Final = config.ID_PATTERN
-_NAME: Final = config.NAME_PATTERN
-_AUDIENCE: Final = config.AUDIENCE_PATTERN
+_NUMERIC_ID: Final = model.ID_PATTERN
+_NAME: Final = model.NAME_PATTERN
+_AUDIENCE: Final = model.AUDIENCE_PATTERN
 # Telegram usernames are 5-32 of these; anything else from the server is not printed.
 _USERNAME: Final = re.compile(r"[A-Za-z0-9_]{1,64}")
 _NOTHING_WRITTEN: Final = "nothing was written"
@@ -123,7 +124,7 @@ audience_argument = _matching(
 
 def url_argument(text: str) -> str:
     """An absolute http(s) URL with a host and no query, fragment or credentials."""
-    problem = config.url_problem(text)
+    problem = parsing.url_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(f"{text!r} {problem}")
     return text.rstrip("/")
@@ -138,12 +139,12 @@ def read_token_file(token_file: Path, credential: str) -> str:
     The check runs through `ChannelsConfig.read_token`, the very code the poller uses, so setup
     cannot accept a token file that the poller would later refuse.
     """
-    entry = config.TelegramCredential(name=credential, token_file=token_file)
+    entry = model.TelegramCredential(name=credential, token_file=token_file)
     # A stand-in profile: read_token only follows its credential reference.
-    profile = config.TelegramProfile(
+    profile = model.TelegramProfile(
         name="setup", credential=credential, allowed_user_ids=(), allowed_chat_ids=()
     )
-    return config.ChannelsConfig({}, {}, {credential: entry}).read_token(profile)
+    return model.ChannelsConfig({}, {}, {credential: entry}).read_token(profile)
 
 
 def verify_token(
@@ -212,7 +213,7 @@ def _summary(installed: InstallResult, bot: VerifiedBot) -> str:
         f"Allowed: {_count(len(profile.allowed_user_ids), 'user')}, "
         f"{_count(len(profile.allowed_chat_ids), 'chat')}",
     ]
-    if profile.api_base_url != config.DEFAULT_API_BASE_URL:
+    if profile.api_base_url != model.DEFAULT_API_BASE_URL:
         lines.append(f"Bot API: {profile.api_base_url}")
     return "\n".join(lines)
 
@@ -227,9 +228,9 @@ def _count(number: int, what: str) -> str:
 def cmd_setup_telegram(args: argparse.Namespace) -> int:
     """Check the inputs, verify the token with getMe, then merge and write both files."""
     token = read_token_file(args.token_file, args.credential)
-    bot = verify_token(token, args.api_base_url or config.DEFAULT_API_BASE_URL)
-    installed = config.install_telegram_profile(
-        config.resolve_config_dir(),
+    bot = verify_token(token, args.api_base_url or model.DEFAULT_API_BASE_URL)
+    installed = install.install_telegram_profile(
+        loading.resolve_config_dir(),
         token_file=args.token_file,
         user_ids=args.users,
         chat_ids=args.chats,
@@ -324,5 +325,5 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         type=url_argument,
         default=None,
         metavar="URL",
-        help=f"Bot API server (default: {config.DEFAULT_API_BASE_URL})",
+        help=f"Bot API server (default: {model.DEFAULT_API_BASE_URL})",
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.store import InboundEvent
+from channels.inbox import InboundEvent
 
 MAX_CALLBACK_DATA_BYTES = 64
 

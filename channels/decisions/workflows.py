@@ -15,9 +15,11 @@ from typing import Any
 
 import apsw
 
-from channels import decisions, runs
-from channels.decision_request import DecisionRequest, OnTimeout, build_request, iso_from_ms
-from channels.decisions import Cancellation, DeadlinePolicy, Outcome, Resolution
+from channels.decisions import records, resolution, runs, views
+from channels.decisions.dates import iso_from_ms
+from channels.decisions.records import Resolution
+from channels.decisions.request import DecisionRequest, OnTimeout, build_request
+from channels.decisions.resolution import Cancellation, DeadlinePolicy, Verdict
 from channels.errors import UnknownDecision
 from state import leases
 from state.database import Database
@@ -82,7 +84,7 @@ def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
 
     def command(conn: apsw.Connection) -> runs.RunHandle:
         handle = runs.create_waiting_run(conn, run_spec, "host", owner_id, now, db.entropy)
-        decisions.open_decision(conn, handle.lease, request, now)
+        records.open_decision(conn, handle.lease, request, now)
         return handle
 
     return AskHandle(db.write(command), request)
@@ -98,15 +100,15 @@ def renew_run(db: Database, lease: Lease) -> Lease:
     return db.write(lambda c: leases.renew(c, lease, db.clock.now_ms()))
 
 
-def apply_deadline(db: Database, decision_id: str, lease: Lease) -> Outcome:
+def apply_deadline(db: Database, decision_id: str, lease: Lease) -> Verdict:
     """Run-owner step: apply the timeout default or the no-default expiry."""
-    return db.write(lambda c: decisions.resolve(c, DeadlinePolicy(decision_id, lease),
+    return db.write(lambda c: resolution.resolve(c, DeadlinePolicy(decision_id, lease),
                                                 db.clock.now_ms()))
 
 
 def apply_continuation(db: Database, decision_id: str, lease: Lease) -> Resolution:
     """Run-owner step for runs this tool created: finish the run with the outcome."""
-    return db.write(lambda c: decisions.apply_continue_locally(c, decision_id, lease,
+    return db.write(lambda c: resolution.apply_continue_locally(c, decision_id, lease,
                                                                db.clock.now_ms()))
 
 
@@ -122,7 +124,7 @@ def _claim_run(db: Database, run_id: str, owner_id: str) -> Lease | None:
 class ExpiryReport:
     """What one expiry pass did."""
 
-    resolved: tuple[Outcome, ...]
+    resolved: tuple[Verdict, ...]
     continued: tuple[str, ...]
     skipped_live_owner: tuple[str, ...]
 
@@ -131,9 +133,9 @@ def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
     """Settle overdue decisions whose run owner is gone, and finish ask runs whose decision
     was resolved while nobody waited. Each decision: claim, act, release."""
     now = db.clock.now_ms()
-    overdue = db.read(lambda c: decisions.overdue_decision_ids(c, now))
-    waiting = db.read(lambda c: decisions.pending_continuations(c, ASK_WORKFLOW))
-    resolved: list[Outcome] = []
+    overdue = db.read(lambda c: views.overdue_decision_ids(c, now))
+    waiting = db.read(lambda c: views.pending_continuations(c, ASK_WORKFLOW))
+    resolved: list[Verdict] = []
     continued: list[str] = []
     skipped: list[str] = []
     for decision_id in dict.fromkeys([*overdue, *waiting]):
@@ -154,17 +156,17 @@ def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
 
 
 def _run_of(db: Database, decision_id: str) -> tuple[str, str]:
-    return db.read(lambda c: decisions.run_of(c, decision_id))
+    return db.read(lambda c: records.run_of(c, decision_id))
 
 
-def cancel_decision(db: Database, decision_id: str, reason: str, owner_id: str) -> Outcome:
+def cancel_decision(db: Database, decision_id: str, reason: str, owner_id: str) -> Verdict:
     """Explicit cancellation as a control actor; needs the run lease free or expired."""
     run_id, workflow = _run_of(db, decision_id)
     lease = _claim_run(db, run_id, owner_id)
     if lease is None:
         raise LeaseHeld(f"the run of {decision_id} is owned by a live process; try again later")
     try:
-        outcome = db.write(lambda c: decisions.resolve(
+        outcome = db.write(lambda c: resolution.resolve(
             c, Cancellation(decision_id, lease, owner_id, reason), db.clock.now_ms()))
         if workflow == ASK_WORKFLOW:
             apply_continuation(db, decision_id, lease)
@@ -187,7 +189,7 @@ def wait_for_resolution(
             version = int(db.conn.execute("PRAGMA data_version").get)
             if version != seen:
                 seen = version
-                if db.read(lambda c: decisions.resolution_of(c, decision_id)) is not None:
+                if db.read(lambda c: records.resolution_of(c, decision_id)) is not None:
                     break
             if deadline is not None and db.clock.now_ms() >= deadline:
                 apply_deadline(db, decision_id, lease)
@@ -204,7 +206,7 @@ def wait_for_resolution(
 def resolve_id(db: Database, text: str) -> str:
     """A full decision id, or a unique prefix of one."""
     try:
-        return db.read(lambda c: decisions.decision_id_prefix_match(c, text))
+        return db.read(lambda c: views.decision_id_prefix_match(c, text))
     except KeyError:
         raise UnknownDecision(f"no decision (or no unique decision) matches {text!r}") from None
 
@@ -218,7 +220,7 @@ def presentation_for(title: str, summary: str | None, document: Mapping[str, Any
             "blocks": []}
 
 
-def summarize(outcome: Outcome) -> str:
+def summarize(outcome: Verdict) -> str:
     """One line for an outcome."""
     res = outcome.resolution
     if res is None:

@@ -16,13 +16,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from adapters.cli import telegram as telegram_cli
 from adapters.telegram.fake_api import FakeBotApi
-from channels import decision_service, decisions, telegram_cli, worker
-from channels.config import install_telegram_profile, load_config
-from channels.decision_request import text_input
-from channels.presentation import callback_token
+from channels.config.install import install_telegram_profile
+from channels.config.loading import load_config
+from channels.decisions import views
+from channels.decisions import workflows as decision_service
+from channels.decisions.choices import text_input
+from channels.telegram import poll as worker
+from channels.telegram.buttons import callback_token
 from state.database import Database
-from state.errors import EXIT_INTERNAL, EXIT_OK
+from state.exit_codes import EXIT_INTERNAL, EXIT_OK
 
 DEMO_TOKEN = "123456789:demo-token-not-a-secret_0123456789ab"
 USER = 5123456789
@@ -124,7 +128,7 @@ def run_demo() -> int:
                 "prompt_text": prompt["text"], "reply_text": "Do modules 1-10 first."})
             _say("reply typed: 'Do modules 1-10 first.'")
             _poll(db)
-            view = db.read(lambda c: decisions.view(c, handle.decision_id))
+            view = db.read(lambda c: views.view(c, handle.decision_id))
             _say(f"reply accepted: decision {view.status} with {view.choice_label!r} "
                  f"({view.provenance}), input {view.input}")
             _poll(db)  # applies the settlement reserved by the resolution

@@ -1,32 +1,35 @@
-"""Decision presentations: validation, text rendering and the Telegram split.
+"""Decision presentation (`pi-workflows.decision-presentation.v1`) and its text rendering.
 
-The presentation schema `pi-workflows.decision-presentation.v1` is what an operator reads
-before answering. Every length here is counted in UTF-16 code units, as JavaScript's
-`.length` counts it, because the reference computed the limits and the Telegram parts that
-way; non-BMP characters count 2 and are never cut in half. Everything is pure.
+Normalization and limits follow reference-facts.md sections 1 and 3. Pure functions.
 """
 
 from __future__ import annotations
 
-import re
-import struct
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypedDict, TypeVar
 
-from channels.digests import text_sha256_hex
-from channels.errors import InvalidPresentation, TooManyParts
+from channels.errors import InvalidPresentation
+from channels.text import (
+    _TERMINAL_CONTROL_RE,
+    has_control_character,
+    is_blank,
+    operator_safe_text,
+    utf16_len,
+)
 
 SCHEMA = "pi-workflows.decision-presentation.v1"
+
 MAX_STRING_CODE_UNITS = 16_000
+
 MAX_BLOCKS = 256
+
 MAX_ITEMS = 256
+
 MAX_CODE_UNITS = 64_000
-MAX_TELEGRAM_PARTS = 20
-TELEGRAM_TEXT_LIMIT = 4_096
+
 FINGERPRINT_LENGTH = 12
-CALLBACK_TOKEN_PREFIX = "piw:"
 
 _T = TypeVar("_T")
 
@@ -95,50 +98,6 @@ class Segment:
 
     kind: SegmentKind
     text: str
-
-
-# JavaScript's String.prototype.trim set: WhiteSpace, LineTerminator and the Zs category.
-_JS_WHITESPACE = frozenset(
-    "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
-    "\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
-_CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
-_TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
-_NON_BMP_RE = re.compile("[\U00010000-\U0010ffff]")
-
-
-# --- UTF-16 helpers -------------------------------------------------------------------------
-
-
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units (JavaScript `.length`)."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def _to_units(text: str) -> str:
-    """A string with one character per UTF-16 code unit, so slicing behaves as in JavaScript."""
-    if _NON_BMP_RE.search(text) is None:
-        return text
-    data = text.encode("utf-16-le", "surrogatepass")
-    return "".join(map(chr, struct.unpack(f"<{len(data) // 2}H", data)))
-
-
-def _from_units(units: str) -> str:
-    """Undo `_to_units`: rejoin surrogate pairs into single characters."""
-    return units.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-
-
-def is_blank(text: str) -> bool:
-    """Whether `text` is empty after JavaScript's `trim()`."""
-    return all(ch in _JS_WHITESPACE for ch in text)
-
-
-def has_control_character(text: str) -> bool:
-    """Whether `text` has a code point at or below 31, or 127."""
-    return _CONTROL_RE.search(text) is not None
-
-
-# --- Normalization --------------------------------------------------------------------------
 
 
 def normalize_presentation(value: object) -> Presentation:
@@ -271,14 +230,6 @@ def _require_exact_keys(value: Mapping[str, Any], allowed: tuple[str, ...], labe
         raise InvalidPresentation(f"{label} has unknown field {', '.join(extras)}")
 
 
-# --- Rendering ------------------------------------------------------------------------------
-
-
-def operator_safe_text(text: str) -> str:
-    """Line ends to LF and terminal control characters to U+FFFD (TAB, LF and C1 kept)."""
-    return _TERMINAL_CONTROL_RE.sub("\ufffd", text.replace("\r\n", "\n").replace("\r", "\n"))
-
-
 def decision_segments(request: Mapping[str, Any]) -> list[Segment]:
     """The document segments of a request or channel-request document, in display order."""
     presentation: Presentation = request["presentation"]
@@ -338,78 +289,3 @@ def render_decision_text(request: Mapping[str, Any]) -> str:
     """The whole decision as one operator-safe text, ending with its `Decision <fp>` line."""
     content = "\n\n".join(operator_safe_text(s.text) for s in decision_segments(request))
     return f"{content}\n\nDecision {fingerprint(request['presentationDigest'])}"
-
-
-# --- Telegram parts -------------------------------------------------------------------------
-
-
-def part_header(part: int, total: int, fp: str) -> str:
-    """The header that starts every Telegram part."""
-    return f"Part {part}/{total}\nDecision {fp}\n\n"
-
-
-def split_parts(request: Mapping[str, Any], text_limit: int = TELEGRAM_TEXT_LIMIT) -> list[str]:
-    """The Telegram message texts for a request, each within `text_limit` UTF-16 code units."""
-    fp = fingerprint(request["presentationDigest"])
-    # Capacity is fixed by the widest header, so packing never depends on the final count.
-    capacity = text_limit - utf16_len(part_header(MAX_TELEGRAM_PARTS, MAX_TELEGRAM_PARTS, fp))
-    if capacity < 1:
-        raise ValueError("Telegram decision text limit is too small for its part header")
-    segments = [operator_safe_text(s.text) for s in decision_segments(request)]
-    bodies = pack_segments(segments, capacity)
-    if len(bodies) > MAX_TELEGRAM_PARTS:
-        raise TooManyParts(
-            f"Decision presentation renders as {len(bodies)} Telegram parts; "
-            f"limit is {MAX_TELEGRAM_PARTS}"
-        )
-    return [part_header(i, len(bodies), fp) + body for i, body in enumerate(bodies, start=1)]
-
-
-def pack_segments(segments: Sequence[str], capacity: int) -> list[str]:
-    """Part bodies: pieces joined by a blank line while they fit; a piece never back-fills."""
-    bodies: list[str] = []
-    current = ""
-    for segment in segments:
-        for piece in _split_units(_to_units(segment), capacity):
-            candidate = f"{current}\n\n{piece}" if current else piece
-            if len(candidate) <= capacity:
-                current = candidate
-                continue
-            if current:
-                bodies.append(_from_units(current))
-            current = piece
-    if current:
-        bodies.append(_from_units(current))
-    return bodies or ["Decision"]
-
-
-def split_segment(text: str, capacity: int) -> list[str]:
-    """Cut one segment into pieces of at most `capacity` code units; joined they give `text`."""
-    return [_from_units(piece) for piece in _split_units(_to_units(text), capacity)]
-
-
-def _split_units(units: str, capacity: int) -> list[str]:
-    pieces: list[str] = []
-    while len(units) > capacity:
-        end = _cut_index(units, capacity)
-        pieces.append(units[:end])
-        units = units[end:]
-    if units:
-        pieces.append(units)
-    return pieces
-
-
-def _cut_index(units: str, capacity: int) -> int:
-    end = capacity
-    if 0xD800 <= ord(units[end - 1]) <= 0xDBFF:
-        end -= 1
-    end = max(1, end)
-    # JavaScript lastIndexOf("\n", end) also finds an LF at `end`; it then starts the next piece.
-    newline = units.rfind("\n", 0, end + 1)
-    return newline if newline > 0 else end
-
-
-def callback_token(decision_id: str, request_digest: str, choice_id: str) -> str:
-    """The 28-character Telegram callback_data for one choice of one request."""
-    digest = text_sha256_hex(f"{decision_id}\0{request_digest}\0{choice_id}")
-    return CALLBACK_TOKEN_PREFIX + digest[:24]

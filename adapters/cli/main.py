@@ -1,0 +1,118 @@
+"""The `piw-channels` command line: the one composition root, a thin shell over the library.
+
+Quiet on success where cron runs it, `--json` where scripts read the output, one-line
+`Error: ...` messages on stderr, and the documented exit codes (README, `state.exit_codes`).
+Each command group lives in its own module with a `register(sub)` function; only the group of
+the command being run is imported, so a cron `poll` loads neither the Pi bridge nor the demo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from adapters.cli.errors import UsageError
+from state.errors import StateError
+from state.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
+from state.version import VERSION
+
+Handler = Callable[[argparse.Namespace], int]
+Register = Callable[[Any], None]
+
+
+def _database() -> Register:
+    from adapters.cli import database
+
+    return database.register
+
+
+def _decisions() -> Register:
+    from adapters.cli import decisions
+
+    return decisions.register
+
+
+def _setup() -> Register:
+    from adapters.cli import setup
+
+    return setup.register
+
+
+def _telegram() -> Register:
+    from adapters.cli import telegram
+
+    return telegram.register
+
+
+def _demo() -> Register:
+    from adapters.cli import demo
+
+    return demo.register
+
+
+def _pi() -> Register:
+    from adapters.cli import pi
+
+    return pi.register
+
+
+# Command -> the loader of the group that registers it (in help order).
+_GROUPS: dict[str, Callable[[], Register]] = {
+    "init": _database, "verify": _database, "backup": _database, "status": _database,
+    "ask": _decisions, "decisions": _decisions, "show": _decisions, "cancel": _decisions,
+    "expire": _decisions, "setup": _setup, "poll": _telegram, "resend": _telegram,
+    "demo": _demo, "pi": _pi,
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every subcommand, or, when `command` names a known command, with that
+    command's group only."""
+    parser = argparse.ArgumentParser(
+        prog="piw-channels",
+        description="Carry Pi Workflows human decisions over Telegram and Pi.",
+        epilog="Exit codes: 0 ok, 1 internal error, 2 usage, 65 incompatible or corrupt "
+        "database, 75 temporary condition, 77 permission problem, 78 invalid configuration.",
+    )
+    parser.add_argument("--version", action="version", version=f"piw-channels {VERSION}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    wanted = _GROUPS.get(command or "")
+    loaders = [wanted] if wanted else list(dict.fromkeys(_GROUPS.values()))
+    for load in loaders:
+        load()(sub)
+    return parser
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand word of an argument list (the first non-option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse, dispatch, and map every known error to its exit code."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_of(words))
+    args = parser.parse_args(words)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except StateError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except UsageError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        code = getattr(exc, "exit_code", None)
+        print(f"Error: {exc}", file=sys.stderr)
+        return code if isinstance(code, int) else EXIT_INTERNAL
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(run())

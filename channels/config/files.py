@@ -1,0 +1,193 @@
+"""Private files: regular files only, no group or other permission bits, read without following
+surprises; written atomically with mode 0600. Tokens are read here and never copied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from channels.config.errors import (
+    ConfigError,
+    ConfigInvalid,
+    ConfigPermission,
+    ConfigUnavailable,
+)
+
+if TYPE_CHECKING:
+    from channels.config.model import TelegramCredential
+
+_SETUP: Final = "Telegram setup"
+_PRIVATE_FILE_MODE: Final = 0o600
+
+_PRIVATE_DIR_MODE: Final = 0o700
+
+
+def _check_directory(directory: Path) -> None:
+    try:
+        mode = stat.S_IMODE(directory.stat().st_mode)
+    except OSError as exc:
+        raise _os_error(_FileRef(directory, str(directory)), exc) from None
+    if mode & 0o022:
+        fix = f"chmod 700 {shlex.quote(str(directory))}"
+        raise ConfigPermission(
+            f"{directory} is writable by group or others (mode {mode:04o}); fix: {fix}",
+            path=directory,
+            hint=fix,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _FileRef:
+    """A file to read, with the words that introduce it in messages."""
+
+    path: Path
+    context: str
+    field: str | None = None
+
+
+def _read_file(ref: _FileRef, *, private: bool = True) -> bytes:
+    """The file's bytes, checked through the descriptor that reads them (no check/use race).
+
+    FileNotFoundError passes through: each caller decides what a missing file means.
+    """
+    try:
+        # O_NONBLOCK: a FIFO planted in place of a file must not hang the poller.
+        fd = os.open(ref.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _os_error(ref, exc) from None
+    try:
+        _require_regular(ref, os.fstat(fd).st_mode, private=private)
+        return _read_all(fd)
+    except OSError as exc:
+        raise _os_error(ref, exc) from None
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _require_regular(ref: _FileRef, st_mode: int, *, private: bool) -> None:
+    if not stat.S_ISREG(st_mode):
+        raise ConfigInvalid(
+            f"{ref.context} must be a regular file (it is {_file_kind(st_mode)})",
+            path=ref.path,
+            field=ref.field,
+        )
+    mode = stat.S_IMODE(st_mode)
+    if private and mode & 0o077:
+        fix = f"chmod 600 {shlex.quote(str(ref.path))}"
+        raise ConfigPermission(
+            f"{ref.context} permissions must be 0600 or stricter (mode is {mode:04o}); fix: {fix}",
+            path=ref.path,
+            field=ref.field,
+            hint=fix,
+        )
+
+
+def _file_kind(st_mode: int) -> str:
+    if stat.S_ISDIR(st_mode):
+        return "a directory"
+    if stat.S_ISFIFO(st_mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(st_mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(st_mode) or stat.S_ISBLK(st_mode) else "not a file"
+
+
+def _os_error(ref: _FileRef, exc: OSError) -> ConfigError:
+    reason = exc.strerror or type(exc).__name__
+    if isinstance(exc, PermissionError):
+        return ConfigPermission(
+            f"{ref.context} cannot be accessed ({reason}); it must belong to, and be "
+            "readable by, the user that runs piw-channels",
+            path=ref.path,
+            field=ref.field,
+        )
+    return ConfigUnavailable(f"{ref.context} cannot be used ({reason})", path=ref.path)
+
+
+def _read_token(credential: TelegramCredential, *, prefix: str, field: str | None) -> str:
+    """The trimmed token; every error names the file, never its content."""
+    path = credential.token_file
+    context = f"{prefix}Telegram credential {credential.name} token file {path}"
+    ref = _FileRef(path, context, field)
+    if not path.is_absolute():
+        raise ConfigInvalid(f"{context} must be an absolute path", path=path, field=field)
+    try:
+        data = _read_file(ref)
+    except FileNotFoundError:
+        raise ConfigInvalid(f"{context} does not exist", path=path, field=field) from None
+    try:
+        # `from None` below: a UnicodeDecodeError keeps the whole input, i.e. the token.
+        token = data.decode("utf-8-sig").strip()
+    except UnicodeDecodeError:
+        raise ConfigInvalid(f"{context} is not UTF-8 text", path=path, field=field) from None
+    if not token:
+        raise ConfigInvalid(
+            f"{prefix}Telegram credential {credential.name} token file is empty ({path})",
+            path=path,
+            field=field,
+        )
+    return token
+
+
+def _prepare_directory(root: Path) -> None:
+    try:
+        root.mkdir(mode=_PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        os.chmod(root, _PRIVATE_DIR_MODE)  # kept 0700 even when it already existed
+    except OSError as exc:
+        raise _os_error(_FileRef(root, f"{_SETUP}: configuration directory {root}"), exc) from None
+
+
+def _write_private_json(path: Path, document: Mapping[str, object]) -> None:
+    """Write 2-space JSON + LF via `<f>.<pid>.<random>.tmp` (0600), fsync and rename."""
+    data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(16)}.tmp")
+    try:
+        _write_new_file(temporary, data)
+        os.replace(temporary, path)
+        os.chmod(path, _PRIVATE_FILE_MODE)
+        _fsync_directory(path.parent)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise _os_error(_FileRef(path, f"{_SETUP}: {path}"), exc) from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _write_new_file(path: Path, data: bytes) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    fd = os.open(path, flags, _PRIVATE_FILE_MODE)
+    try:
+        os.fchmod(fd, _PRIVATE_FILE_MODE)  # the umask may have removed owner bits
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable, not only the file's content.
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,193 @@
+"""The installer behind `setup telegram`: merge a profile into the private files, atomically."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from channels.config.files import (
+    _SETUP,
+    _FileRef,
+    _prepare_directory,
+    _read_file,
+    _read_token,
+    _write_private_json,
+)
+from channels.config.model import (
+    CHANNELS_FILE,
+    CHANNELS_SCHEMA,
+    CREDENTIALS_FILE,
+    CREDENTIALS_SCHEMA,
+    DEFAULT_API_BASE_URL,
+    PI_CHANNEL,
+    Audience,
+    InstallResult,
+    TelegramCredential,
+    TelegramProfile,
+)
+from channels.config.parsing import (
+    _api_base_url,
+    _audience_name,
+    _check_references,
+    _ids,
+    _name,
+    _parse_channels,
+    _parse_credentials,
+    _parse_json,
+    _Source,
+)
+
+
+def install_telegram_profile(
+    config_dir: Path | str,
+    *,
+    token_file: Path | str,
+    user_ids: Sequence[str | int],
+    chat_ids: Sequence[str | int],
+    profile: str = "default",
+    audience: str = "operator",
+    credential: str = "telegram",
+    api_base_url: str | None = None,
+) -> InstallResult:
+    """Merge one verified Telegram profile into both files and write them atomically (0600).
+
+    The caller has already verified the token (getMe). Other profiles, audiences and
+    credentials are kept; the audience routes to `pi`, its other channels, then this profile.
+    credentials.json is written first, so a crash between the two writes never leaves
+    channels.json naming a credential that does not exist. The token is never copied.
+    """
+    setup = _Source(_SETUP)
+    new_profile = TelegramProfile(
+        name=_name(setup, profile, "profile", "Telegram profile name"),
+        credential=_name(setup, credential, "credential", "Telegram credential name"),
+        allowed_user_ids=_setup_ids(setup, user_ids, "user_ids", "Telegram allowed user IDs"),
+        allowed_chat_ids=_setup_ids(setup, chat_ids, "chat_ids", "Telegram allowed chat IDs"),
+        api_base_url=(
+            DEFAULT_API_BASE_URL
+            if api_base_url is None
+            else _api_base_url(setup, api_base_url, "api_base_url")
+        ),
+    )
+    audience_name = _audience_name(setup, audience, "audience")
+    new_credential = _setup_credential(setup, new_profile.credential, token_file)
+    root = Path(config_dir)
+    _prepare_directory(root)
+    return _merge_and_write(root, new_profile, audience_name, new_credential)
+
+
+def _setup_ids(
+    source: _Source, values: Sequence[str | int], where: str, what: str
+) -> tuple[str, ...]:
+    if isinstance(values, str | bytes):  # a lone string would split into one-digit IDs
+        raise source.invalid(where, f"{what} must be a list of IDs, not a single string")
+    # Integers are fine here (argument parsers produce them); the file stores strings.
+    ids: list[object] = [_setup_id(item) for item in values]
+    checked = _ids(source, ids, where, what)
+    return tuple(dict.fromkeys(checked))  # drop repeats, keep the order given
+
+
+def _setup_id(item: object) -> object:
+    if isinstance(item, int) and not isinstance(item, bool):
+        return str(item)
+    return item.strip() if isinstance(item, str) else item
+
+
+def _setup_credential(source: _Source, name: str, token_file: Path | str) -> TelegramCredential:
+    path = Path(token_file)
+    if not path.is_absolute():
+        raise source.invalid("token_file", "Telegram token file path must be absolute")
+    credential = TelegramCredential(name=name, token_file=path)
+    # Checks the file (regular, private, non-empty); the token read here is dropped at once.
+    _read_token(credential, prefix=f"{_SETUP}: token_file: ", field="token_file")
+    return credential
+
+
+def _merge_and_write(
+    root: Path, profile: TelegramProfile, audience: str, credential: TelegramCredential
+) -> InstallResult:
+    channels_path = root / CHANNELS_FILE
+    credentials_path = root / CREDENTIALS_FILE
+    audiences, profiles = _existing_channels(channels_path)
+    credentials = _existing_credentials(credentials_path)
+    replaced = profile.name in profiles
+    merged_audience = Audience(audience, _merged_routes(audiences.get(audience), profile.channel))
+    profiles[profile.name] = profile
+    audiences[audience] = merged_audience
+    credentials[credential.name] = credential
+    _check_references(_Source(str(channels_path), channels_path), profiles, credentials)
+    _write_private_json(credentials_path, _credentials_document(credentials))
+    _write_private_json(channels_path, _channels_document(audiences, profiles))
+    return InstallResult(
+        config_dir=root,
+        channels_path=channels_path,
+        credentials_path=credentials_path,
+        profile=profile,
+        audience=merged_audience,
+        credential=credential,
+        replaced_profile=replaced,
+    )
+
+
+def _merged_routes(existing: Audience | None, channel: str) -> tuple[str, ...]:
+    """`pi` first, then the audience's other channels in their order, then this profile."""
+    kept = () if existing is None else existing.channels
+    others = tuple(name for name in kept if name not in (PI_CHANNEL, channel))
+    return (PI_CHANNEL, *others, channel)
+
+
+def _existing_document(path: Path) -> tuple[_Source, object] | None:
+    # Existing files are read without the mode check: setup rewrites them as 0600 anyway.
+    try:
+        data = _read_file(_FileRef(path, str(path)), private=False)
+    except FileNotFoundError:
+        return None
+    source = _Source(str(path), path)
+    return source, _parse_json(source, data)
+
+
+def _existing_channels(path: Path) -> tuple[dict[str, Audience], dict[str, TelegramProfile]]:
+    found = _existing_document(path)
+    return ({}, {}) if found is None else _parse_channels(*found)
+
+
+def _existing_credentials(path: Path) -> dict[str, TelegramCredential]:
+    found = _existing_document(path)
+    return {} if found is None else _parse_credentials(*found)
+
+
+def _channels_document(
+    audiences: Mapping[str, Audience], profiles: Mapping[str, TelegramProfile]
+) -> dict[str, object]:
+    document: dict[str, object] = {
+        "schema": CHANNELS_SCHEMA,
+        "audiences": {
+            name: {"channels": list(entry.channels), "accept": entry.accept}
+            for name, entry in audiences.items()
+        },
+    }
+    if profiles:
+        document["telegramProfiles"] = {
+            name: _profile_entry(entry) for name, entry in profiles.items()
+        }
+    return document
+
+
+def _profile_entry(profile: TelegramProfile) -> dict[str, object]:
+    entry: dict[str, object] = {
+        "credential": profile.credential,
+        "allowedUserIds": list(profile.allowed_user_ids),
+        "allowedChatIds": list(profile.allowed_chat_ids),
+    }
+    # Omitted when default, so the file stays readable by the reference implementation.
+    if profile.api_base_url != DEFAULT_API_BASE_URL:
+        entry["apiBaseUrl"] = profile.api_base_url
+    return entry
+
+
+def _credentials_document(credentials: Mapping[str, TelegramCredential]) -> dict[str, object]:
+    return {
+        "schema": CREDENTIALS_SCHEMA,
+        "telegram": {
+            name: {"tokenFile": str(entry.token_file)} for name, entry in credentials.items()
+        },
+    }

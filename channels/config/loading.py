@@ -1,0 +1,99 @@
+"""Finding and loading the private configuration directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from channels.config.errors import (
+    SETUP_HINT,
+    ConfigInvalid,
+    ConfigMissing,
+)
+from channels.config.files import _check_directory, _FileRef, _read_file, _read_token
+from channels.config.model import (
+    CHANNELS_FILE,
+    CONFIG_DIR_ENV,
+    CREDENTIALS_FILE,
+    ChannelsConfig,
+    TelegramCredential,
+    TelegramProfile,
+    _child,
+)
+from channels.config.parsing import (
+    _check_references,
+    _parse_channels,
+    _parse_credentials,
+    _parse_json,
+    _Source,
+)
+
+
+def resolve_config_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """`$PI_WORKFLOWS_CONFIG_DIR` when set and non-empty, else `~/.config/pi-workflows`."""
+    env = os.environ if environ is None else environ
+    configured = env.get(CONFIG_DIR_ENV, "")
+    if configured:
+        # Absolute so that every message and `chmod` fix names an unambiguous path.
+        return Path(configured).absolute()
+    return Path.home() / ".config" / "pi-workflows"
+
+
+def load_config(directory: Path | str | None = None) -> ChannelsConfig | None:
+    """Load and check the private configuration; None when there is no channels.json."""
+    root = resolve_config_dir() if directory is None else Path(directory)
+    channels_path = root / CHANNELS_FILE
+    data = _read_channels_file(channels_path)
+    if data is None:
+        return None
+    _check_directory(root)
+    source = _Source(str(channels_path), channels_path)
+    audiences, profiles = _parse_channels(source, _parse_json(source, data))
+    credentials = _load_credentials(root / CREDENTIALS_FILE, source, profiles) if profiles else {}
+    return ChannelsConfig(audiences, profiles, credentials)
+
+
+def require_config(directory: Path | str | None = None) -> ChannelsConfig:
+    """Like `load_config`, but no channels.json is ConfigMissing (for Telegram commands)."""
+    root = resolve_config_dir() if directory is None else Path(directory)
+    config = load_config(root)
+    if config is None:
+        path = root / CHANNELS_FILE
+        raise ConfigMissing(
+            f"No channel configuration: {path} does not exist; run `{SETUP_HINT}` to create it",
+            path=path,
+            hint=SETUP_HINT,
+        )
+    return config
+
+
+def _read_channels_file(path: Path) -> bytes | None:
+    try:
+        return _read_file(_FileRef(path, str(path)))
+    except FileNotFoundError:
+        if os.path.lexists(path):  # a dangling symlink is a broken setup, not "no config"
+            raise ConfigInvalid(
+                f"{path} is a symbolic link to a file that does not exist", path=path
+            ) from None
+        return None
+
+
+def _load_credentials(
+    path: Path, channels: _Source, profiles: Mapping[str, TelegramProfile]
+) -> dict[str, TelegramCredential]:
+    try:
+        data = _read_file(_FileRef(path, str(path)))
+    except FileNotFoundError:
+        raise ConfigInvalid(
+            f"{path} does not exist, but {channels.label} defines Telegram profiles",
+            path=path,
+            hint=SETUP_HINT,
+        ) from None
+    source = _Source(str(path), path)
+    credentials = _parse_credentials(source, _parse_json(source, data))
+    _check_references(channels, profiles, credentials)
+    for credential in credentials.values():
+        where = _child(_child("telegram", credential.name), "tokenFile")
+        _read_token(credential, prefix=f"{path}: {where}: ", field=where)
+    return credentials

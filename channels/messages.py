@@ -1,0 +1,197 @@
+"""`channel_messages` and `channel_message_parts`: what was sent where, part by part.
+
+A part row written before its send is the intent; its provider reference is written after a
+confirmed send. A row without a reference is ambiguous and never re-sent automatically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import apsw
+
+from channels.store import _hex40
+from state import blobs
+
+Purpose = Literal["delivery", "settlement", "prompt"]
+
+MessageStatus = Literal["pending", "confirmed", "failed", "ambiguous"]
+
+
+def message_id_for(channel_id: str, purpose: Purpose, *parts: str) -> str:
+    """Deterministic message id, so a retried effect finds its own row."""
+    return f"{purpose}-" + _hex40("\0".join([channel_id, *parts]))
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """A channel message (delivery, prompt or settlement)."""
+
+    message_id: str
+    channel_id: str
+    decision_id: str | None
+    purpose: str
+    status: str
+    conversation_ref: str | None
+    message_ref: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartRow:
+    """One part to one recipient; refs are None while it is only an intent."""
+
+    message_id: str
+    recipient_index: int
+    part_index: int
+    conversation_ref: str | None
+    message_ref: str | None
+
+    @property
+    def is_intent(self) -> bool:
+        return self.message_ref is None
+
+
+def ensure_message(
+    conn: apsw.Connection,
+    message_id: str,
+    channel_id: str,
+    decision_id: str | None,
+    purpose: Purpose,
+    text: str,
+    now: int,
+) -> MessageRow:
+    """Create the message row (pending) if it does not exist; return it."""
+    conn.execute(
+        "INSERT INTO channel_messages (message_id, channel_id, decision_id, purpose, content_hash,"
+        " status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)"
+        " ON CONFLICT (message_id) DO NOTHING",
+        (message_id, channel_id, decision_id, purpose, blobs.put_text(conn, text, now), now, now),
+    )
+    found = get_message(conn, message_id)
+    assert found is not None
+    return found
+
+
+def get_message(conn: apsw.Connection, message_id: str) -> MessageRow | None:
+    """One message row."""
+    r = conn.execute(
+        "SELECT message_id, channel_id, decision_id, purpose, status, external_conversation_ref,"
+        " external_message_ref FROM channel_messages WHERE message_id = ?",
+        (message_id,),
+    ).fetchone()
+    return None if r is None else MessageRow(*r)
+
+
+def set_message_status(
+    conn: apsw.Connection,
+    message_id: str,
+    status: MessageStatus,
+    now: int,
+    *,
+    conversation_ref: str | None = None,
+    message_ref: str | None = None,
+) -> None:
+    """Move a message to a new status (refs are kept when not given)."""
+    conn.execute(
+        "UPDATE channel_messages SET status = :status, updated_at = :now,"
+        " external_conversation_ref = coalesce(:conv, external_conversation_ref),"
+        " external_message_ref = coalesce(:msg, external_message_ref) WHERE message_id = :id",
+        {"status": status, "now": now, "conv": conversation_ref, "msg": message_ref,
+         "id": message_id},
+    )
+
+
+def parts(conn: apsw.Connection, message_id: str) -> list[PartRow]:
+    """All part rows of a message, by recipient then part."""
+    rows = conn.execute(
+        "SELECT message_id, recipient_index, part_index, external_conversation_ref,"
+        " external_message_ref FROM channel_message_parts WHERE message_id = ?"
+        " ORDER BY recipient_index, part_index",
+        (message_id,),
+    )
+    return [PartRow(*r) for r in rows]
+
+
+def write_part_intent(
+    conn: apsw.Connection, message_id: str, recipient: int, part: int, text: str, now: int
+) -> None:
+    """The intent row, committed before the send."""
+    conn.execute(
+        "INSERT INTO channel_message_parts (message_id, recipient_index, part_index, content_hash)"
+        " VALUES (?, ?, ?, ?)",
+        (message_id, recipient, part, blobs.put_text(conn, text, now)),
+    )
+
+
+def confirm_part(
+    conn: apsw.Connection, message_id: str, recipient: int, part: int, conversation_ref: str,
+    message_ref: str,
+) -> None:
+    """Record the provider references of a sent part (also used to reconcile one)."""
+    conn.execute(
+        "UPDATE channel_message_parts SET external_conversation_ref = ?, external_message_ref = ?"
+        " WHERE message_id = ? AND recipient_index = ? AND part_index = ?",
+        (conversation_ref, message_ref, message_id, recipient, part),
+    )
+
+
+def remove_part_intent(conn: apsw.Connection, message_id: str, recipient: int, part: int) -> None:
+    """The send provably did not happen: the part is unsent again."""
+    conn.execute(
+        "DELETE FROM channel_message_parts WHERE message_id = ? AND recipient_index = ?"
+        " AND part_index = ? AND external_message_ref IS NULL",
+        (message_id, recipient, part),
+    )
+
+
+def messages_for_decision(
+    conn: apsw.Connection, channel_id: str, decision_id: str, purposes: Iterable[Purpose]
+) -> list[MessageRow]:
+    """Messages of a decision on a channel."""
+    wanted = tuple(purposes)
+    marks = ",".join("?" * len(wanted))
+    rows = conn.execute(
+        "SELECT message_id, channel_id, decision_id, purpose, status, external_conversation_ref,"
+        f" external_message_ref FROM channel_messages WHERE decision_id = ? AND channel_id = ?"
+        f" AND purpose IN ({marks}) ORDER BY created_at, message_id",
+        (decision_id, channel_id, *wanted),
+    )
+    return [MessageRow(*r) for r in rows]
+
+
+def find_message_by_ref(
+    conn: apsw.Connection, channel_id: str, purpose: Purpose, conversation_ref: str,
+    message_ref: str,
+) -> MessageRow | None:
+    """A message whose own references match (prompts are single-part)."""
+    r = conn.execute(
+        "SELECT message_id, channel_id, decision_id, purpose, status, external_conversation_ref,"
+        " external_message_ref FROM channel_messages WHERE channel_id = ? AND purpose = ?"
+        " AND external_conversation_ref = ? AND external_message_ref = ?",
+        (channel_id, purpose, conversation_ref, message_ref),
+    ).fetchone()
+    return None if r is None else MessageRow(*r)
+
+
+def delivery_counts(conn: apsw.Connection, channel_id: str) -> dict[str, int]:
+    """Delivery messages by status."""
+    return {str(s): int(n) for s, n in conn.execute(
+        "SELECT status, count(*) FROM channel_messages WHERE channel_id = ?"
+        " AND purpose = 'delivery' GROUP BY status", (channel_id,))}
+
+
+def unconfirmed_text(conn: apsw.Connection, message_id: str) -> str | None:
+    """The text of a single-part message whose part is still an intent (else None)."""
+    row = conn.execute(
+        "SELECT m.content_hash FROM channel_messages m JOIN channel_message_parts p"
+        " USING (message_id) WHERE m.message_id = ? AND p.external_message_ref IS NULL",
+        (message_id,),
+    ).fetchone()
+    return None if row is None else blobs.get_text(conn, bytes(row[0]))
+
+
+def message_has_intents(conn: apsw.Connection, message_id: str) -> bool:
+    """Whether any part of the message is an unconfirmed intent (maybe sent)."""
+    return any(p.is_intent for p in parts(conn, message_id))

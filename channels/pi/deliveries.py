@@ -1,0 +1,105 @@
+"""Deliveries of open decisions into Pi sessions, with the session's confirmation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import apsw
+
+from channels import messages, store
+from channels.config.model import ChannelsConfig
+from channels.decisions import records
+from channels.pi.answers import OpenDecision, _open_rows, load_open
+from channels.pi.sessions import routes_to_pi
+from state.errors import WriteRejected
+from state.leases import Lease
+
+DELIVERED_CURSOR = "pi_delivered"
+
+
+def delivery_message_id(channel_id: str, decision_id: str) -> str:
+    """The deterministic delivery message of a decision on a channel."""
+    return messages.message_id_for(channel_id, "delivery", decision_id)
+
+
+def delivery_statuses(conn: apsw.Connection, channel_id: str) -> dict[str, str]:
+    """decision_id -> status of this channel's delivery messages."""
+    rows = conn.execute(
+        "SELECT decision_id, status FROM channel_messages WHERE channel_id = ?"
+        " AND purpose = 'delivery' AND decision_id IS NOT NULL",
+        (channel_id,),
+    )
+    return {str(a): str(b) for a, b in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A decision to show in a Pi session, under its channel message id."""
+
+    message_id: str
+    decision: OpenDecision
+
+
+def undelivered(
+    conn: apsw.Connection,
+    channel_id: str,
+    session_id: str,
+    config: ChannelsConfig | None,
+    skip: frozenset[str] = frozenset(),
+    *,
+    now: int | None = None,
+) -> list[Delivery]:
+    """Open decisions routed to `pi` that this session has not confirmed (and that are not in
+    `skip`, the ones this bridge already sent). Only these are loaded and rendered."""
+    statuses = delivery_statuses(conn, channel_id)
+    found = []
+    for decision_id, audience in _open_rows(conn, session_id, now):
+        if statuses.get(decision_id) == "confirmed" or decision_id in skip:
+            continue
+        if routes_to_pi(config, audience):
+            found.append(Delivery(delivery_message_id(channel_id, decision_id),
+                                  load_open(conn, decision_id)))
+    return found
+
+
+def record_deliveries(
+    conn: apsw.Connection, lease: Lease, channel_id: str, deliveries: Sequence[Delivery], now: int
+) -> list[Delivery]:
+    """Write each delivery's message row (the intent) before it is sent; owner only.
+
+    A decision resolved since it was read is skipped: its row would come too late to get a
+    settlement, and the session must never be shown a decided question as open.
+    """
+    store.verify(conn, lease, channel_id, now)
+    recorded = []
+    for item in deliveries:
+        if records.resolution_of(conn, item.decision.decision_id) is not None:
+            continue
+        messages.ensure_message(conn, item.message_id, channel_id, item.decision.decision_id,
+                             "delivery", item.decision.text, now)
+        recorded.append(item)
+    return recorded
+
+
+def confirm_delivery(
+    conn: apsw.Connection,
+    lease: Lease,
+    channel_id: str,
+    session_id: str,
+    message_id: str,
+    entry_id: str,
+    now: int,
+) -> int:
+    """Record the Pi entry id as the delivery's reference and advance the cursor of
+    acknowledged deliveries; returns the cursor. WriteRejected for a message that is not a
+    delivery of this channel."""
+    store.verify(conn, lease, channel_id, now)
+    message = messages.get_message(conn, message_id)
+    if message is None or message.channel_id != channel_id or message.purpose != "delivery":
+        raise WriteRejected(f"{message_id} is not a delivery of this Pi session")
+    messages.set_message_status(conn, message_id, "confirmed", now, conversation_ref=session_id,
+                             message_ref=entry_id)
+    confirmed = messages.delivery_counts(conn, channel_id).get("confirmed", 0)
+    store.set_cursor(conn, lease, channel_id, DELIVERED_CURSOR, str(confirmed), now)
+    return confirmed

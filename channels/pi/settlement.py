@@ -1,0 +1,77 @@
+"""Settling a Pi session's view of a decision once it is resolved (`pi.settle` effects)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import apsw
+
+from channels import store
+from state import effects
+from state.clock import Entropy
+from state.effects import Attempt, Effect
+from state.leases import Lease
+from state.resources import Actor
+
+SETTLE_EFFECT = "pi.settle"
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """A due `pi.settle` effect of one channel with what the extension is told."""
+
+    effect_id: str
+    decision_id: str
+    outcome: str
+    provenance: str
+    text: str
+
+
+def due_settlements(conn: apsw.Connection, channel_id: str, now: int) -> list[Settlement]:
+    """Pending `pi.settle` effects of this channel (their idempotency key is the channel)."""
+    found = []
+    for effect in effects.list_due(conn, [SETTLE_EFFECT], now):
+        if effect.idempotency_key != channel_id:
+            continue
+        body = effects.payload(conn, effect)
+        found.append(Settlement(effect.effect_id, str(body["decisionId"]), str(body["outcome"]),
+                                str(body["provenance"]), str(body["text"])))
+    return found
+
+
+def begin_settlement(
+    conn: apsw.Connection,
+    lease: Lease,
+    channel_id: str,
+    effect_id: str,
+    now: int,
+    entropy: Entropy,
+) -> Attempt:
+    """Start applying a settlement (the channel owner only)."""
+    store.verify(conn, lease, channel_id, now)
+    return effects.begin_attempt(conn, effect_id, "channel", lease.owner_id, now, entropy)
+
+
+def finish_settlement(conn: apsw.Connection, attempt: Attempt, sent: bool, now: int) -> Effect:
+    """Settle as applied, or, when the line provably was not written (the pipe was closed),
+    make it pending again for the next bridge of this session."""
+    if sent:
+        return effects.finish_attempt(conn, attempt, "applied", now)
+    return effects.finish_attempt(conn, attempt, "rejected", now, error={"pipe": "closed"},
+                                  retry_at=now)
+
+
+def recover_settlements(conn: apsw.Connection, lease: Lease, channel_id: str, now: int) -> int:
+    """Attempts left `applying` by a dead bridge of this channel become pending again.
+
+    A repeated `settle` is harmless (the extension only shows the outcome again), so an
+    interrupted attempt is retried instead of being left ambiguous.
+    """
+    store.verify(conn, lease, channel_id, now)
+    actor = Actor("channel", lease.owner_id)
+    count = 0
+    for effect in effects.abandoned(conn, [SETTLE_EFFECT], now):
+        if effect.idempotency_key == channel_id:
+            effects.interrupt(conn, effect, actor, now, provably_unsent=True)
+            count += 1
+    return count

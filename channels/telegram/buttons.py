@@ -1,0 +1,77 @@
+"""Inline buttons: callback tokens (`piw:` + 24 hex), the keyboard, and the index that maps a
+pressed token back to its decision and choice.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import apsw
+
+from channels.decisions import views
+from channels.decisions.digests import text_sha256_hex
+from channels.decisions.request import DecisionRequest
+
+CALLBACK_TOKEN_PREFIX = "piw:"
+
+
+def callback_token(decision_id: str, request_digest: str, choice_id: str) -> str:
+    """The 28-character Telegram callback_data for one choice of one request."""
+    digest = text_sha256_hex(f"{decision_id}\0{request_digest}\0{choice_id}")
+    return CALLBACK_TOKEN_PREFIX + digest[:24]
+
+
+TOKEN_RE = re.compile(r"piw:[0-9a-f]{24}")
+
+RECENT_MS = 7 * 24 * 3600 * 1000  # presses on decisions resolved this long ago are unknown
+
+
+class ButtonIndex:
+    """callback_data token -> (decision, choice) for decisions this channel presented.
+
+    Tokens are derived from immutable request data, so the index is only ever extended.
+    """
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, tuple[str, str]] = {}
+        self._known: set[str] = set()
+
+    def add(self, request: DecisionRequest) -> None:
+        self._add(request.decision_id, request.request_digest, list(request.choices))
+
+    def _add(self, decision_id: str, request_digest: str, choice_ids: list[str]) -> None:
+        if decision_id in self._known:
+            return
+        self._known.add(decision_id)
+        for choice_id in choice_ids:
+            token = callback_token(decision_id, request_digest, choice_id)
+            self._tokens[token] = (decision_id, choice_id)
+
+    def refresh(self, conn: apsw.Connection, channel_id: str, now: int) -> None:
+        """Index decisions presented on the channel that are open or recently resolved (a press
+        on an older one is answered as an unknown button: its keyboard was removed long ago)."""
+        for decision_id, digest, choice_ids in views.button_basis(
+                conn, channel_id, now - RECENT_MS):
+            self._add(decision_id, digest, choice_ids)
+
+    def lookup(self, token: str) -> tuple[str, str] | None:
+        return self._tokens.get(token)
+
+    def find(self, conn: apsw.Connection, channel_id: str, token: str, now: int
+             ) -> tuple[str, str] | None:
+        """Look a token up, reading newly presented decisions only on a miss."""
+        found = self._tokens.get(token)
+        if found is None:
+            self.refresh(conn, channel_id, now)
+            found = self._tokens.get(token)
+        return found
+
+
+def keyboard(request: DecisionRequest) -> dict[str, Any]:
+    """One row per choice: the label and its callback token."""
+    return {"inline_keyboard": [
+        [{"text": choice["label"],
+          "callback_data": callback_token(request.decision_id, request.request_digest, cid)}]
+        for cid, choice in request.choices.items()
+    ]}

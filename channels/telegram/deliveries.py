@@ -1,0 +1,101 @@
+"""Reserving Telegram deliveries: which open decisions go to which chats, and resends.
+
+Runs inside the caller's transaction; the effects it reserves are applied by `outbound`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import apsw
+
+from channels import messages
+from channels.decisions import records, views
+from channels.telegram.identity import Channel
+from state import effects
+from state.resources import Actor, current_revision
+
+DELIVER = "telegram.deliver"
+
+PROMPT = "telegram.prompt"
+
+SETTLE = "telegram.settle"
+
+
+def delivery_recipients(
+    conn: apsw.Connection, channel: Channel, decision: records.StoredDecision
+) -> list[str]:
+    """The recipients a delivery was made to (fixed at reservation time)."""
+    effect_id = effects.effect_id_for(decision.resource_id, DELIVER, channel.channel_id)
+    try:
+        payload = effects.payload(conn, effects.get(conn, effect_id))
+    except KeyError:
+        return list(channel.recipients)
+    return [str(r) for r in payload.get("recipients", channel.recipients)]
+
+
+def open_routed_decisions(conn: apsw.Connection, channel: Channel, now: int) -> list[str]:
+    """Open, unexpired decisions whose audience routes to this channel."""
+    return [d for d, audience in views.open_unexpired(conn, now)
+            if channel.routes_to_me(audience)]
+
+
+def reserve_deliveries(
+    conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str], worker: Actor, now: int
+) -> int:
+    """Reserve one delivery effect per decision for this channel (adopting existing ones)."""
+    reserved = 0
+    for decision_id in decision_ids:
+        resource_id = records.decision_resource(decision_id)
+        existing = effects.effect_id_for(resource_id, DELIVER, channel.channel_id)
+        if effects.exists(conn, existing):
+            continue  # reserved once, with the recipients of that moment
+        effects.reserve(
+            conn, source_resource_id=resource_id, source_revision=_revision(conn, resource_id),
+            effect_type=DELIVER, idempotency_key=channel.channel_id,
+            payload={"decisionId": decision_id, "channelId": channel.channel_id,
+                     "recipients": list(channel.recipients)},
+            owner_scope="channel", actor=worker, now=now,
+        )
+        reserved += 1
+    return reserved
+
+
+def reserve_resend(
+    conn: apsw.Connection, channel: Channel, decision_id: str, worker: Actor, now: int
+) -> str:
+    """An operator's explicit resend of an ambiguous or failed delivery (it may duplicate a
+    part that did arrive: that is the operator's call, never the worker's)."""
+    from channels.errors import DecisionRefused
+
+    resource_id = records.decision_resource(decision_id)
+    if records.resolution_of(conn, decision_id) is not None:
+        raise DecisionRefused(f"{decision_id} is already resolved; nothing to resend")
+    original = effects.effect_id_for(resource_id, DELIVER, channel.channel_id)
+    if not effects.exists(conn, original):
+        raise DecisionRefused(f"{decision_id} was never delivered on {channel.name}")
+    keys = [e.idempotency_key for e in effects.list_for_source(conn, resource_id, DELIVER)
+            if e.idempotency_key.startswith(channel.channel_id)]
+    latest = effects.get(conn, effects.effect_id_for(resource_id, DELIVER, keys[-1]))
+    if latest.status not in (effects.EffectStatus.AMBIGUOUS, effects.EffectStatus.REJECTED):
+        raise DecisionRefused(
+            f"the delivery of {decision_id} on {channel.name} is {latest.status.value};"
+            " only an ambiguous or failed delivery can be resent")
+    key = f"{channel.channel_id}:resend:{len(keys)}"
+    reservation = effects.reserve(
+        conn, source_resource_id=resource_id, source_revision=_revision(conn, resource_id),
+        effect_type=DELIVER, idempotency_key=key,
+        payload={"decisionId": decision_id, "channelId": channel.channel_id,
+                 "recipients": list(channel.recipients), "resend": True},
+        owner_scope="channel", actor=worker, now=now,
+    )
+    return reservation.effect_id
+
+
+def _revision(conn: apsw.Connection, resource_id: str) -> int:
+    return current_revision(conn, resource_id) or 0
+
+
+def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str) -> str:
+    """The ForceReply prompt of one text choice of a decision, in one chat."""
+    return messages.message_id_for(channel_id, "prompt", decision_id, choice_id, chat_id)

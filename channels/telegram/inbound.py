@@ -1,0 +1,253 @@
+"""Processing the Telegram inbox: button presses and typed replies become decision candidates.
+
+Each row is processed exactly once, inside the caller's transaction, and unauthorised,
+unbound, malformed or late events are recorded as `ignored` with a reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from channels import inbox, messages, store
+from channels.decisions import records, resolution, views
+from channels.decisions.request import channel_request_document
+from channels.decisions.resolution import HumanAnswer, Result, Verdict
+from channels.telegram.buttons import TOKEN_RE, ButtonIndex
+from channels.telegram.deliveries import (
+    PROMPT,
+    _revision,
+    delivery_recipients,
+    prompt_message_id,
+)
+from channels.telegram.identity import Channel
+from channels.telegram.limits import CALLBACK_TEXT_LIMIT
+from channels.telegram.parts import split_parts
+from state import effects
+from state.leases import Lease
+from state.resources import Actor
+
+
+@dataclass(frozen=True, slots=True)
+class Processed:
+    """What processing one row produced, for the caller to act on after the commit."""
+
+    result: dict[str, Any]
+    callback: tuple[str, str] | None = None  # (callback_query_id, answer text)
+
+
+def process(
+    conn: apsw.Connection,
+    channel: Channel,
+    index: ButtonIndex,
+    lease: Lease,
+    row: inbox.InboxRow,
+    now: int,
+) -> Processed:
+    """Process one inbox row exactly once, inside the caller's transaction."""
+    store.verify(conn, lease, channel.channel_id, now)
+    if row.event_type == "callback":
+        processed = _callback(conn, channel, index, row, now, lease.actor)
+    elif row.event_type == "reply":
+        processed = _reply(conn, channel, row, now)
+    else:
+        processed = Processed(_ignored(str(row.payload.get("kind", "unsupported"))))
+    inbox.mark_processed(conn, channel.channel_id, row.external_event_id, processed.result, now)
+    return processed
+
+
+def _ignored(reason: str) -> dict[str, Any]:
+    return {"result": f"ignored:{reason}"}
+
+
+def _answered(callback_id: Any, result: dict[str, Any], text: str) -> Processed:
+    if not isinstance(callback_id, str) or not callback_id:
+        return Processed(result)
+    return Processed(result, (callback_id, text[:CALLBACK_TEXT_LIMIT]))
+
+
+def _callback(
+    conn: apsw.Connection,
+    channel: Channel,
+    index: ButtonIndex,
+    row: inbox.InboxRow,
+    now: int,
+    worker: Actor,
+) -> Processed:
+    p = row.payload
+    callback_id = p.get("callbackId")
+    user, chat = p.get("userId"), p.get("chatId")
+    if p.get("inline") or user is None or chat is None:
+        return _answered(callback_id, _ignored("no_chat"), "This button cannot be used here.")
+    if not channel.profile.allows(str(user), str(chat)):
+        return _answered(callback_id, _ignored("not_allowed"),
+                         "You are not allowed to answer this decision.")
+    data = p.get("data")
+    found = index.find(conn, channel.channel_id, data, now) \
+        if isinstance(data, str) and TOKEN_RE.fullmatch(data) else None
+    if found is None:
+        return _answered(callback_id, _ignored("unknown_button"), "This button is not valid.")
+    decision_id, choice_id = found
+    decision = records.load(conn, decision_id)
+    if p.get("accessible") and isinstance(p.get("messageId"), int):
+        _reconcile(conn, channel, decision, str(chat), str(p["messageId"]))
+    if "input" in decision.request.choices[choice_id]:
+        return _prompt(conn, channel, decision, choice_id, p, now, worker)
+    answer = HumanAnswer(
+        decision_id=decision_id, request_digest=decision.request.request_digest,
+        response={"choice": choice_id}, channel=channel.name,
+        actor_id=f"telegram-user:{user}", external_event_id=row.external_event_id,
+        idempotency_key=f"{channel.name}:callback:{callback_id or row.external_event_id}",
+    )
+    outcome = resolution.resolve(conn, answer, now, decision=decision,
+                                allowed_channels=channel.config.routes(decision.audience))
+    return _answered(callback_id, _outcome_result(outcome), callback_text(decision, outcome))
+
+
+def _prompt(
+    conn: apsw.Connection,
+    channel: Channel,
+    decision: records.StoredDecision,
+    choice_id: str,
+    p: dict[str, Any],
+    now: int,
+    worker: Actor,
+) -> Processed:
+    """A choice that needs text: send one ForceReply prompt (a second press reuses it)."""
+    winner = records.resolution_of(conn, decision.decision_id)
+    if winner is not None:
+        outcome = Verdict(Result.ALREADY_RESOLVED, "already resolved", winner)
+        return _answered(p.get("callbackId"), _outcome_result(outcome),
+                         callback_text(decision, outcome))
+    if decision.deadline_at is not None and now >= decision.deadline_at:
+        return _answered(p.get("callbackId"), {"result": "stale"}, "This decision has expired.")
+    choice = decision.request.choices[choice_id]
+    text_input = choice["input"]
+    chat = str(p["chatId"])
+    effects.reserve(
+        conn, source_resource_id=decision.resource_id,
+        source_revision=_revision(conn, decision.resource_id), effect_type=PROMPT,
+        idempotency_key=f"{channel.channel_id}:{chat}:{choice_id}",
+        payload={"decisionId": decision.decision_id, "choiceId": choice_id,
+                 "channelId": channel.channel_id, "chatId": chat, "threadId": p.get("threadId"),
+                 "text": f"{choice['label']}: {text_input['prompt']}"},
+        owner_scope="channel", actor=worker, now=now,
+    )
+    return _answered(p.get("callbackId"), {"result": "prompted", "choice": choice_id},
+                     "Reply to the prompt message with your text.")
+
+
+def _reconcile(
+    conn: apsw.Connection,
+    channel: Channel,
+    decision: records.StoredDecision,
+    chat: str,
+    message_ref: str,
+) -> None:
+    """A press on a message proves that message (the last part, which carries the keyboard)
+    was delivered: record its references if that part was left ambiguous."""
+    message_id = messages.message_id_for(channel.channel_id, "delivery", decision.decision_id)
+    if messages.get_message(conn, message_id) is None:
+        return
+    recipients = delivery_recipients(conn, channel, decision)
+    if chat not in recipients:
+        return
+    recipient = recipients.index(chat)
+    last = len(split_parts(channel_request_document(decision.request))) - 1
+    for part in messages.parts(conn, message_id):
+        if (part.recipient_index, part.part_index) == (recipient, last) and part.is_intent:
+            messages.confirm_part(conn, message_id, recipient, last, chat, message_ref)
+
+
+def _reply(
+    conn: apsw.Connection, channel: Channel, row: inbox.InboxRow, now: int
+) -> Processed:
+    p = row.payload
+    user, chat, reply_to = p.get("userId"), p.get("chatId"), p.get("replyTo")
+    if user is None or chat is None or reply_to is None or p.get("messageId") is None:
+        return Processed(_ignored("malformed"))
+    if not channel.profile.allows(str(user), str(chat)):
+        return Processed(_ignored("not_allowed"))
+    prompt = messages.find_message_by_ref(conn, channel.channel_id, "prompt", str(chat),
+                                       str(reply_to)) or _reconcile_prompt(conn, channel, p, now)
+    if prompt is None or prompt.decision_id is None:
+        return Processed(_ignored("unbound_reply"))
+    text = p.get("text")
+    if not isinstance(text, str):
+        return Processed(_ignored("not_text"))
+    decision = records.load(conn, prompt.decision_id)
+    choice_id = _prompted_choice(channel, decision, str(chat), prompt.message_id)
+    if choice_id is None:
+        return Processed(_ignored("unbound_reply"))
+    name = decision.request.choices[choice_id]["input"]["name"]
+    answer = HumanAnswer(
+        decision_id=decision.decision_id, request_digest=decision.request.request_digest,
+        response={"choice": choice_id, "input": {name: text}}, channel=channel.name,
+        actor_id=f"telegram-user:{user}", external_event_id=row.external_event_id,
+        idempotency_key=f"{channel.name}:reply:{chat}:{p['messageId']}",
+    )
+    outcome = resolution.resolve(conn, answer, now, decision=decision,
+                                allowed_channels=channel.config.routes(decision.audience))
+    return Processed(_outcome_result(outcome))
+
+
+def _reconcile_prompt(
+    conn: apsw.Connection, channel: Channel, p: dict[str, Any], now: int
+) -> messages.MessageRow | None:
+    """A reply to a bot message whose text is that of a prompt left ambiguous (sent, but its
+    response lost) proves the prompt arrived: record its references and bind the reply."""
+    if not p.get("replyToBot") or not isinstance(p.get("replyToText"), str):
+        return None
+    chat = str(p["chatId"])
+    for decision_id in views.open_decision_ids(conn):
+        request = records.load(conn, decision_id).request
+        for choice_id, choice in request.choices.items():
+            if "input" not in choice:
+                continue
+            message_id = prompt_message_id(channel.channel_id, decision_id, choice_id, chat)
+            if messages.unconfirmed_text(conn, message_id) == p["replyToText"]:
+                ref = str(p["replyTo"])
+                messages.confirm_part(conn, message_id, 0, 0, chat, ref)
+                messages.set_message_status(conn, message_id, "confirmed", now,
+                                         conversation_ref=chat, message_ref=ref)
+                return messages.get_message(conn, message_id)
+    return None
+
+
+def _prompted_choice(
+    channel: Channel, decision: records.StoredDecision, chat: str, message_id: str
+) -> str | None:
+    for choice_id, choice in decision.request.choices.items():
+        if "input" in choice and prompt_message_id(
+            channel.channel_id, decision.decision_id, choice_id, chat) == message_id:
+            return choice_id
+    return None
+
+
+def _outcome_result(outcome: Verdict) -> dict[str, Any]:
+    result: dict[str, Any] = {"result": outcome.result.value, "message": outcome.message}
+    if outcome.resolution is not None:
+        result["outcome"] = outcome.resolution.outcome
+    return result
+
+
+def callback_text(decision: records.StoredDecision, outcome: Verdict) -> str:
+    """The short text shown to the person who pressed the button."""
+    winner = outcome.resolution
+    if outcome.result in (Result.WON, Result.ADOPTED) and winner is not None:
+        return f"Accepted: {_label(decision, winner.choice)}"
+    if outcome.result is Result.ALREADY_RESOLVED and winner is not None:
+        if winner.outcome == "cancelled":
+            return f"Already decided: cancelled ({winner.reason})"
+        return f"Already decided: {_label(decision, winner.choice)}"
+    if outcome.result is Result.STALE:
+        return "This decision has expired." if "expired" in outcome.message else \
+            "This button is out of date."
+    return f"Not accepted: {outcome.message}"
+
+
+def _label(decision: records.StoredDecision, choice: str | None) -> str:
+    found = decision.request.choices.get(choice or "")
+    return found["label"] if found else str(choice)

@@ -1,0 +1,15 @@
+"""The exit codes of every command, defined once (sysexits.h where one fits; README table)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+EXIT_OK: Final = 0
+EXIT_INTERNAL: Final = 1  # a bug: report it
+EXIT_USAGE: Final = 2  # bad arguments
+EXIT_NOT_ACCEPTED: Final = 3  # `ask --wait`: the decision ended without being accepted
+EXIT_INCOMPATIBLE: Final = 65  # incompatible or corrupt database (EX_DATAERR)
+EXIT_TEMPORARY: Final = 75  # may recover by itself: cron tries again (EX_TEMPFAIL)
+EXIT_PERMISSION: Final = 77  # EX_NOPERM
+EXIT_CONFIG: Final = 78  # invalid configuration (EX_CONFIG)
+EXIT_INTERRUPTED: Final = 130  # Ctrl-C

@@ -1,0 +1,5 @@
+"""The package version, defined once: pyproject reads it, schema_meta records it."""
+
+from __future__ import annotations
+
+VERSION = "0.1.0"
