@@ -6,7 +6,8 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 PACKAGES = ("state", "channels", "adapters")
 
 # The one module that writes each domain table (ARCHITECTURE section 1). `state/` owns the rest.

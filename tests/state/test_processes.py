@@ -14,9 +14,8 @@ from state import resources
 from state.database import Database, default_path
 from state.resources import SYSTEM
 from tests.conftest import child_env
+from tests.paths import ROOT
 from tests.state import proc_worker
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _prepare(home: Path, rid: str, kind: str) -> None:

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import child_env
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
 
 
 def _can_mount_read_only(tmp_path: Path) -> bool:

@@ -25,7 +25,7 @@ from channels.decisions import records
 from channels.pi import deliveries, sessions
 from state import leases
 from state.database import Database
-from tests.pi.helpers import ROOT, ask
+from tests.adapters.pi.helpers import ROOT, ask
 
 EXTENSION = ROOT / "adapters" / "pi" / "extension" / "piw-channels.ts"
 CUSTOM_TYPE = "piw-channels-decision"

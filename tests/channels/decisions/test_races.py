@@ -12,8 +12,8 @@ import pytest
 
 from state.clock import ManualClock
 from state.database import Database
-from tests.decisions import race_worker
-from tests.decisions.helpers import ask
+from tests.channels.decisions import race_worker
+from tests.channels.decisions.helpers import ask
 
 ROUNDS = 4
 DEADLINE_MS = 30_000

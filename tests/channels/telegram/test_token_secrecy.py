@@ -28,8 +28,7 @@ from adapters.telegram.fake_api import FakeBotApi, Fault
 from channels.config.errors import ConfigPermission
 from channels.config.loading import load_config
 from state.database import Database
-from tests.conftest import child_env
-from tests.telegram_flow.helpers import (
+from tests.channels.telegram.helpers import (
     PROFILE,
     ROOT,
     TOKEN,
@@ -46,6 +45,7 @@ from tests.telegram_flow.helpers import (
     wait_until,
     write_token_file,
 )
+from tests.conftest import child_env
 
 WRONG_TOKEN = "7123456789:AAG-revokedSecret_Vn5Qw2Lp8Zx4Rt6Yb1Kc"
 # A child with every logger at DEBUG, on stderr (so the test can read what it logged).

@@ -11,8 +11,8 @@ import pytest
 
 from channels.telegram.updates import next_offset, to_event
 from tests.conftest import child_env
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests/fixtures/telegram"
 
 

@@ -12,8 +12,8 @@ from channels.decisions import records, resolution, views
 from channels.decisions.resolution import HumanAnswer
 from state.database import Database, default_path
 from tests.conftest import child_env
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 
 

@@ -26,9 +26,10 @@ from channels.decisions.workflows import AskHandle
 from channels.pi import deliveries, sessions, settlement
 from state import leases
 from state.database import Database
-from tests.pi.helpers import SESSION, BridgeProcess, ask, count, route_to_telegram
+from tests.adapters.pi.helpers import SESSION, BridgeProcess, ask, count, route_to_telegram
+from tests.paths import FIXTURES as _ALL_FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "pi"
+FIXTURES = _ALL_FIXTURES / "pi"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 Actions = dict[str, Callable[[], None]]
 

@@ -12,8 +12,7 @@ import pytest
 from adapters.cli.main import build_parser, run
 from state.database import default_path
 from tests.conftest import child_env
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

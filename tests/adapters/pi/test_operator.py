@@ -13,7 +13,7 @@ from channels.decisions.resolution import HumanAnswer
 from channels.pi import sessions
 from state.clock import ManualClock
 from state.database import Database
-from tests.pi.helpers import PtyCli, ask, cli, count
+from tests.adapters.pi.helpers import PtyCli, ask, cli, count
 
 DOWN = b"\x1b[B"
 

@@ -36,6 +36,7 @@ from channels.config.model import (
     TelegramProfile,
     audience_routes,
 )
+from tests.paths import ROOT
 
 TOKEN = "123456789:AAExampleTokenThatMustNeverLeakXYZ_0123"
 
@@ -797,7 +798,7 @@ def test_setup_into_a_path_that_is_a_file_is_refused(
 
 # --- the shipped examples ------------------------------------------------------------------
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "config.example"
+EXAMPLES = ROOT / "config.example"
 
 
 def test_shipped_examples_load_once_token_paths_exist(files: Files, tmp_path: Path) -> None:

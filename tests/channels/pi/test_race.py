@@ -19,8 +19,8 @@ from channels.pi import deliveries, sessions
 from channels.telegram import identity
 from state import leases
 from state.database import Database
-from tests.pi import race_worker
-from tests.pi.helpers import SESSION, BridgeProcess, ask, route_to_telegram
+from tests.adapters.pi import race_worker
+from tests.adapters.pi.helpers import SESSION, BridgeProcess, ask, route_to_telegram
 
 ROUNDS = 6
 

@@ -17,8 +17,8 @@ from channels.decisions import workflows as service
 from channels.decisions.choices import text_input
 from state.database import Database
 from tests.conftest import child_env
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 # The child becomes a session leader whose controlling terminal is the pty on its stdin, so
 # that `/dev/tty` opens exactly as it does for a person in a terminal.

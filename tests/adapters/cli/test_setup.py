@@ -22,8 +22,8 @@ from channels.config.errors import ConfigInvalid
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
 from tests.conftest import child_env
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 TOKEN = "7000000001:AAH-setupTestTokenSetupTestToken_0123"
 OTHER_TOKEN = "7000000002:AAH-anotherBotsTokenAnotherBots_9876"

@@ -12,7 +12,7 @@ from state.clock import ManualClock
 from state.database import Database
 from state.errors import StaleLease
 from state.leases import Lease
-from tests.decisions.helpers import answer, ask, rows, submit
+from tests.channels.decisions.helpers import answer, ask, rows, submit
 
 
 def submissions(db: Database) -> list[tuple[str, str]]:

@@ -35,8 +35,8 @@ from channels.telegram.buttons import callback_token
 from channels.telegram.parts import split_parts
 from state.database import Database, default_path
 from tests.conftest import child_env
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "telegram"
 CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 

@@ -13,9 +13,9 @@ from channels import inbox
 from channels.pi import deliveries, sessions
 from state import leases
 from state.database import Database
-from tests.pi import race_worker
-from tests.pi.helpers import SESSION, ask
-from tests.telegram_flow.helpers import (
+from tests.adapters.pi import race_worker
+from tests.adapters.pi.helpers import SESSION, ask
+from tests.channels.telegram.helpers import (
     TOKEN,
     USER,
     channel_id_of,

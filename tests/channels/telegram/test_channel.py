@@ -31,8 +31,8 @@ from channels.telegram import poll as worker
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from tests.conftest import child_env
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "424242:channel-test-token_abcdefghijklmnop"
 USER, CHAT, CHAT2, STRANGER = 5123456789, 5123456789, -1001987654321, 999
 CHANNEL = identity.telegram_channel_id("default")

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from adapters.telegram.fake_api import FakeBotApi
-from tests.conftest import child_env
-from tests.telegram_flow.helpers import (
+from tests.channels.telegram.helpers import (
     ROOT,
     TOKEN,
     channel_id_of,
@@ -34,6 +33,7 @@ from tests.telegram_flow.helpers import (
     start_cli,
     wait_until,
 )
+from tests.conftest import child_env
 
 # Each child imports everything, reports ready, then waits for the shared "go" file: a
 # barrier, so both processes reach the lease claim at the same moment.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from adapters.telegram.fake_api import CALLBACK_ID_BASE, Fault, RemoteFakeBotApi
 from channels.decisions.workflows import AskHandle
-from tests.telegram_flow.helpers import (
+from tests.channels.telegram.helpers import (
     PROFILE,
     USER,
     InboxState,

@@ -30,7 +30,7 @@ from adapters.telegram.fake_api import (
 )
 
 TOKEN = "7000000001:AAH-fakeTokenForFakeApiTests_0123456"
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "telegram"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "telegram"
 UPDATE_FIXTURES = sorted(p for p in FIXTURES.glob("*.json") if not p.name.startswith("response_"))
 RESPONSE_FIXTURES = sorted(FIXTURES.glob("response_*.json"))
 

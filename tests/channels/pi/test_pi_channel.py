@@ -18,7 +18,7 @@ from state.clock import ManualClock
 from state.database import Database
 from state.errors import LeaseHeld, StaleLease, WriteRejected
 from state.leases import Lease
-from tests.pi.helpers import SESSION, ask, count, route_to_telegram
+from tests.adapters.pi.helpers import SESSION, ask, count, route_to_telegram
 
 
 def event(handle: AskHandle, choice: str, key: str, entered: object = None, *,

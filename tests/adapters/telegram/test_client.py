@@ -32,7 +32,7 @@ from adapters.telegram.fake_api import FakeBotApi, Fault, fixture_updates, unuse
 
 TOKEN = "7000000001:AAH-fakeTokenForClientTests_abcdef01"
 OTHER_TOKEN = "7000000002:AAH-revokedTokenRevokedToken_98765"
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "telegram"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "telegram"
 KEYBOARD = {
     "inline_keyboard": [
         [{"text": "Continue", "callback_data": "piw:bb71a7217a559dedb6a26f4e"}],

@@ -1,0 +1,8 @@
+"""Where the repository and its recorded fixtures are, for tests at any depth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
