@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.telegram.fake_api import FakeBotApiProcess, RemoteFakeBotApi
+from adapters.telegram.fake import FakeBotApiProcess, RemoteFakeBotApi
 from bench.state_bench import raw_commits
 from channels import decision_service, telegram_cli, worker
 from channels.config import TelegramProfile, install_telegram_profile, load_config

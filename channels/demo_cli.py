@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from adapters.telegram.fake_api import FakeBotApi
+from adapters.telegram.fake import FakeBotApi
 from channels import decision_service, decisions, telegram_cli, worker
 from channels.config import install_telegram_profile, load_config
 from channels.decision_request import text_input

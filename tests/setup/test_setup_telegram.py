@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.telegram.fake_api import FakeBotApi, Fault, unused_port_url
+from adapters.telegram.fake import FakeBotApi, Fault, unused_port_url
 from channels import setup_cli
 from channels.cli import build_parser, run
 from channels.config import ConfigInvalid, install_telegram_profile, load_config

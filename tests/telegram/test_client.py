@@ -20,7 +20,7 @@ from telegram.error import NetworkError, TimedOut
 from adapters.telegram import errors
 from adapters.telegram.client import TelegramClient
 from adapters.telegram.errors import ClientClosedError, InvalidTokenFormat
-from adapters.telegram.fake_api import FakeBotApi, Fault, fixture_updates, unused_port_url
+from adapters.telegram.fake import BotError, FakeBotApi, Fault, fixture_updates, unused_port_url
 from adapters.telegram.redaction import redact
 from adapters.telegram.results import (
     CallOutcome,
@@ -273,14 +273,14 @@ def test_429_that_outlasts_the_deadline_is_returned_rejected(server: FakeBotApi)
 @pytest.mark.parametrize(
     ("fault", "code", "check"),
     [
-        (Fault.conflict(), 409, lambda r: r.is_conflict),
-        (Fault.webhook_conflict(), 409, lambda r: r.is_conflict),
-        (Fault.chat_not_found(), 400, lambda r: r.description == "Bad Request: chat not found"),
-        (Fault.blocked(), 403, lambda r: r.description == "Forbidden: bot was blocked by the user"),
-        (Fault.not_modified(), 400, lambda r: r.is_message_not_modified),
-        (Fault.edit_not_found(), 400, lambda r: r.is_message_to_edit_not_found),
-        (Fault.query_too_old(), 400, lambda r: "query is too old" in (r.description or "")),
-        (Fault.unauthorized(), 401, lambda r: r.description == "Unauthorized"),
+        (Fault.canned(BotError.CONFLICT), 409, lambda r: r.is_conflict),
+        (Fault.canned(BotError.WEBHOOK_CONFLICT), 409, lambda r: r.is_conflict),
+        (Fault.canned(BotError.CHAT_NOT_FOUND), 400, lambda r: r.description == "Bad Request: chat not found"),
+        (Fault.canned(BotError.BLOCKED), 403, lambda r: r.description == "Forbidden: bot was blocked by the user"),
+        (Fault.canned(BotError.NOT_MODIFIED), 400, lambda r: r.is_message_not_modified),
+        (Fault.canned(BotError.EDIT_NOT_FOUND), 400, lambda r: r.is_message_to_edit_not_found),
+        (Fault.canned(BotError.QUERY_TOO_OLD), 400, lambda r: "query is too old" in (r.description or "")),
+        (Fault.canned(BotError.UNAUTHORIZED), 401, lambda r: r.description == "Unauthorized"),
         (Fault.migrated(-1001987654321), 400, lambda r: r.migrate_to_chat_id == -1001987654321),
         (Fault.error(500, "Internal Server Error"), 500, lambda r: r.retry_after is None),
     ],
@@ -460,7 +460,8 @@ def test_the_token_never_reaches_logs_results_exceptions_or_reprs(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     faults = [
-        Fault.too_many_requests(1), Fault.conflict(), Fault.chat_not_found(), Fault.blocked(),
+        Fault.too_many_requests(1), Fault.canned(BotError.CONFLICT),
+        Fault.canned(BotError.CHAT_NOT_FOUND), Fault.canned(BotError.BLOCKED),
         Fault.migrated(-100123), Fault.drop(), Fault.reset(), Fault.non_json(),
         Fault.ok_result({}), Fault.ok_without_result(), Fault.hang(),
         Fault.error(400, f"Bad Request: the server echoed {TOKEN}"),

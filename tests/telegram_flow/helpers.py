@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import apsw
 
-from adapters.telegram.fake_api import FakeBotApiProcess, Fault, Overlap, RecordedRequest
+from adapters.telegram.fake import FakeBotApiProcess, Fault, Overlap, RecordedRequest
 from channels import decision_service, store, telegram_cli, worker
 from channels.config import install_telegram_profile, load_config
 from channels.decision_request import channel_request_document, text_input

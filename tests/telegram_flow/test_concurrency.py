@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.telegram.fake_api import FakeBotApi
+from adapters.telegram.fake import FakeBotApi
 from tests.conftest import child_env
 from tests.telegram_flow.helpers import (
     ROOT,

@@ -13,7 +13,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from adapters.telegram.fake_api import CALLBACK_ID_BASE, Fault, RemoteFakeBotApi
+from adapters.telegram.fake import Fault, RemoteFakeBotApi
+from adapters.telegram.fake.constants import CALLBACK_ID_BASE
 from channels.decision_service import AskHandle
 from tests.telegram_flow.helpers import (
     PROFILE,
