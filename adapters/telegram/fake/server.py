@@ -17,7 +17,7 @@ import socket
 import socketserver
 import struct
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -276,8 +276,15 @@ class FakeBotApi:
             reply = error_reply(400, DESC_BAD_BODY)
         else:
             reply = self._reply(entry, fault, handler)
-        # No reply means: close without a response (FIN after the request was read).
-        self._state.finish(entry, handler.send(reply) if reply is not None else None)
+        if reply is None:
+            # Close without a response (FIN after the request was read).
+            self._state.finish(entry, None)
+            return
+        # The end is recorded before the client can have the whole response, so a
+        # request it sends next is never recorded as starting before this one ended.
+        status = reply.status
+        if handler.send(reply, before_last_byte=lambda: self._state.finish(entry, status)) is None:
+            self._state.finish(entry, None)
 
     def _reply(self, entry: Entry, fault: Fault | None, ex: Exchange) -> Reply | None:
         """The response for a recorded request: the fault's, or the normal one."""
@@ -292,6 +299,10 @@ class FakeBotApi:
         if fault.kind is FaultKind.DELAY and not self._state.pause(fault.seconds):
             return None
         return self._methods.call(entry, ex)
+
+
+def _nothing() -> None:
+    pass
 
 
 class _HttpServer(ThreadingHTTPServer):
@@ -361,15 +372,24 @@ class _Handler(BaseHTTPRequestHandler):
         length = as_int(self.headers.get("Content-Length")) or 0
         return self.rfile.read(length) if length > 0 else b""
 
-    def send(self, reply: Reply) -> int | None:
-        """Write a response; None if the client had already gone."""
+    def send(self, reply: Reply, before_last_byte: Callable[[], None] = _nothing) -> int | None:
+        """Write a response; None if the client had already gone.
+
+        ``before_last_byte`` runs when all but the response's final byte is written.
+        """
+        body, last = reply.body[:-1], reply.body[-1:]
         try:
             self.send_response(reply.status)
             self.send_header("Content-Type", reply.content_type)
             self.send_header("Content-Length", str(len(reply.body)))
             self.send_header("Connection", "close")
-            self.end_headers()
-            self.wfile.write(reply.body)
+            if not last:  # no body: the head's final byte ends the response
+                before_last_byte()
+            self.end_headers()  # the head is buffered until here
+            self.wfile.write(body)
+            if last:
+                before_last_byte()
+                self.wfile.write(last)
             self.wfile.flush()
         except OSError:
             return None
