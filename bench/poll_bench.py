@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.cli import telegram as telegram_cli
-from adapters.telegram.fake_api import FakeBotApiProcess, RemoteFakeBotApi
+from adapters.telegram.fake import FakeBotApiProcess, RemoteFakeBotApi
 from bench.state_bench import raw_commits
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config

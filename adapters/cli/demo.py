@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli import telegram as telegram_cli
-from adapters.telegram.fake_api import FakeBotApi
+from adapters.telegram.fake import FakeBotApi
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
 from channels.decisions import views

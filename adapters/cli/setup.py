@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
-from adapters.telegram.client import CallResult, Outcome, TelegramClient
+from adapters.telegram.client import TelegramClient
 from adapters.telegram.errors import InvalidTokenFormat
+from adapters.telegram.results import CallOutcome, CallResult
 from channels.config import install, loading, model, parsing
 from channels.config.errors import ConfigInvalid
 from channels.config.model import InstallResult
@@ -181,18 +182,18 @@ def _verified_bot(result: CallResult, api_base_url: str) -> VerifiedBot:
     """The bot when getMe succeeded, otherwise the error for its outcome."""
     if result.ok:
         return VerifiedBot.from_user(result.result)
-    if result.outcome is Outcome.REJECTED and result.error_code in _REJECTED_TOKEN_CODES:
+    if result.outcome is CallOutcome.REJECTED and result.error_code in _REJECTED_TOKEN_CODES:
         # The reference's wording; the description ("Unauthorized") adds nothing to it.
         raise ConfigInvalid(
             f"Telegram setup: the Bot API rejected the token (HTTP {result.error_code}); "
             f"check the --token-file; {_NOTHING_WRITTEN}"
         )
     detail = result.description or "no detail"
-    if result.outcome is Outcome.REJECTED:
+    if result.outcome is CallOutcome.REJECTED:
         raise BotApiUnavailable(
             f"Telegram getMe failed with HTTP {result.error_code} ({detail}); {_NOTHING_WRITTEN}"
         )
-    if result.outcome is Outcome.NOT_SENT:
+    if result.outcome is CallOutcome.NOT_SENT:
         raise BotApiUnavailable(
             f"could not reach the Telegram Bot API at {api_base_url} ({detail}); {_NOTHING_WRITTEN}"
         )

@@ -1,17 +1,8 @@
-"""Telegram Bot API client that classifies every call instead of raising.
+"""TelegramClient: Bot API method names in, classified ``CallResult`` answers out.
 
-Each call returns a ``CallResult`` whose ``outcome`` decides what the caller
-may do next (ARCHITECTURE §5, facts B and C):
-
-* ``ok``: the Bot API answered ``ok: true`` with the result the method promises.
-* ``not_sent``: the request provably never reached the server (connect error,
-  connect timeout, pool timeout). Safe to retry, and retried here.
-* ``ambiguous``: the request may have been acted on (write/read timeout, a
-  dropped or reset connection, a body that is not JSON, ``ok: true`` without the
-  promised result). Never retried: a second sendMessage could duplicate.
-* ``rejected``: the Bot API answered with ``error_code`` and ``description``.
-  429 carries ``retry_after`` and is retried after that long; 409 means another
-  poller or a webhook.
+Every call returns a ``CallResult`` (see ``results``) instead of raising.
+Not-sent attempts and 429s are retried here, up to the caller's deadline;
+ambiguous ones never are.
 
 The transport is python-telegram-bot's ``HTTPXRequest``, driven through its
 ``do_request`` so the raw status and body can be classified. ``telegram.Bot``'s
@@ -21,31 +12,26 @@ token, its ``post`` keeps only ``result`` (``ok: false`` with HTTP 200 becomes a
 ``RetryAfter.retry_after`` emits a deprecation warning in v22.
 
 The bot token travels only inside request URLs. It never appears in results,
-exceptions or ``repr``; ``install_log_redaction`` removes it from the records
-of httpx, httpcore and python-telegram-bot, which log request URLs.
+exceptions or ``repr`` (see ``redaction``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dtm
 import functools
 import json
 import logging
 import re
 import ssl
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from enum import StrEnum
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Final, Self
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 from telegram import TelegramObject
-from telegram.error import TelegramError
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt
@@ -53,313 +39,38 @@ from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_exponential
 
 from adapters.telegram.errors import ClientClosedError, InvalidTokenFormat
+from adapters.telegram.redaction import REDACTED, Secret, install_log_redaction, redact
+from adapters.telegram.results import (
+    CallOutcome,
+    CallResult,
+    JSONDict,
+    classify_exception,
+    classify_response,
+)
 
 __all__ = [
     "DEFAULT_ALLOWED_UPDATES",
     "DEFAULT_API_BASE_URL",
-    "CallResult",
-    "Outcome",
     "TelegramClient",
-    "install_log_redaction",
-    "redact",
-    "retry_after_seconds",
 ]
 
-JSONDict = dict[str, Any]
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
 DEFAULT_API_BASE_URL: Final = "https://api.telegram.org"
 DEFAULT_ALLOWED_UPDATES: Final = ("message", "callback_query")
-REDACTED: Final = "<redacted>"
 # A real token is "<bot id>:<35 URL-safe characters>"; anything else could
 # change the request path, so it is refused rather than encoded.
 _TOKEN_FORMAT: Final = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
-# Loggers that format request URLs (httpx's INFO "HTTP Request: POST <url>",
-# PTB's "Set Bot API URL") or may in a future version.
-_URL_LOGGERS: Final = (
-    "httpx",
-    "httpcore.connection",
-    "httpcore.connection_pool",
-    "httpcore.http11",
-    "httpcore.http2",
-    "httpcore.proxy",
-    "httpcore.socks",
-    "telegram.Bot",
-    "telegram.request.BaseRequest",
-    "telegram.request.HTTPXRequest",
-)
-# httpx failures that happen before any request byte leaves (facts C).
-_NOT_SENT_ERRORS: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 _LOG = logging.getLogger(__name__)
 
 
-class Outcome(StrEnum):
-    """What a Bot API call provably did."""
-
-    OK = "ok"
-    NOT_SENT = "not_sent"
-    AMBIGUOUS = "ambiguous"
-    REJECTED = "rejected"
-
-
-@dataclass(frozen=True, slots=True)
-class CallResult:
-    """The classified outcome of one Bot API call (after any retries)."""
-
-    method: str
-    outcome: Outcome
-    result: Any = None  # the Bot API `result` (dict, list or bool) when ok
-    error_code: int | None = None
-    description: str | None = None
-    retry_after: int | float | None = None  # seconds, from parameters.retry_after
-    migrate_to_chat_id: int | None = None
-    attempts: int = 1
-
-    @property
-    def ok(self) -> bool:
-        """True when the Bot API confirmed the call."""
-        return self.outcome is Outcome.OK
-
-    @property
-    def is_conflict(self) -> bool:
-        """409: another getUpdates poller, or a webhook, holds the bot."""
-        return self.outcome is Outcome.REJECTED and self.error_code == 409
-
-    @property
-    def is_rate_limited(self) -> bool:
-        """429 Too Many Requests (``retry_after`` says for how long)."""
-        return self.outcome is Outcome.REJECTED and self.error_code == 429
-
-    @property
-    def is_message_not_modified(self) -> bool:
-        """400 "message is not modified": an edit that changes nothing (a success)."""
-        return self._rejected_with("message is not modified")
-
-    @property
-    def is_message_to_edit_not_found(self) -> bool:
-        """400 "message to edit not found": nothing left to edit (a success)."""
-        return self._rejected_with("message to edit not found")
-
-    def _rejected_with(self, phrase: str) -> bool:
-        text = (self.description or "").lower()
-        return self.outcome is Outcome.REJECTED and phrase in text
-
-    @property
-    def message_id(self) -> int | None:
-        """``message_id`` of a Message result, if this call returned one."""
-        if isinstance(self.result, dict) and isinstance(self.result.get("message_id"), int):
-            return int(self.result["message_id"])
-        return None
-
-    @property
-    def updates(self) -> list[JSONDict]:
-        """The raw update dicts of a successful getUpdates (empty otherwise)."""
-        if self.ok and isinstance(self.result, list):
-            return list(self.result)
-        return []
-
-
-# --------------------------------------------------------------------------- redaction
-
-
-def redact(text: str, token: str) -> str:
-    """Replace the token (raw or URL-quoted) in text with ``<redacted>``."""
-    if not token:
-        return text
-    return text.replace(token, REDACTED).replace(quote(token, safe=""), REDACTED)
-
-
-class _TokenRedactingFilter(logging.Filter):
-    """Rewrites log records so no registered token survives formatting."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._tokens: frozenset[str] = frozenset()
-        self._lock = threading.Lock()
-
-    def add(self, token: str) -> None:
-        with self._lock:
-            self._tokens |= {token}
-
-    def _clean(self, text: str) -> str:
-        for token in self._tokens:
-            text = redact(text, token)
-        return text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record; keep only its template
-            message = str(record.msg)
-        record.msg, record.args = self._clean(message), None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self._clean(record.exc_text)
-        if record.stack_info:
-            record.stack_info = self._clean(record.stack_info)
-        return True
-
-
-_REDACTOR: Final = _TokenRedactingFilter()
-
-
-def install_log_redaction(token: str) -> None:
-    """Redact ``token`` from every record of the loggers that print request URLs.
-
-    Filters on a logger see only records created by that very logger, so each
-    URL-logging logger gets the (shared, idempotent) filter.
-    """
-    _REDACTOR.add(token)
-    for name in _URL_LOGGERS:
-        logger = logging.getLogger(name)
-        if _REDACTOR not in logger.filters:
-            logger.addFilter(_REDACTOR)
-
-
-class _Secret:
-    """Holds the token so that ``repr``/``vars`` of the client never show it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return REDACTED
-
-
-# --------------------------------------------------------------------------- classification
-
-
-def retry_after_seconds(value: object) -> int | float | None:
-    """``retry_after`` in seconds from a number or a ``timedelta`` (PTB 22 may use either)."""
-    if isinstance(value, dtm.timedelta):
-        seconds = value.total_seconds()
-        return int(seconds) if seconds.is_integer() else seconds
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None
-
-
-def _is_message(value: object) -> bool:
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("message_id"), int)
-        and isinstance(value.get("chat"), dict)
-        and isinstance(value["chat"].get("id"), int)
-    )
-
-
-def _is_update_list(value: object) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(item, dict) and isinstance(item.get("update_id"), int) for item in value
-    )
-
-
-def _is_user(value: object) -> bool:
-    return isinstance(value, dict) and isinstance(value.get("id"), int)
-
-
-def _is_true(value: object) -> bool:
-    return value is True
-
-
-def _is_anything(value: object) -> bool:
-    return True
-
-
-def _is_message_or_true(value: object) -> bool:
-    return value is True or _is_message(value)
-
-
-# What a successful result must look like, per method; anything else is ambiguous.
-_EXPECTED: Final[Mapping[str, Callable[[object], bool]]] = {
-    "getMe": _is_user,
-    "getUpdates": _is_update_list,
-    "sendMessage": _is_message,
-    "editMessageReplyMarkup": _is_message_or_true,
-    "answerCallbackQuery": _is_true,
-    "deleteWebhook": _is_true,
-}
-
-
-def classify_response(method: str, status: int, payload: bytes) -> CallResult:
-    """Classify an HTTP response from the Bot API (the token must already be gone)."""
-    try:
-        body = json.loads(payload)
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        return CallResult(
-            method, Outcome.AMBIGUOUS, description=f"unreadable response (HTTP {status})"
-        )
-    if body.get("ok") is True:
-        return _classify_success(method, status, body)
-    if body.get("ok") is False:
-        return _rejection(method, status, body)
-    return CallResult(method, Outcome.AMBIGUOUS, description=f"response without ok (HTTP {status})")
-
-
-def _classify_success(method: str, status: int, body: JSONDict) -> CallResult:
-    expected = _EXPECTED.get(method, _is_anything)
-    if 200 <= status < 300 and "result" in body and expected(body["result"]):
-        return CallResult(method, Outcome.OK, result=body["result"])
-    return CallResult(
-        method,
-        Outcome.AMBIGUOUS,
-        description=f"ok response without the expected result (HTTP {status})",
-    )
-
-
-def _rejection(method: str, status: int, body: JSONDict) -> CallResult:
-    code = body.get("error_code")
-    description = body.get("description")
-    raw_params = body.get("parameters")
-    params: JSONDict = raw_params if isinstance(raw_params, dict) else {}
-    migrate = params.get("migrate_to_chat_id")
-    return CallResult(
-        method,
-        Outcome.REJECTED,
-        error_code=_error_code(code, status),
-        description=description if isinstance(description, str) else f"HTTP {status}",
-        retry_after=retry_after_seconds(params.get("retry_after")),
-        migrate_to_chat_id=migrate if isinstance(migrate, int) else None,
-    )
-
-
-def _error_code(code: object, status: int) -> int | None:
-    """The body's error_code, else the HTTP status when it is an error status."""
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
-    return status if status >= 400 else None
-
-
-def classify_exception(method: str, exc: BaseException) -> CallResult:
-    """Classify a transport failure by the httpx error PTB wrapped (``__cause__``)."""
-    cause = exc.__cause__ if isinstance(exc, TelegramError) and exc.__cause__ else exc
-    if isinstance(cause, _NOT_SENT_ERRORS):
-        return CallResult(method, Outcome.NOT_SENT, description=_describe(cause))
-    if isinstance(cause, RuntimeError):
-        # HTTPXRequest refuses before sending when its httpx client is closed.
-        return CallResult(method, Outcome.NOT_SENT, description=_describe(cause))
-    return CallResult(method, Outcome.AMBIGUOUS, description=_describe(cause))
-
-
-def _describe(exc: BaseException) -> str:
-    """``httpx.ReadTimeout`` or ``httpx.ConnectError: <message>``: class first, text if any."""
-    module = "httpx." if isinstance(exc, httpx.HTTPError) else ""
-    text = str(exc)
-    return f"{module}{type(exc).__name__}: {text}" if text else f"{module}{type(exc).__name__}"
+# --------------------------------------------------------------------------- retries
 
 
 def _is_retryable(result: CallResult) -> bool:
-    return result.outcome is Outcome.NOT_SENT or result.is_rate_limited
+    return result.outcome is CallOutcome.NOT_SENT or result.is_rate_limited
 
 
 class _WaitRetryAfter(wait_base):
@@ -387,6 +98,17 @@ class _StopAtDeadline(stop_base):
         if self._deadline is None:
             return False
         return self._clock() + retry_state.upcoming_sleep >= self._deadline
+
+
+def _last_result(retry_state: RetryCallState) -> CallResult:
+    """When retries stop, hand back the last classified result instead of raising."""
+    outcome = retry_state.outcome
+    assert outcome is not None  # tenacity calls this only after an attempt
+    result: CallResult = outcome.result()
+    return result
+
+
+# --------------------------------------------------------------------------- form data
 
 
 def _form_data(params: Mapping[str, object]) -> RequestData:
@@ -441,7 +163,7 @@ class TelegramClient:
                 "the bot token must look like <bot id>:<letters, digits, '_' or '-'>"
             )
         self._api_base_url = _checked_base_url(api_base_url)
-        self._secret = _Secret(token)
+        self._secret = Secret(token)
         self._timeouts = (connect_timeout, read_timeout, write_timeout, pool_timeout)
         self._max_attempts = max(1, max_attempts)
         self._backoff = backoff or wait_exponential(multiplier=0.5, max=8)
@@ -582,7 +304,9 @@ class TelegramClient:
         if self._closed:
             raise ClientClosedError("this Telegram client was shut down")
         if deadline is not None and self._clock() >= deadline:
-            return CallResult(method, Outcome.NOT_SENT, description="deadline passed", attempts=0)
+            return CallResult(
+                method, CallOutcome.NOT_SENT, description="deadline passed", attempts=0
+            )
         form = _form_data(params)
         attempts = 0
 
@@ -625,14 +349,6 @@ class TelegramClient:
             return replace(result, description=redact(result.description or "", token))
         # The server could echo the URL in an error text; scrub before parsing.
         return classify_response(method, status, payload.replace(token.encode(), REDACTED.encode()))
-
-
-def _last_result(retry_state: RetryCallState) -> CallResult:
-    """When retries stop, hand back the last classified result instead of raising."""
-    outcome = retry_state.outcome
-    assert outcome is not None  # tenacity calls this only after an attempt
-    result: CallResult = outcome.result()
-    return result
 
 
 def _markup_dict(markup: Mapping[str, Any] | TelegramObject | None) -> JSONDict | None:

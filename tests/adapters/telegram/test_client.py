@@ -18,17 +18,17 @@ from telegram import ForceReply
 from telegram.error import NetworkError, TimedOut
 
 from adapters.telegram import errors
-from adapters.telegram.client import (
+from adapters.telegram.client import TelegramClient
+from adapters.telegram.errors import ClientClosedError, InvalidTokenFormat
+from adapters.telegram.fake import BotError, FakeBotApi, Fault, fixture_updates, unused_port_url
+from adapters.telegram.redaction import redact
+from adapters.telegram.results import (
+    CallOutcome,
     CallResult,
-    Outcome,
-    TelegramClient,
     classify_exception,
     classify_response,
-    redact,
     retry_after_seconds,
 )
-from adapters.telegram.errors import ClientClosedError, InvalidTokenFormat
-from adapters.telegram.fake_api import FakeBotApi, Fault, fixture_updates, unused_port_url
 
 TOKEN = "7000000001:AAH-fakeTokenForClientTests_abcdef01"
 OTHER_TOKEN = "7000000002:AAH-revokedTokenRevokedToken_98765"
@@ -85,7 +85,7 @@ def send(client: TelegramClient) -> Awaitable[CallResult]:
 
 def test_get_me_is_ok_with_the_bot_user(server: FakeBotApi) -> None:
     result = run(server.base_url, lambda c: c.get_me())
-    assert (result.outcome, result.attempts) == (Outcome.OK, 1)
+    assert (result.outcome, result.attempts) == (CallOutcome.OK, 1)
     assert result.result == server.bot_user
 
 
@@ -171,7 +171,7 @@ def test_a_second_concurrent_get_updates_waits_for_the_pool_and_is_not_sent(
         return second
 
     result = run(server.base_url, both, pool_timeout=0.2, max_attempts=1)
-    assert result.outcome is Outcome.NOT_SENT
+    assert result.outcome is CallOutcome.NOT_SENT
     assert "PoolTimeout" in (result.description or "")
     assert len(server.requests("getUpdates")) == 1 and server.overlaps() == []
 
@@ -188,7 +188,7 @@ def test_edit_message_reply_markup_removes_the_keyboard(server: FakeBotApi) -> N
     assert server.requests("editMessageReplyMarkup")[0].fields["reply_markup"] == (
         '{"inline_keyboard":[]}'
     )
-    assert again.outcome is Outcome.REJECTED and again.is_message_not_modified
+    assert again.outcome is CallOutcome.REJECTED and again.is_message_not_modified
 
 
 def test_answer_callback_query_answers_a_received_callback(server: FakeBotApi) -> None:
@@ -213,7 +213,7 @@ def test_delete_webhook_is_ok(server: FakeBotApi) -> None:
 def test_refused_connection_is_not_sent_and_retried_until_attempts_run_out() -> None:
     sleeps = Sleeps()
     result = run(unused_port_url(), send, sleep=sleeps, max_attempts=3)
-    assert (result.outcome, result.attempts) == (Outcome.NOT_SENT, 3)
+    assert (result.outcome, result.attempts) == (CallOutcome.NOT_SENT, 3)
     assert result.description is not None and "ConnectError" in result.description
     assert sleeps.calls == [0.5, 1.0]
 
@@ -222,7 +222,7 @@ def test_refused_connection_is_retried_and_then_succeeds(server: FakeBotApi) -> 
     server.refuse_connections()
     sleeps = Sleeps(then=server.accept_connections)
     result = run(server.base_url, send, sleep=sleeps)
-    assert (result.outcome, result.attempts) == (Outcome.OK, 2)
+    assert (result.outcome, result.attempts) == (CallOutcome.OK, 2)
     assert len(server.requests("sendMessage")) == 1
 
 
@@ -236,13 +236,13 @@ def test_not_sent_retries_stop_before_a_sleep_would_cross_the_deadline() -> None
         clock=lambda: now[0],
         max_attempts=10,
     )
-    assert (result.outcome, result.attempts) == (Outcome.NOT_SENT, 2)
+    assert (result.outcome, result.attempts) == (CallOutcome.NOT_SENT, 2)
     assert sleeps.calls == [0.5]
 
 
 def test_a_call_after_the_deadline_sends_nothing(server: FakeBotApi) -> None:
     result = run(server.base_url, lambda c: c.send_message(1, "x", deadline=time.time() - 1))
-    assert (result.outcome, result.attempts) == (Outcome.NOT_SENT, 0)
+    assert (result.outcome, result.attempts) == (CallOutcome.NOT_SENT, 0)
     assert server.requests() == []
 
 
@@ -253,7 +253,7 @@ def test_429_is_retried_after_retry_after(server: FakeBotApi) -> None:
     server.inject("sendMessage", Fault.too_many_requests(retry_after=3))
     sleeps = Sleeps()
     result = run(server.base_url, send, sleep=sleeps)
-    assert (result.outcome, result.attempts) == (Outcome.OK, 2)
+    assert (result.outcome, result.attempts) == (CallOutcome.OK, 2)
     assert sleeps.calls == [3.0]
     assert [r.status for r in server.requests("sendMessage")] == [429, 200]
 
@@ -266,21 +266,21 @@ def test_429_that_outlasts_the_deadline_is_returned_rejected(server: FakeBotApi)
         lambda c: c.send_message(1, "x", deadline=time.time() + 5),
         sleep=sleeps,
     )
-    assert (result.outcome, result.error_code, result.retry_after) == (Outcome.REJECTED, 429, 60)
+    assert (result.outcome, result.error_code, result.retry_after) == (CallOutcome.REJECTED, 429, 60)
     assert result.is_rate_limited and sleeps.calls == [] and result.attempts == 1
 
 
 @pytest.mark.parametrize(
     ("fault", "code", "check"),
     [
-        (Fault.conflict(), 409, lambda r: r.is_conflict),
-        (Fault.webhook_conflict(), 409, lambda r: r.is_conflict),
-        (Fault.chat_not_found(), 400, lambda r: r.description == "Bad Request: chat not found"),
-        (Fault.blocked(), 403, lambda r: r.description == "Forbidden: bot was blocked by the user"),
-        (Fault.not_modified(), 400, lambda r: r.is_message_not_modified),
-        (Fault.edit_not_found(), 400, lambda r: r.is_message_to_edit_not_found),
-        (Fault.query_too_old(), 400, lambda r: "query is too old" in (r.description or "")),
-        (Fault.unauthorized(), 401, lambda r: r.description == "Unauthorized"),
+        (Fault.canned(BotError.CONFLICT), 409, lambda r: r.is_conflict),
+        (Fault.canned(BotError.WEBHOOK_CONFLICT), 409, lambda r: r.is_conflict),
+        (Fault.canned(BotError.CHAT_NOT_FOUND), 400, lambda r: r.description == "Bad Request: chat not found"),
+        (Fault.canned(BotError.BLOCKED), 403, lambda r: r.description == "Forbidden: bot was blocked by the user"),
+        (Fault.canned(BotError.NOT_MODIFIED), 400, lambda r: r.is_message_not_modified),
+        (Fault.canned(BotError.EDIT_NOT_FOUND), 400, lambda r: r.is_message_to_edit_not_found),
+        (Fault.canned(BotError.QUERY_TOO_OLD), 400, lambda r: "query is too old" in (r.description or "")),
+        (Fault.canned(BotError.UNAUTHORIZED), 401, lambda r: r.description == "Unauthorized"),
         (Fault.migrated(-1001987654321), 400, lambda r: r.migrate_to_chat_id == -1001987654321),
         (Fault.error(500, "Internal Server Error"), 500, lambda r: r.retry_after is None),
     ],
@@ -291,7 +291,7 @@ def test_error_responses_are_rejected_once_with_their_details(
 ) -> None:
     server.inject("sendMessage", fault)
     result = run(server.base_url, send)
-    assert (result.outcome, result.error_code, result.attempts) == (Outcome.REJECTED, code, 1)
+    assert (result.outcome, result.error_code, result.attempts) == (CallOutcome.REJECTED, code, 1)
     assert check(result)
     assert len(server.requests("sendMessage")) == 1
 
@@ -299,7 +299,7 @@ def test_error_responses_are_rejected_once_with_their_details(
 def test_ok_false_with_http_200_is_rejected_without_an_error_code(server: FakeBotApi) -> None:
     server.inject("sendMessage", Fault(Fault.ok_result(None).kind, 200, b'{"ok":false}'))
     result = run(server.base_url, send)
-    assert (result.outcome, result.error_code) == (Outcome.REJECTED, None)
+    assert (result.outcome, result.error_code) == (CallOutcome.REJECTED, None)
 
 
 # --------------------------------------------------------------------------- ambiguous
@@ -310,7 +310,7 @@ def test_connection_closed_after_the_request_is_ambiguous_and_not_retried(
 ) -> None:
     server.inject("sendMessage", Fault.drop())
     result = run(server.base_url, send)
-    assert (result.outcome, result.attempts) == (Outcome.AMBIGUOUS, 1)
+    assert (result.outcome, result.attempts) == (CallOutcome.AMBIGUOUS, 1)
     assert "RemoteProtocolError" in (result.description or "")
     assert len(server.requests("sendMessage")) == 1
 
@@ -318,7 +318,7 @@ def test_connection_closed_after_the_request_is_ambiguous_and_not_retried(
 def test_connection_reset_is_ambiguous_and_not_retried(server: FakeBotApi) -> None:
     server.inject("sendMessage", Fault.reset())
     result = run(server.base_url, send)
-    assert (result.outcome, result.attempts) == (Outcome.AMBIGUOUS, 1)
+    assert (result.outcome, result.attempts) == (CallOutcome.AMBIGUOUS, 1)
     assert len(server.requests("sendMessage")) == 1
 
 
@@ -326,7 +326,7 @@ def test_a_hung_response_times_out_as_ambiguous(server: FakeBotApi) -> None:
     server.inject("sendMessage", Fault.hang())
     result = run(server.base_url, send, read_timeout=0.3)
     server.release()
-    assert (result.outcome, result.attempts) == (Outcome.AMBIGUOUS, 1)
+    assert (result.outcome, result.attempts) == (CallOutcome.AMBIGUOUS, 1)
     assert "ReadTimeout" in (result.description or "")
     assert len(server.requests("sendMessage")) == 1
 
@@ -335,7 +335,7 @@ def test_a_hung_response_times_out_as_ambiguous(server: FakeBotApi) -> None:
 def test_a_non_json_body_is_ambiguous(server: FakeBotApi, status: int) -> None:
     server.inject("sendMessage", Fault.non_json(status=status))
     result = run(server.base_url, send)
-    assert (result.outcome, result.attempts) == (Outcome.AMBIGUOUS, 1)
+    assert (result.outcome, result.attempts) == (CallOutcome.AMBIGUOUS, 1)
     assert result.description == f"unreadable response (HTTP {status})"
 
 
@@ -361,7 +361,7 @@ def test_ok_without_the_promised_result_is_ambiguous(
         "editMessageReplyMarkup": lambda c: c.edit_message_reply_markup(1, 2),
     }
     result = run(server.base_url, calls[method])
-    assert (result.outcome, result.attempts) == (Outcome.AMBIGUOUS, 1)
+    assert (result.outcome, result.attempts) == (CallOutcome.AMBIGUOUS, 1)
     assert len(server.requests(method)) == 1
 
 
@@ -371,20 +371,20 @@ def test_ok_without_the_promised_result_is_ambiguous(
 @pytest.mark.parametrize(
     ("error", "outcome"),
     [
-        (httpx.ConnectError("refused"), Outcome.NOT_SENT),
-        (httpx.ConnectTimeout("slow connect"), Outcome.NOT_SENT),
-        (httpx.PoolTimeout("pool"), Outcome.NOT_SENT),
-        (httpx.WriteTimeout("write"), Outcome.AMBIGUOUS),
-        (httpx.WriteError("write"), Outcome.AMBIGUOUS),
-        (httpx.ReadTimeout("read"), Outcome.AMBIGUOUS),
-        (httpx.ReadError("read"), Outcome.AMBIGUOUS),
-        (httpx.RemoteProtocolError("gone"), Outcome.AMBIGUOUS),
-        (ValueError("something unexpected"), Outcome.AMBIGUOUS),
+        (httpx.ConnectError("refused"), CallOutcome.NOT_SENT),
+        (httpx.ConnectTimeout("slow connect"), CallOutcome.NOT_SENT),
+        (httpx.PoolTimeout("pool"), CallOutcome.NOT_SENT),
+        (httpx.WriteTimeout("write"), CallOutcome.AMBIGUOUS),
+        (httpx.WriteError("write"), CallOutcome.AMBIGUOUS),
+        (httpx.ReadTimeout("read"), CallOutcome.AMBIGUOUS),
+        (httpx.ReadError("read"), CallOutcome.AMBIGUOUS),
+        (httpx.RemoteProtocolError("gone"), CallOutcome.AMBIGUOUS),
+        (ValueError("something unexpected"), CallOutcome.AMBIGUOUS),
     ],
     ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
 )
 def test_transport_errors_are_classified_by_the_wrapped_httpx_error(
-    error: Exception, outcome: Outcome
+    error: Exception, outcome: CallOutcome
 ) -> None:
     wrapper = TimedOut() if isinstance(error, httpx.TimeoutException) else NetworkError("x")
     wrapper.__cause__ = error
@@ -396,9 +396,9 @@ def test_classify_response_reads_the_envelope() -> None:
     body = b'{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 2.5",'
     body += b'"parameters":{"retry_after":2.5}}'
     result = classify_response("sendMessage", 429, body)
-    assert (result.outcome, result.retry_after) == (Outcome.REJECTED, 2.5)
-    assert classify_response("getMe", 200, b"[]").outcome is Outcome.AMBIGUOUS
-    assert classify_response("getMe", 200, b'{"result":{}}').outcome is Outcome.AMBIGUOUS
+    assert (result.outcome, result.retry_after) == (CallOutcome.REJECTED, 2.5)
+    assert classify_response("getMe", 200, b"[]").outcome is CallOutcome.AMBIGUOUS
+    assert classify_response("getMe", 200, b'{"result":{}}').outcome is CallOutcome.AMBIGUOUS
 
 
 def test_retry_after_accepts_seconds_or_a_timedelta() -> None:
@@ -460,7 +460,8 @@ def test_the_token_never_reaches_logs_results_exceptions_or_reprs(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     faults = [
-        Fault.too_many_requests(1), Fault.conflict(), Fault.chat_not_found(), Fault.blocked(),
+        Fault.too_many_requests(1), Fault.canned(BotError.CONFLICT),
+        Fault.canned(BotError.CHAT_NOT_FOUND), Fault.canned(BotError.BLOCKED),
         Fault.migrated(-100123), Fault.drop(), Fault.reset(), Fault.non_json(),
         Fault.ok_result({}), Fault.ok_without_result(), Fault.hang(),
         Fault.error(400, f"Bad Request: the server echoed {TOKEN}"),
@@ -485,7 +486,7 @@ def test_the_token_never_reaches_logs_results_exceptions_or_reprs(
         revoked = TelegramClient(OTHER_TOKEN, api_base_url=server.base_url)
         async with revoked:
             unauthorized = await revoked.get_me()
-            assert (unauthorized.outcome, unauthorized.error_code) == (Outcome.REJECTED, 401)
+            assert (unauthorized.outcome, unauthorized.error_code) == (CallOutcome.REJECTED, 401)
             texts.append(repr(unauthorized) + repr(revoked))
         with pytest.raises(ClientClosedError) as closed:
             await client.send_message(1, "x")

@@ -17,8 +17,8 @@ import pytest
 from telegram import Update
 
 from adapters.telegram.errors import FixtureError
-from adapters.telegram.fake_api import (
-    DESC_CONFLICT_POLL,
+from adapters.telegram.fake import (
+    BotError,
     FakeBotApi,
     FakeBotApiProcess,
     Fault,
@@ -28,6 +28,7 @@ from adapters.telegram.fake_api import (
     load_demo_fixture,
     load_fixture,
 )
+from adapters.telegram.fake.constants import DESC_CONFLICT_POLL
 
 TOKEN = "7000000001:AAH-fakeTokenForFakeApiTests_0123456"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "telegram"
@@ -289,7 +290,7 @@ def test_a_fault_applies_the_given_number_of_times_then_normal_service_resumes(
 
 
 def test_any_method_faults_apply_to_every_method(server: FakeBotApi) -> None:
-    server.inject("*", Fault.blocked())
+    server.inject("*", Fault.canned(BotError.BLOCKED))
     assert call(server.base_url, "sendMessage", {"chat_id": 1, "text": "x"})[1] == {
         "ok": False,
         "error_code": 403,
@@ -361,7 +362,7 @@ def test_out_of_process_server_is_driven_through_its_control_endpoint(tmp_path: 
         control = proc.control
         assert isinstance(control, RemoteFakeBotApi)
         control.push_fixture("reply_to_prompt.json")
-        control.inject("sendMessage", Fault.chat_not_found())
+        control.inject("sendMessage", Fault.canned(BotError.CHAT_NOT_FOUND))
         updates = call(proc.base_url, "getUpdates")[1]["result"]
         rejected = call(proc.base_url, "sendMessage", {"chat_id": 1, "text": "x"})
         assert control.wait_received("sendMessage", 1, timeout=2)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from adapters.telegram.fake_api import FakeBotApi
+from adapters.telegram.fake import FakeBotApi
 from channels import inbox
 from channels.pi import deliveries, sessions
 from state import leases

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import apsw
 
 from adapters.cli import telegram as telegram_cli
-from adapters.telegram.fake_api import FakeBotApiProcess, Fault, Overlap, RecordedRequest
+from adapters.telegram.fake import FakeBotApiProcess, Fault, Overlap, RecordedRequest
 from channels import inbox
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from adapters.cli import telegram as telegram_cli
-from adapters.telegram.fake_api import FakeBotApi, Fault
+from adapters.telegram.fake import BotError, FakeBotApi, Fault
 from channels import inbox, store
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
@@ -168,7 +168,7 @@ def test_every_allowlisted_chat_gets_every_part(flow2: Flow) -> None:
 
 def test_a_blocked_recipient_is_rejected_and_the_others_still_get_it(flow2: Flow) -> None:
     flow2.ask()
-    flow2.server.inject("sendMessage", Fault.blocked())
+    flow2.server.inject("sendMessage", Fault.canned(BotError.BLOCKED))
     flow2.poll()
     result = flow2.rows("SELECT r.content FROM effects e JOIN blobs r"
                         " ON r.blob_hash = e.result_hash WHERE e.effect_type='telegram.deliver'")
@@ -181,7 +181,7 @@ def test_a_blocked_recipient_is_rejected_and_the_others_still_get_it(flow2: Flow
 
 def test_chat_not_found_everywhere_fails_the_delivery_with_a_clear_status(flow: Flow) -> None:
     flow.ask()
-    flow.server.inject("sendMessage", Fault.chat_not_found())
+    flow.server.inject("sendMessage", Fault.canned(BotError.CHAT_NOT_FOUND))
     flow.poll()
     assert flow.effect_statuses("telegram.deliver") == ["rejected"]
     assert flow.rows("SELECT status FROM channel_messages") == [("failed",)]
@@ -469,7 +469,9 @@ def test_settlement_removes_every_keyboard_and_posts_the_outcome_once(flow2: Flo
     assert len(flow2.server.requests("editMessageReplyMarkup")) == 2
 
 
-@pytest.mark.parametrize("fault", [Fault.not_modified(), Fault.edit_not_found()])
+@pytest.mark.parametrize(
+    "fault", [Fault.canned(BotError.NOT_MODIFIED), Fault.canned(BotError.EDIT_NOT_FOUND)]
+)
 def test_not_modified_and_not_found_count_as_settled(flow: Flow, fault: Fault) -> None:
     handle = flow.ask()
     flow.poll()
@@ -522,10 +524,10 @@ def test_a_live_lease_makes_the_pass_skip_the_channel(flow: Flow) -> None:
 
 
 def test_a_409_conflict_stops_the_channel_and_names_the_fix(flow: Flow) -> None:
-    flow.server.inject("getUpdates", Fault.conflict())
+    flow.server.inject("getUpdates", Fault.canned(BotError.CONFLICT))
     report = flow.poll()
     assert report.status == "conflict" and "only one poller" in report.message
-    flow.server.inject("getUpdates", Fault.webhook_conflict())
+    flow.server.inject("getUpdates", Fault.canned(BotError.WEBHOOK_CONFLICT))
     assert "deleteWebhook" in flow.poll().message
     last = store.last_provider_error(flow.db.conn, CHANNEL)
     assert last is not None and last["errorCode"] == 409
@@ -552,7 +554,7 @@ def test_poll_cli_is_quiet_on_success_and_409_exits_75(flow: Flow) -> None:
     flow.ask()
     ok = cli(flow.home, "poll", "--once")
     assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
-    flow.server.inject("getUpdates", Fault.conflict())
+    flow.server.inject("getUpdates", Fault.canned(BotError.CONFLICT))
     conflict = cli(flow.home, "poll")
     assert conflict.returncode == 75 and "only one poller" in conflict.stderr
 
@@ -595,7 +597,7 @@ def test_a_poller_that_lost_its_lease_cannot_ingest_or_move_the_cursor(flow: Flo
 
 
 def test_a_revoked_token_is_reported_on_stderr_with_exit_78(flow: Flow) -> None:
-    flow.server.inject("getUpdates", Fault.unauthorized())
+    flow.server.inject("getUpdates", Fault.canned(BotError.UNAUTHORIZED))
     result = cli(flow.home, "poll")
     assert result.returncode == 78
     assert "rejected the token (HTTP 401)" in result.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.telegram.fake_api import FakeBotApi
+from adapters.telegram.fake import FakeBotApi
 from tests.channels.telegram.helpers import (
     ROOT,
     TOKEN,

@@ -13,7 +13,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from adapters.telegram.fake_api import CALLBACK_ID_BASE, Fault, RemoteFakeBotApi
+from adapters.telegram.fake import Fault, RemoteFakeBotApi
+from adapters.telegram.fake.constants import CALLBACK_ID_BASE
 from channels.decisions.workflows import AskHandle
 from tests.channels.telegram.helpers import (
     PROFILE,

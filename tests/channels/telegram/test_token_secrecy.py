@@ -24,7 +24,7 @@ import pytest
 
 from adapters.telegram.client import TelegramClient
 from adapters.telegram.errors import InvalidTokenFormat
-from adapters.telegram.fake_api import FakeBotApi, Fault
+from adapters.telegram.fake import BotError, FakeBotApi, Fault
 from channels.config.errors import ConfigPermission
 from channels.config.loading import load_config
 from state.database import Database
@@ -169,7 +169,7 @@ def test_the_token_never_reaches_the_database_logs_outputs_exceptions_or_argv(
         assert "<redacted>" in status.stdout  # the echoed description was kept, scrubbed
 
         # 409: another poller holds the bot; the poll stops and says so.
-        fake.inject("getUpdates", Fault.conflict())
+        fake.inject("getUpdates", Fault.canned(BotError.CONFLICT))
         conflict = flow.run("poll", "--once")
         assert conflict.returncode == 75 and "another getUpdates poller" in conflict.stderr
 

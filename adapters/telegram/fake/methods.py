@@ -1,0 +1,194 @@
+"""The Bot API methods the fake answers, each as the real server does.
+
+``getMe``, ``sendMessage``, ``editMessageReplyMarkup``, ``answerCallbackQuery``,
+``deleteWebhook`` and ``getWebhookInfo`` answer like the Bot API, including a
+field python-telegram-bot does not know, so clients prove they tolerate one.
+``getUpdates`` long-polls the queue, and a newer ``getUpdates`` ends it with 409.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from adapters.telegram.fake.bot_state import BotState
+from adapters.telegram.fake.constants import (
+    DESC_BAD_MARKUP,
+    DESC_CHAT_ID_EMPTY,
+    DESC_CHAT_NOT_FOUND,
+    DESC_CONFLICT_POLL,
+    DESC_EDIT_NOT_FOUND,
+    DESC_METHOD_NOT_FOUND,
+    DESC_NOT_MODIFIED,
+    DESC_QUERY_TOO_OLD,
+    DESC_TEXT_EMPTY,
+    DESC_TEXT_TOO_LONG,
+    LONG_POLL_MAX_TIMEOUT,
+    MAX_TEXT_LENGTH,
+    UNKNOWN_FIELD,
+)
+from adapters.telegram.fake.records import Entry
+from adapters.telegram.fake.wire import Exchange, Reply, as_float, as_int, error_reply, ok_reply
+
+_Method = Callable[[dict[str, Any], int, Exchange], Reply | None]
+
+
+class BotMethods:
+    """Answers Bot API calls from, and into, the bot's state."""
+
+    def __init__(self, state: BotState) -> None:
+        self._state = state
+        self._methods: dict[str, _Method] = {
+            "getMe": lambda p, s, e: ok_reply(state.bot_user),
+            "getUpdates": self._get_updates,
+            "sendMessage": lambda p, s, e: self._send_message(p),
+            "editMessageReplyMarkup": lambda p, s, e: self._edit_reply_markup(p),
+            "answerCallbackQuery": lambda p, s, e: self._answer_callback(p),
+            "deleteWebhook": lambda p, s, e: ok_reply(True),
+            "getWebhookInfo": lambda p, s, e: self._webhook_info(),
+        }
+
+    def call(self, entry: Entry, ex: Exchange) -> Reply | None:
+        """The normal answer to a recorded request (None: close without answering)."""
+        method = self._methods.get(entry.method)
+        if method is None:
+            return error_reply(404, DESC_METHOD_NOT_FOUND)
+        return method(entry.params, entry.seq, ex)
+
+    def _webhook_info(self) -> Reply:
+        with self._state.cond:
+            pending = len(self._state.updates)
+        return ok_reply(
+            {"url": "", "has_custom_certificate": False, "pending_update_count": pending}
+        )
+
+    def _get_updates(self, params: dict[str, Any], seq: int, ex: Exchange) -> Reply | None:
+        """Long-poll the queue; a newer getUpdates ends this one with 409."""
+        limit = min(max(as_int(params.get("limit")) or 100, 1), 100)
+        timeout = min(max(as_float(params.get("timeout"), 0.0), 0.0), LONG_POLL_MAX_TIMEOUT)
+        state = self._state
+        with state.cond:
+            state.confirm(as_int(params.get("offset")))
+            state.set_allowed(params.get("allowed_updates"))
+            state.start_poll(seq, ex)
+            try:
+                return self._poll(seq, ex, limit, time.monotonic() + timeout)
+            finally:
+                state.end_poll(seq)
+
+    def _poll(self, seq: int, ex: Exchange, limit: int, deadline: float) -> Reply | None:
+        """Wait (lock held) until updates, timeout, a newer poll, shutdown or hang-up."""
+        state = self._state
+        while True:
+            if state.poll_owner != seq:
+                return error_reply(409, DESC_CONFLICT_POLL)
+            batch = state.deliverable(limit)
+            remaining = deadline - time.monotonic()
+            if batch or state.closing or remaining <= 0:
+                return ok_reply(batch)
+            # Short slices so a client that hung up is noticed and not counted as
+            # overlapping the next poll.
+            state.cond.wait(min(remaining, 0.05))
+            if ex.client_gone():
+                return None
+
+    def _send_message(self, params: dict[str, Any]) -> Reply:
+        chat_id = as_int(params.get("chat_id"))
+        text = params.get("text")
+        markup = params.get("reply_markup")
+        if params.get("chat_id") in (None, ""):
+            return error_reply(400, DESC_CHAT_ID_EMPTY)
+        if chat_id is None:
+            return error_reply(400, DESC_CHAT_NOT_FOUND)
+        if not isinstance(text, str) or not text.strip():
+            return error_reply(400, DESC_TEXT_EMPTY)
+        if len(text) > MAX_TEXT_LENGTH:
+            return error_reply(400, DESC_TEXT_TOO_LONG)
+        if markup is not None and not isinstance(markup, dict):
+            return error_reply(400, DESC_BAD_MARKUP)
+        thread_id = as_int(params.get("message_thread_id"))
+        with self._state.cond:
+            message_id = self._state.new_message_id(chat_id)
+            message = self._build_message(message_id, chat_id, text, markup, thread_id)
+            self._state.messages.setdefault(chat_id, {})[message_id] = message
+        return ok_reply(message)
+
+    def _build_message(
+        self, message_id: int, chat_id: int, text: str,
+        markup: dict[str, Any] | None, thread_id: int | None,
+    ) -> dict[str, Any]:  # fmt: skip
+        bot_user = self._state.bot_user
+        message: dict[str, Any] = {"message_id": message_id}
+        if thread_id is not None:
+            message |= {"message_thread_id": thread_id}
+        message |= {
+            "from": {k: bot_user[k] for k in ("id", "is_bot", "first_name", "username")},
+            "chat": _chat(chat_id, forum=thread_id is not None),
+            "date": int(time.time()),
+        }
+        if thread_id is not None:
+            message["is_topic_message"] = True
+        message["text"] = text
+        # Telegram echoes inline keyboards only, never ForceReply.
+        if markup and markup.get("inline_keyboard"):
+            message["reply_markup"] = {"inline_keyboard": markup["inline_keyboard"]}
+        message[UNKNOWN_FIELD] = {"note": "a field python-telegram-bot does not know"}
+        return message
+
+    def _edit_reply_markup(self, params: dict[str, Any]) -> Reply:
+        """Replace a sent message's keyboard; unknown messages and no-ops fail as on Telegram."""
+        if params.get("inline_message_id"):
+            return ok_reply(True)
+        chat_id = as_int(params.get("chat_id"))
+        message_id = as_int(params.get("message_id"))
+        markup = params.get("reply_markup")
+        if markup is not None and not isinstance(markup, dict):
+            return error_reply(400, DESC_BAD_MARKUP)
+        keyboard = (markup or {}).get("inline_keyboard") or []
+        with self._state.cond:
+            stored = self._state.messages.get(chat_id or 0, {}).get(message_id or 0)
+            if stored is None:
+                return error_reply(400, DESC_EDIT_NOT_FOUND)
+            current = (stored.get("reply_markup") or {}).get("inline_keyboard") or []
+            if current == keyboard:
+                return error_reply(400, DESC_NOT_MODIFIED)
+            stored.pop("reply_markup", None)
+            if keyboard:
+                stored["reply_markup"] = {"inline_keyboard": keyboard}
+            stored["edit_date"] = int(time.time())
+            return ok_reply(dict(stored))
+
+    def _answer_callback(self, params: dict[str, Any]) -> Reply:
+        if not self._state.answer_callback(params.get("callback_query_id")):
+            return error_reply(400, DESC_QUERY_TOO_OLD)
+        return ok_reply(True)
+
+
+def default_bot_user(token: str) -> dict[str, Any]:
+    """The User getMe returns unless a test gives one; its id is the token's bot id."""
+    prefix = token.split(":", 1)[0]
+    bot_id = int(prefix) if prefix.isdigit() else 7_000_000_001
+    return {
+        "id": bot_id,
+        "is_bot": True,
+        "first_name": "PiW Decisions",
+        "username": "piw_decisions_bot",
+        "can_join_groups": True,
+        "can_read_all_group_messages": False,
+        "supports_inline_queries": False,
+        "can_connect_to_business": False,
+        "has_main_web_app": False,
+    }
+
+
+def _chat(chat_id: int, *, forum: bool) -> dict[str, Any]:
+    """A plausible Chat object for an id: private (>0), supergroup (-100...) or group."""
+    if chat_id > 0:
+        return {"id": chat_id, "first_name": "Ada", "username": "ada_ops", "type": "private"}
+    if str(chat_id).startswith("-100"):
+        chat: dict[str, Any] = {"id": chat_id, "title": "PiW Ops", "type": "supergroup"}
+        if forum:
+            chat["is_forum"] = True
+        return chat
+    return {"id": chat_id, "title": "PiW Ops", "type": "group"}

@@ -1,0 +1,121 @@
+"""The fake's wire format: JSON encoding, replies, request parameters and method names."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+from urllib.parse import parse_qsl
+
+# Fields the Bot API expects as JSON inside a form field.
+NESTED_FIELDS: Final = frozenset(
+    {"reply_markup", "allowed_updates", "reply_parameters", "entities", "link_preview_options"}
+)
+_KNOWN_METHODS: Final = {
+    name.lower(): name
+    for name in (
+        "getMe", "getUpdates", "sendMessage", "editMessageReplyMarkup",
+        "answerCallbackQuery", "deleteWebhook", "getWebhookInfo",
+    )
+}  # fmt: skip
+
+
+def dumps(value: object) -> bytes:
+    """Encode JSON the way the Bot API does: compact, non-ASCII escaped."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response to write: status, body and content type."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+def ok_reply(result: object) -> Reply:
+    """``ok: true`` with a result."""
+    return Reply(200, dumps({"ok": True, "result": result}))
+
+
+def error_reply(
+    code: int, description: str, parameters: Mapping[str, object] | None = None
+) -> Reply:
+    """An error exactly as the Bot API shapes it."""
+    return Reply(code, error_body(code, description, parameters))
+
+
+def error_body(
+    code: int, description: str, parameters: Mapping[str, object] | None = None
+) -> bytes:
+    """The JSON body of a Bot API error."""
+    payload: dict[str, object] = {"ok": False, "error_code": code, "description": description}
+    if parameters:
+        payload["parameters"] = dict(parameters)
+    return dumps(payload)
+
+
+class Exchange(Protocol):
+    """The connection-level operations the server logic needs from a handler."""
+
+    def read_body(self) -> bytes: ...
+    def client_gone(self) -> bool: ...
+
+
+def canonical(method: str) -> str:
+    """Bot API method names are case-insensitive; record them in their documented case."""
+    return _KNOWN_METHODS.get(method.lower(), method)
+
+
+def decode_params(
+    body: bytes, content_type: str, query: str
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Wire fields and decoded params from a query string plus a form or JSON body."""
+    fields = dict(parse_qsl(query, keep_blank_values=True))
+    if body and content_type.startswith("application/json"):
+        loaded = json.loads(body.decode("utf-8"))
+        if not isinstance(loaded, dict):
+            raise ValueError("JSON body is not an object")
+        params: dict[str, Any] = {**fields, **loaded}
+        fields |= {k: v if isinstance(v, str) else dumps(v).decode() for k, v in loaded.items()}
+        return fields, params
+    if body:
+        fields |= dict(
+            parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+        )
+    return fields, {key: _decode_nested(key, value) for key, value in fields.items()}
+
+
+def _decode_nested(key: str, value: str) -> Any:
+    if key not in NESTED_FIELDS:
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value  # kept raw; the method handler reports the parse error
+
+
+def as_int(value: object) -> int | None:
+    """An integer parameter as the Bot API accepts it (number or decimal text)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+        return int(value)
+    return None
+
+
+def as_float(value: object, default: float) -> float:
+    """A number parameter (number or decimal text), else ``default``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return default
+    return default

@@ -1,0 +1,229 @@
+"""The classified outcome of one Bot API call, and the rules that classify it.
+
+Each call ends in a ``CallResult`` whose ``outcome`` decides what the caller
+may do next (ARCHITECTURE §5, facts B and C):
+
+* ``ok``: the Bot API answered ``ok: true`` with the result the method promises.
+* ``not_sent``: the request provably never reached the server (connect error,
+  connect timeout, pool timeout). Safe to retry.
+* ``ambiguous``: the request may have been acted on (write/read timeout, a
+  dropped or reset connection, a body that is not JSON, ``ok: true`` without the
+  promised result). Never retried: a second sendMessage could duplicate.
+* ``rejected``: the Bot API answered with ``error_code`` and ``description``.
+  429 carries ``retry_after``; 409 means another poller or a webhook.
+"""
+
+from __future__ import annotations
+
+import datetime as dtm
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+import httpx
+from telegram.error import TelegramError
+
+__all__ = [
+    "CallOutcome",
+    "CallResult",
+    "JSONDict",
+    "classify_exception",
+    "classify_response",
+    "retry_after_seconds",
+]
+
+JSONDict = dict[str, Any]
+
+# httpx failures that happen before any request byte leaves (facts C).
+_NOT_SENT_ERRORS: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class CallOutcome(StrEnum):
+    """What a Bot API call provably did."""
+
+    OK = "ok"
+    NOT_SENT = "not_sent"
+    AMBIGUOUS = "ambiguous"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """The classified outcome of one Bot API call (after any retries)."""
+
+    method: str
+    outcome: CallOutcome
+    result: Any = None  # the Bot API `result` (dict, list or bool) when ok
+    error_code: int | None = None
+    description: str | None = None
+    retry_after: int | float | None = None  # seconds, from parameters.retry_after
+    migrate_to_chat_id: int | None = None
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        """True when the Bot API confirmed the call."""
+        return self.outcome is CallOutcome.OK
+
+    @property
+    def is_conflict(self) -> bool:
+        """409: another getUpdates poller, or a webhook, holds the bot."""
+        return self.outcome is CallOutcome.REJECTED and self.error_code == 409
+
+    @property
+    def is_rate_limited(self) -> bool:
+        """429 Too Many Requests (``retry_after`` says for how long)."""
+        return self.outcome is CallOutcome.REJECTED and self.error_code == 429
+
+    @property
+    def is_message_not_modified(self) -> bool:
+        """400 "message is not modified": an edit that changes nothing (a success)."""
+        return self._rejected_with("message is not modified")
+
+    @property
+    def is_message_to_edit_not_found(self) -> bool:
+        """400 "message to edit not found": nothing left to edit (a success)."""
+        return self._rejected_with("message to edit not found")
+
+    def _rejected_with(self, phrase: str) -> bool:
+        text = (self.description or "").lower()
+        return self.outcome is CallOutcome.REJECTED and phrase in text
+
+    @property
+    def message_id(self) -> int | None:
+        """``message_id`` of a Message result, if this call returned one."""
+        if isinstance(self.result, dict) and isinstance(self.result.get("message_id"), int):
+            return int(self.result["message_id"])
+        return None
+
+    @property
+    def updates(self) -> list[JSONDict]:
+        """The raw update dicts of a successful getUpdates (empty otherwise)."""
+        if self.ok and isinstance(self.result, list):
+            return list(self.result)
+        return []
+
+
+def retry_after_seconds(value: object) -> int | float | None:
+    """``retry_after`` in seconds from a number or a ``timedelta`` (PTB 22 may use either)."""
+    if isinstance(value, dtm.timedelta):
+        seconds = value.total_seconds()
+        return int(seconds) if seconds.is_integer() else seconds
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
+
+
+def _is_message(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("message_id"), int)
+        and isinstance(value.get("chat"), dict)
+        and isinstance(value["chat"].get("id"), int)
+    )
+
+
+def _is_update_list(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, dict) and isinstance(item.get("update_id"), int) for item in value
+    )
+
+
+def _is_user(value: object) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("id"), int)
+
+
+def _is_true(value: object) -> bool:
+    return value is True
+
+
+def _is_anything(value: object) -> bool:
+    return True
+
+
+def _is_message_or_true(value: object) -> bool:
+    return value is True or _is_message(value)
+
+
+# What a successful result must look like, per method; anything else is ambiguous.
+_EXPECTED: Final[Mapping[str, Callable[[object], bool]]] = {
+    "getMe": _is_user,
+    "getUpdates": _is_update_list,
+    "sendMessage": _is_message,
+    "editMessageReplyMarkup": _is_message_or_true,
+    "answerCallbackQuery": _is_true,
+    "deleteWebhook": _is_true,
+}
+
+
+def classify_response(method: str, status: int, payload: bytes) -> CallResult:
+    """Classify an HTTP response from the Bot API (the token must already be gone)."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return CallResult(
+            method, CallOutcome.AMBIGUOUS, description=f"unreadable response (HTTP {status})"
+        )
+    if body.get("ok") is True:
+        return _classify_success(method, status, body)
+    if body.get("ok") is False:
+        return _rejection(method, status, body)
+    return CallResult(
+        method, CallOutcome.AMBIGUOUS, description=f"response without ok (HTTP {status})"
+    )
+
+
+def _classify_success(method: str, status: int, body: JSONDict) -> CallResult:
+    expected = _EXPECTED.get(method, _is_anything)
+    if 200 <= status < 300 and "result" in body and expected(body["result"]):
+        return CallResult(method, CallOutcome.OK, result=body["result"])
+    return CallResult(
+        method,
+        CallOutcome.AMBIGUOUS,
+        description=f"ok response without the expected result (HTTP {status})",
+    )
+
+
+def _rejection(method: str, status: int, body: JSONDict) -> CallResult:
+    code = body.get("error_code")
+    description = body.get("description")
+    raw_params = body.get("parameters")
+    params: JSONDict = raw_params if isinstance(raw_params, dict) else {}
+    migrate = params.get("migrate_to_chat_id")
+    return CallResult(
+        method,
+        CallOutcome.REJECTED,
+        error_code=_error_code(code, status),
+        description=description if isinstance(description, str) else f"HTTP {status}",
+        retry_after=retry_after_seconds(params.get("retry_after")),
+        migrate_to_chat_id=migrate if isinstance(migrate, int) else None,
+    )
+
+
+def _error_code(code: object, status: int) -> int | None:
+    """The body's error_code, else the HTTP status when it is an error status."""
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    return status if status >= 400 else None
+
+
+def classify_exception(method: str, exc: BaseException) -> CallResult:
+    """Classify a transport failure by the httpx error PTB wrapped (``__cause__``)."""
+    cause = exc.__cause__ if isinstance(exc, TelegramError) and exc.__cause__ else exc
+    if isinstance(cause, _NOT_SENT_ERRORS):
+        return CallResult(method, CallOutcome.NOT_SENT, description=_describe(cause))
+    if isinstance(cause, RuntimeError):
+        # HTTPXRequest refuses before sending when its httpx client is closed.
+        return CallResult(method, CallOutcome.NOT_SENT, description=_describe(cause))
+    return CallResult(method, CallOutcome.AMBIGUOUS, description=_describe(cause))
+
+
+def _describe(exc: BaseException) -> str:
+    """``httpx.ReadTimeout`` or ``httpx.ConnectError: <message>``: class first, text if any."""
+    module = "httpx." if isinstance(exc, httpx.HTTPError) else ""
+    text = str(exc)
+    return f"{module}{type(exc).__name__}: {text}" if text else f"{module}{type(exc).__name__}"
