@@ -1,0 +1,2 @@
+"""The edges: the command line (the one composition root), the Telegram Bot API client and
+its loopback fake, and the Pi bridge, operator view and extension."""

@@ -1,0 +1,6 @@
+"""The domain, network-free: human decisions and the channels that carry them.
+
+Subpackages hold one capability each (`decisions`, `telegram`, `pi`, `config`); the modules at
+this level are what every channel shares: the channel and cursor records (`store`), the inbox,
+messages and their parts, the Bot API seam (`transport`), text measurement and the status report.
+Imports point down only: `channels` uses `state`, never `adapters`."""

@@ -1,0 +1,3 @@
+"""The shared records of state.sqlite: database, schema identity, canonical JSON, blobs,
+resources and events, leases, effects, maintenance. Pi-independent; knows no domain table and
+imports nothing from `channels` or `adapters`."""

@@ -1,1 +1,1 @@
-
+"""The `piw-channels` command line: `main` parses and dispatches; one module per command group."""

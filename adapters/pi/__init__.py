@@ -1,0 +1,2 @@
+"""The Pi side: the JSON-lines bridge a Pi session spawns, the terminal operator view, and the
+Pi extension (`extension/piw-channels.ts`)."""

@@ -1,1 +1,2 @@
-
+"""Private configuration (`channels.json`, `credentials.json`): the model, strict parsing,
+private files and their modes, loading, and the installer behind `setup telegram`."""

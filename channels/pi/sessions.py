@@ -11,7 +11,6 @@ import apsw
 
 from channels import store
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
-from channels.pi import sessions
 from channels.store import _hex40
 from state.database import Database
 from state.errors import LeaseHeld
@@ -28,12 +27,12 @@ LOCAL_PROFILE = "local"
 
 def local_channel_id() -> str:
     """The operator view's channel: `pi-` + hash of `local`."""
-    return sessions.pi_channel_id(None)
+    return pi_channel_id(None)
 
 
 def session_channel_id(session_id: str) -> str:
     """A Pi session's channel: `pi-` + hash of the session id."""
-    return sessions.pi_channel_id(session_id)
+    return pi_channel_id(session_id)
 
 
 def routes_to_pi(config: ChannelsConfig | None, audience: str) -> bool:

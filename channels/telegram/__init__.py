@@ -1,1 +1,3 @@
-
+"""The Telegram channel, network-free: identity and allowlists, buttons and callback tokens,
+the split into parts, Bot API limits, updates to inbox events, inbox processing, delivery
+reservation, outbound effects and the poll cycle. The network is behind `channels.transport`."""

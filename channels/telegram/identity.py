@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.store import _hex40
-from channels.telegram import identity
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +17,7 @@ class Channel:
 
     @property
     def channel_id(self) -> str:
-        return identity.telegram_channel_id(self.profile.name)
+        return telegram_channel_id(self.profile.name)
 
     @property
     def name(self) -> str:
