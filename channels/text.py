@@ -23,7 +23,7 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _to_units(text: str) -> str:
+def to_units(text: str) -> str:
     """A string with one character per UTF-16 code unit, so slicing behaves as in JavaScript."""
     if _NON_BMP_RE.search(text) is None:
         return text
@@ -31,8 +31,8 @@ def _to_units(text: str) -> str:
     return "".join(map(chr, struct.unpack(f"<{len(data) // 2}H", data)))
 
 
-def _from_units(units: str) -> str:
-    """Undo `_to_units`: rejoin surrogate pairs into single characters."""
+def from_units(units: str) -> str:
+    """Undo `to_units`: rejoin surrogate pairs into single characters."""
     return units.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 

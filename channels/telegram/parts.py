@@ -10,7 +10,7 @@ from typing import Any
 from channels.decisions.presentation import decision_segments, fingerprint
 from channels.errors import TooManyParts
 from channels.telegram.limits import MAX_TELEGRAM_PARTS, TELEGRAM_TEXT_LIMIT
-from channels.text import _from_units, _to_units, operator_safe_text, utf16_len
+from channels.text import from_units, operator_safe_text, to_units, utf16_len
 
 
 def part_header(part: int, total: int, fp: str) -> str:
@@ -40,22 +40,22 @@ def pack_segments(segments: Sequence[str], capacity: int) -> list[str]:
     bodies: list[str] = []
     current = ""
     for segment in segments:
-        for piece in _split_units(_to_units(segment), capacity):
+        for piece in _split_units(to_units(segment), capacity):
             candidate = f"{current}\n\n{piece}" if current else piece
             if len(candidate) <= capacity:
                 current = candidate
                 continue
             if current:
-                bodies.append(_from_units(current))
+                bodies.append(from_units(current))
             current = piece
     if current:
-        bodies.append(_from_units(current))
+        bodies.append(from_units(current))
     return bodies or ["Decision"]
 
 
 def split_segment(text: str, capacity: int) -> list[str]:
     """Cut one segment into pieces of at most `capacity` code units; joined they give `text`."""
-    return [_from_units(piece) for piece in _split_units(_to_units(text), capacity)]
+    return [from_units(piece) for piece in _split_units(to_units(text), capacity)]
 
 
 def _split_units(units: str, capacity: int) -> list[str]:
