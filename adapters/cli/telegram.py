@@ -39,12 +39,12 @@ def _config_or_hint() -> ChannelsConfig | None:
 
 
 def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool) -> int:
-    """One poll pass; exit 75 when a channel hit a 409 conflict."""
+    """One poll pass; exit 75 when a channel hit a 409 conflict or a batch it cannot store."""
     with Database.open_writer() as db:
         reports = asyncio.run(worker.poll(db, config, bot_api, options))
     code = EXIT_OK
     for report in reports:
-        if report.status == "conflict":
+        if report.status in ("conflict", "bad_batch"):
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY)
         elif report.status == "unauthorized":

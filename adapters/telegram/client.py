@@ -21,7 +21,6 @@ import asyncio
 import functools
 import json
 import logging
-import re
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -47,6 +46,7 @@ from adapters.telegram.results import (
     classify_exception,
     classify_response,
 )
+from channels.config.files import BOT_TOKEN_FORMAT
 
 __all__ = [
     "DEFAULT_ALLOWED_UPDATES",
@@ -60,8 +60,9 @@ Clock = Callable[[], float]
 DEFAULT_API_BASE_URL: Final = "https://api.telegram.org"
 DEFAULT_ALLOWED_UPDATES: Final = ("message", "callback_query")
 # A real token is "<bot id>:<35 URL-safe characters>"; anything else could
-# change the request path, so it is refused rather than encoded.
-_TOKEN_FORMAT: Final = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
+# change the request path, so it is refused rather than encoded (the config
+# refuses such a token file first, naming it).
+_TOKEN_FORMAT: Final = BOT_TOKEN_FORMAT
 
 _LOG = logging.getLogger(__name__)
 

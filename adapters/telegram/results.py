@@ -16,7 +16,6 @@ may do next (ARCHITECTURE §5, facts B and C):
 from __future__ import annotations
 
 import datetime as dtm
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,6 +23,8 @@ from typing import Any, Final
 
 import httpx
 from telegram.error import TelegramError
+
+from adapters.telegram.body import load_body
 
 __all__ = [
     "CallOutcome",
@@ -35,6 +36,11 @@ __all__ = [
 ]
 
 JSONDict = dict[str, Any]
+
+# A longer wait is not a rate limit but a broken answer: it is ignored (the call is not waited on).
+MAX_RETRY_AFTER: Final = 3600
+MAX_DESCRIPTION: Final = 500
+_MAX_ID: Final = 2**53 - 1  # Bot API integers have at most 52 significant bits
 
 # httpx failures that happen before any request byte leaves (facts C).
 _NOT_SENT_ERRORS: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
@@ -61,6 +67,9 @@ class CallResult:
     retry_after: int | float | None = None  # seconds, from parameters.retry_after
     migrate_to_chat_id: int | None = None
     attempts: int = 1
+    # A 2xx response whose body is not the Bot API answer the method promises: the same bytes
+    # would come back on a retry, so the caller must say so rather than wait for them to change.
+    malformed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -111,9 +120,23 @@ def retry_after_seconds(value: object) -> int | float | None:
     if isinstance(value, dtm.timedelta):
         seconds = value.total_seconds()
         return int(seconds) if seconds.is_integer() else seconds
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int | float) and not isinstance(value, bool) and \
+            0 <= value <= MAX_RETRY_AFTER:
         return value
     return None
+
+
+def _chat_id(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _MAX_ID:
+        return value
+    return None
+
+
+def provider_text(value: object, fallback: str) -> str:
+    """A provider's text as something every output can take: valid Unicode, bounded."""
+    if not isinstance(value, str):
+        return fallback
+    return value.encode("utf-8", "replace").decode("utf-8")[:MAX_DESCRIPTION]
 
 
 def _is_message(value: object) -> bool:
@@ -125,10 +148,9 @@ def _is_message(value: object) -> bool:
     )
 
 
-def _is_update_list(value: object) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(item, dict) and isinstance(item.get("update_id"), int) for item in value
-    )
+def _is_list(value: object) -> bool:
+    # Each item is checked by the update parser: a malformed item is data, not a bad batch.
+    return isinstance(value, list)
 
 
 def _is_user(value: object) -> bool:
@@ -150,7 +172,7 @@ def _is_message_or_true(value: object) -> bool:
 # What a successful result must look like, per method; anything else is ambiguous.
 _EXPECTED: Final[Mapping[str, Callable[[object], bool]]] = {
     "getMe": _is_user,
-    "getUpdates": _is_update_list,
+    "getUpdates": _is_list,
     "sendMessage": _is_message,
     "editMessageReplyMarkup": _is_message_or_true,
     "answerCallbackQuery": _is_true,
@@ -161,31 +183,28 @@ _EXPECTED: Final[Mapping[str, Callable[[object], bool]]] = {
 def classify_response(method: str, status: int, payload: bytes) -> CallResult:
     """Classify an HTTP response from the Bot API (the token must already be gone)."""
     try:
-        body = json.loads(payload)
+        body = load_body(payload)
     except ValueError:
         body = None
     if not isinstance(body, dict):
-        return CallResult(
-            method, CallOutcome.AMBIGUOUS, description=f"unreadable response (HTTP {status})"
-        )
+        return _ambiguous(method, status, f"unreadable response (HTTP {status})")
     if body.get("ok") is True:
         return _classify_success(method, status, body)
     if body.get("ok") is False:
         return _rejection(method, status, body)
-    return CallResult(
-        method, CallOutcome.AMBIGUOUS, description=f"response without ok (HTTP {status})"
-    )
+    return _ambiguous(method, status, f"response without ok (HTTP {status})")
+
+
+def _ambiguous(method: str, status: int, description: str) -> CallResult:
+    return CallResult(method, CallOutcome.AMBIGUOUS, description=description,
+                      malformed=200 <= status < 300)
 
 
 def _classify_success(method: str, status: int, body: JSONDict) -> CallResult:
     expected = _EXPECTED.get(method, _is_anything)
     if 200 <= status < 300 and "result" in body and expected(body["result"]):
         return CallResult(method, CallOutcome.OK, result=body["result"])
-    return CallResult(
-        method,
-        CallOutcome.AMBIGUOUS,
-        description=f"ok response without the expected result (HTTP {status})",
-    )
+    return _ambiguous(method, status, f"ok response without the expected result (HTTP {status})")
 
 
 def _rejection(method: str, status: int, body: JSONDict) -> CallResult:
@@ -198,15 +217,15 @@ def _rejection(method: str, status: int, body: JSONDict) -> CallResult:
         method,
         CallOutcome.REJECTED,
         error_code=_error_code(code, status),
-        description=description if isinstance(description, str) else f"HTTP {status}",
+        description=provider_text(description, f"HTTP {status}"),
         retry_after=retry_after_seconds(params.get("retry_after")),
-        migrate_to_chat_id=migrate if isinstance(migrate, int) else None,
+        migrate_to_chat_id=_chat_id(migrate),
     )
 
 
 def _error_code(code: object, status: int) -> int | None:
     """The body's error_code, else the HTTP status when it is an error status."""
-    if isinstance(code, int) and not isinstance(code, bool):
+    if isinstance(code, int) and not isinstance(code, bool) and 0 <= code < 1000:
         return code
     return status if status >= 400 else None
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shlex
 import stat
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from channels.config.model import TelegramCredential
 
 _SETUP: Final = "Telegram setup"
+# A bot token is "<bot id>:<secret>" (35 URL-safe characters today). Anything else could change
+# a request URL, so it is refused where the file is read (and again by the client).
+BOT_TOKEN_FORMAT: Final = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
 _PRIVATE_FILE_MODE: Final = 0o600
 
 _PRIVATE_DIR_MODE: Final = 0o700
@@ -142,6 +146,13 @@ def _read_token(credential: TelegramCredential, *, prefix: str, field: str | Non
             f"{prefix}Telegram credential {credential.name} token file is empty ({path})",
             path=path,
             field=field,
+        )
+    if not BOT_TOKEN_FORMAT.fullmatch(token):
+        # The message describes the expected shape and never quotes the content.
+        raise ConfigInvalid(
+            f"{context} does not hold a bot token (expected <bot id>:<secret> as @BotFather"
+            " gives it: digits, a colon, then letters, digits, '_' or '-')",
+            path=path, field=field,
         )
     return token
 

@@ -57,7 +57,7 @@ class ChannelReport:
     """What one channel's pass did (counts and codes only: no ids)."""
 
     channel: str
-    status: str = "polled"  # polled | busy | conflict | unauthorized
+    status: str = "polled"  # polled | busy | conflict | unauthorized | bad_batch
     updates: int = 0
     processed: int = 0
     effects: int = 0
@@ -158,7 +158,8 @@ class _ChannelPoll:
             self.report.processed += await self._process_inbox(api)
             self.report.effects += await outbound.apply_due()
             workflows.expire_overdue(self.db, self.owner_id)
-            if self.options.once or self.wall_clock() >= self.end - 1:
+            if self.options.once or self.wall_clock() >= self.end - 1 or \
+                    self.report.status == "bad_batch":  # the same bytes would come back at once
                 break
         self.report.errors.extend(outbound.errors)
         if self.report.errors:
@@ -202,13 +203,15 @@ class _ChannelPoll:
             self.report.message = (f"the Bot API rejected the token (HTTP {res.error_code});"
                                    " fix the token file or run setup telegram again")
             return False
+        if res.malformed:
+            return self._refuse(res, offset)
         if res.outcome != OK:
             self.report.errors.append({"method": "getUpdates", **describe(res)})
             if not self.options.once:
                 await asyncio.sleep(1)  # a brief pause, then the loop tries again
             return not self.options.once
         updates = res.updates
-        events = [e for u in updates if (e := telegram_updates.to_event(u)) is not None]
+        events = [telegram_updates.to_event(u) for u in updates]
         next_offset = telegram_updates.next_offset(updates, offset)
 
         def ingest(c: Any) -> None:
@@ -219,6 +222,30 @@ class _ChannelPoll:
 
         self.db.write(ingest)
         self.report.updates += len(updates)
+        if updates and next_offset == offset:
+            return self._unconfirmable(len(updates))
+        return True
+
+    def _refuse(self, res: ProviderResult, offset: int | None) -> bool:
+        """A getUpdates answer that is not a batch: nothing stored, the cursor stays."""
+        self.report.status = "bad_batch"
+        self.report.errors.append({"method": "getUpdates", **describe(res)})
+        self.report.message = (f"getUpdates returned a response that is not a batch of updates"
+                               f" ({res.description}); nothing was stored and the cursor stays"
+                               f" at {offset if offset is not None else 'the start'}")
+        return False
+
+    def _unconfirmable(self, count: int) -> bool:
+        """A batch whose items carry no usable update_id past the cursor: they were recorded
+        (and are processed, as ignored), but no offset can confirm them, so Telegram sends
+        them again at once: this pass ends after processing."""
+        self.report.status = "bad_batch"
+        self.report.message = (
+            f"getUpdates returned {count} update(s) without a usable update_id past the"
+            " cursor; they were recorded as ignored, and the cursor moves on when a later"
+            " update arrives")
+        self.report.errors.append({"method": "getUpdates", "outcome": "unconfirmable",
+                                   "description": self.report.message})
         return True
 
     def _conflict(self, res: ProviderResult) -> bool:

@@ -1,33 +1,59 @@
-"""Telegram updates -> minimal validated inbox events (pure).
+"""Telegram updates -> minimal validated inbox events (pure, total: no input raises).
 
 Only what processing needs is kept (ids, callback data, reply target, text); the raw update is
 never stored. Anything that is not a callback query or a reply becomes an `other` event that is
-processed as `ignored:<reason>`, so nothing is fetched or retried forever.
+processed as `ignored:<reason>`, so nothing is fetched or retried forever. Malformed items (not
+an object, an `update_id` that is missing, of the wrong type or out of range) are events too:
+they get an id derived from their content, so a re-fetch of the same bytes is deduplicated.
+
+Every value kept is data the database and the Bot API can take: integers within the 52 bits
+the Bot API promises (so canonical JSON keeps them exact), and text that is valid Unicode (a
+lone surrogate is valid JSON but cannot be UTF-8 encoded, so it can never be sent back).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import json
+import re
+from typing import Any, Final
 
 from channels.inbox import InboundEvent
 
-MAX_CALLBACK_DATA_BYTES = 64
+MAX_CALLBACK_DATA_BYTES: Final = 64
+# Bot API integers "have at most 52 significant bits": anything larger is not a Telegram id, and
+# an update_id beyond it could not be confirmed exactly (nor stored as canonical JSON).
+MAX_ID: Final = 2**53 - 1
+MALFORMED_PREFIX: Final = "malformed:"
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, int) and not isinstance(value, bool) and -MAX_ID <= value <= MAX_ID:
+        return value
+    return None
+
+
+def _text(value: Any) -> str | None:
+    """A string that can be UTF-8 encoded (no lone surrogate), else None."""
+    if isinstance(value, str) and (value.isascii() or not _SURROGATE.search(value)):
+        return value
+    return None
 
 
 def update_id(update: Any) -> int | None:
-    """The update's id, or None when it has none (such an update cannot be confirmed)."""
-    return _int(update.get("update_id")) if isinstance(update, dict) else None
+    """The update's id, or None when it has no usable one (such an update cannot confirm a
+    batch). Negative ids are refused: a negative offset would make Telegram forget updates."""
+    uid = _int(update.get("update_id")) if isinstance(update, dict) else None
+    return uid if uid is not None and uid >= 0 else None
 
 
-def to_event(update: Any) -> InboundEvent | None:
-    """The inbox event for one raw update (None when it has no usable update_id)."""
+def to_event(update: Any) -> InboundEvent:
+    """The inbox event for one raw batch item (a malformed item is an `other` event)."""
     uid = update_id(update)
     if uid is None:
-        return None
+        reason = "bad_update_id" if isinstance(update, dict) else "not_an_object"
+        return InboundEvent(_malformed_id(update), "other", {"kind": reason})
     event_id = str(uid)
     if isinstance(update.get("callback_query"), dict):
         return InboundEvent(event_id, "callback", _callback(update["callback_query"]))
@@ -35,8 +61,17 @@ def to_event(update: Any) -> InboundEvent | None:
     if isinstance(message, dict) and isinstance(message.get("reply_to_message"), dict):
         return InboundEvent(event_id, "reply", _reply(message))
     kind = next((k for k in update if k != "update_id"), "empty")
-    reason = "plain_message" if kind == "message" else str(kind)[:64]
+    reason = "plain_message" if kind == "message" else (_text(kind) or "unknown")[:64]
     return InboundEvent(event_id, "other", {"kind": reason})
+
+
+def _malformed_id(item: Any) -> str:
+    """A stable id for an item without a usable update_id: a digest of its JSON form."""
+    try:
+        text = json.dumps(item, sort_keys=True, ensure_ascii=True)
+    except (ValueError, TypeError, RecursionError):
+        text = f"<{type(item).__name__} that cannot be encoded>"
+    return MALFORMED_PREFIX + hashlib.sha256(text.encode("ascii", "replace")).hexdigest()[:40]
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -47,16 +82,17 @@ def _callback(query: dict[str, Any]) -> dict[str, Any]:
     sender = _object(query.get("from"))
     message = _object(query.get("message"))
     chat = _object(message.get("chat"))
-    data = query.get("data")
+    data = _text(query.get("data"))
     return {
-        "callbackId": query.get("id") if isinstance(query.get("id"), str) else None,
+        # An id that is not valid text could never be answered: the press is still processed.
+        "callbackId": _text(query.get("id")),
         "userId": _int(sender.get("id")),
         "chatId": _int(chat.get("id")),
         "messageId": _int(message.get("message_id")),
         "threadId": _int(message.get("message_thread_id")),
         # An inaccessible message arrives with date 0 (Bot API 7.0+).
         "accessible": bool(message) and message.get("date") != 0,
-        "data": data if isinstance(data, str) and
+        "data": data if data is not None and
         len(data.encode("utf-8")) <= MAX_CALLBACK_DATA_BYTES else None,
         "inline": "inline_message_id" in query,
     }
@@ -66,23 +102,22 @@ def _reply(message: dict[str, Any]) -> dict[str, Any]:
     sender = _object(message.get("from"))
     chat = _object(message.get("chat"))
     target = message["reply_to_message"]
-    text = message.get("text")
-    target_text = target.get("text")
+    target_text = _text(target.get("text"))
     return {
         "messageId": _int(message.get("message_id")),
         "userId": _int(sender.get("id")),
         "chatId": _int(chat.get("id")),
         "threadId": _int(message.get("message_thread_id")),
         "replyTo": _int(target.get("message_id")),
-        "text": text if isinstance(text, str) else None,
+        "text": _text(message.get("text")),
         # Kept so a reply can prove that a prompt left ambiguous by a crash did arrive.
         "replyToBot": _object(target.get("from")).get("is_bot") is True,
-        "replyToText": target_text[:300] if isinstance(target_text, str) else None,
+        "replyToText": target_text[:300] if target_text is not None else None,
     }
 
 
 def next_offset(updates: list[Any], current: int | None) -> int | None:
-    """Last received update_id + 1 (never moving back)."""
+    """Last received usable update_id + 1 (never moving back)."""
     ids = [i for u in updates if (i := update_id(u)) is not None]
     if not ids:
         return current

@@ -19,7 +19,7 @@ from adapters.telegram.fake.constants import (
 )
 from adapters.telegram.fake.faults import Fault, FaultQueue
 from adapters.telegram.fake.records import Entry, Overlap, RecordedRequest
-from adapters.telegram.fake.wire import Exchange, as_int, canonical
+from adapters.telegram.fake.wire import RAW_ITEM, Exchange, as_int, canonical
 
 
 class BotState:
@@ -62,6 +62,23 @@ class BotState:
             self._note_update(item)
             self.cond.notify_all()
             return update_id
+
+    def push_raw_update(self, text: str, update_id: int | None = None) -> int:
+        """Queue one batch item as raw JSON text, served byte for byte (a malformed item).
+
+        ``update_id`` is where the item sits in the queue (the id the server knows it by,
+        whatever the text says); it is confirmed like any update by an offset above it.
+        """
+        with self.cond:
+            position = self._next_update_id if update_id is None else update_id
+            self._next_update_id = max(self._next_update_id, position + 1)
+            self.updates = sorted(
+                [u for u in self.updates if u["update_id"] != position]
+                + [{"update_id": position, RAW_ITEM: text}],
+                key=lambda u: int(u["update_id"]),
+            )
+            self.cond.notify_all()
+            return position
 
     def _note_update(self, update: Mapping[str, Any]) -> None:
         """Track message ids and callback ids an update introduces."""
@@ -108,7 +125,8 @@ class BotState:
 
     def deliverable(self, limit: int) -> list[dict[str, Any]]:
         """The first ``limit`` queued updates the current mask lets through."""
-        return [u for u in self.updates if _update_type(u) in self.allowed][:limit]
+        return [u for u in self.updates
+                if RAW_ITEM in u or _update_type(u) in self.allowed][:limit]
 
     # ---- long polls
 

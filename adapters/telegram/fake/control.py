@@ -58,6 +58,8 @@ def _control_action(
 ) -> dict[str, object] | None:
     if action == "push_update":
         return {"update_id": fake.push_update(body)}
+    if action == "push_raw_update":
+        return {"update_id": fake.push_raw_update(str(body["text"]), body.get("update_id"))}
     if action == "push_fixture":
         return {"update_ids": fake.push_fixture(body["name"], body.get("values"))}
     if action == "inject":
@@ -106,6 +108,11 @@ class RemoteFakeBotApi:
     def push_update(self, update: Mapping[str, Any]) -> int:
         """See ``FakeBotApi.push_update``."""
         return int(self._call("push_update", dict(update))["update_id"])
+
+    def push_raw_update(self, text: str, update_id: int | None = None) -> int:
+        """See ``FakeBotApi.push_raw_update``."""
+        return int(self._call("push_raw_update", {"text": text, "update_id": update_id})
+                   ["update_id"])
 
     def push_fixture(self, name: str, values: Mapping[str, object] | None = None) -> list[int]:
         """See ``FakeBotApi.push_fixture`` (name in ``--fixtures`` or a demo template)."""

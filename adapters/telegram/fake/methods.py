@@ -29,7 +29,15 @@ from adapters.telegram.fake.constants import (
     UNKNOWN_FIELD,
 )
 from adapters.telegram.fake.records import Entry
-from adapters.telegram.fake.wire import Exchange, Reply, as_float, as_int, error_reply, ok_reply
+from adapters.telegram.fake.wire import (
+    Exchange,
+    Reply,
+    as_float,
+    as_int,
+    error_reply,
+    ok_reply,
+    updates_reply,
+)
 
 _Method = Callable[[dict[str, Any], int, Exchange], Reply | None]
 
@@ -86,7 +94,7 @@ class BotMethods:
             batch = state.deliverable(limit)
             remaining = deadline - time.monotonic()
             if batch or state.closing or remaining <= 0:
-                return ok_reply(batch)
+                return updates_reply(batch)
             # Short slices so a client that hung up is noticed and not counted as
             # overlapping the next poll.
             state.cond.wait(min(remaining, 0.05))

@@ -186,6 +186,10 @@ class FakeBotApi:
         """Queue an update for getUpdates; assigns the next update_id when absent."""
         return self._state.push_update(update)
 
+    def push_raw_update(self, text: str, update_id: int | None = None) -> int:
+        """Queue one batch item as raw JSON text (see ``BotState.push_raw_update``)."""
+        return self._state.push_raw_update(text, update_id)
+
     def push_fixture(
         self, name: str | Path, values: Mapping[str, object] | None = None,
         *, renumber: bool = True,

@@ -36,6 +36,17 @@ class Reply:
     content_type: str = "application/json"
 
 
+# The key under which the queue holds a batch item pushed as raw text (see updates_reply).
+RAW_ITEM: Final = "\x00raw"
+
+
+def updates_reply(batch: list[dict[str, Any]]) -> Reply:
+    """``ok: true`` with a batch of updates; raw items are spliced in byte for byte."""
+    items = [u[RAW_ITEM].encode("utf-8", "surrogatepass") if RAW_ITEM in u else dumps(u)
+             for u in batch]
+    return Reply(200, b'{"ok":true,"result":[' + b",".join(items) + b"]}")
+
+
 def ok_reply(result: object) -> Reply:
     """``ok: true`` with a result."""
     return Reply(200, dumps({"ok": True, "result": result}))

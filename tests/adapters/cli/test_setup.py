@@ -292,7 +292,7 @@ def _directory(path: Path) -> str:
         (_content(" \n"), 78, "token file is empty"),
         (_missing, 78, "does not exist"),
         (_directory, 78, "must be a regular file (it is a directory)"),
-        (_content("my password\n"), 78, "the bot token must look like <bot id>:"),
+        (_content("my password\n"), 78, "does not hold a bot token (expected <bot id>:"),
     ],
     ids=["relative", "0644", "0640", "empty", "missing", "directory", "not-a-token"],
 )

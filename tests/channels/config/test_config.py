@@ -805,12 +805,13 @@ def test_shipped_examples_load_once_token_paths_exist(files: Files, tmp_path: Pa
     write_json(files.channels_path, json.loads((EXAMPLES / CHANNELS_FILE).read_text()))
     credentials = json.loads((EXAMPLES / CREDENTIALS_FILE).read_text())
     for name, entry in credentials["telegram"].items():
-        entry["tokenFile"] = str(write_private(tmp_path / "secrets" / name, f"{name}-token"))
+        entry["tokenFile"] = str(write_private(tmp_path / "secrets" / name,
+                                               f"{len(name)}:{name}-token"))
     write_json(files.credentials_path, credentials)
     loaded = require_config()
     assert loaded.routes("operator") == ("pi", "telegram:default")
     assert loaded.profile("local-bot-api").api_base_url == "http://127.0.0.1:8081"
-    assert loaded.read_token("local-bot-api") == "telegram-local-token"
+    assert loaded.read_token("local-bot-api") == "14:telegram-local-token"
 
 
 def test_shipped_crontab_polls_every_minute_for_55_seconds() -> None:

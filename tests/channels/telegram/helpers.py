@@ -22,7 +22,14 @@ from typing import Any, Protocol
 import apsw
 
 from adapters.cli import telegram as telegram_cli
-from adapters.telegram.fake import FakeBotApiProcess, Fault, Overlap, RecordedRequest
+from adapters.telegram.fake import (
+    FakeBotApiProcess,
+    Fault,
+    Overlap,
+    RecordedRequest,
+    load_demo_fixture,
+)
+from adapters.telegram.fake.fixtures import updates_of as fixture_updates
 from channels import inbox
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
@@ -57,6 +64,7 @@ class FakeControls(Protocol):
     """What the tests use of `FakeBotApi` and `RemoteFakeBotApi` alike."""
 
     def push_fixture(self, name: str, values: Mapping[str, object] | None = None) -> list[int]: ...
+    def push_raw_update(self, text: str, update_id: int | None = None) -> int: ...
     def inject(self, method: str, fault: Fault) -> None: ...
     def release(self) -> None: ...
     def requests(self, method: str | None = None) -> list[RecordedRequest]: ...
@@ -177,6 +185,20 @@ def press_button(
     return update_id
 
 
+def press_update(
+    handle: decision_service.AskHandle, choice: str, message_id: int, *, update_id: int,
+    user: int = USER, chat: int = USER, data: str | None = None,
+    callback_id: str | None = None,
+) -> dict[str, Any]:
+    """The recorded button press as a dict (to be altered and pushed raw)."""
+    [update] = fixture_updates(load_demo_fixture("callback_press.json", {
+        "update_id": update_id, "callback_query_id": callback_id or f"cb-{update_id}",
+        "date": 1787097600, "bot_id": 7000000001, "bot_username": "piw_decisions_bot",
+        "user_id": user, "chat_id": chat, "message_id": message_id, "message_text": "decision",
+        "callback_data": button_data(handle, choice) if data is None else data}), "press")
+    return update
+
+
 def reply_to_prompt(
     fake: FakeControls, prompt_message_id: int, prompt_text: str, reply_text: str, *,
     user: int = USER, chat: int = USER, message_id: int | None = None,
@@ -293,7 +315,7 @@ def db_value(sql: str, *params: object) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class InboxState:
-    """One channel_inbox row as the tests see it."""
+    """One channel_inbox row as the tests see it (a malformed item's update_id is -1)."""
 
     update_id: int
     event_type: str
@@ -308,7 +330,7 @@ def inbox_states(channel_id: str | None = None) -> list[InboxState]:
         rows = db.conn.execute(
             "SELECT external_event_id, event_type, processed_at FROM channel_inbox"
             " WHERE channel_id = ? ORDER BY rowid", (cid,)).fetchall()
-        return [InboxState(int(str(e)), str(t), p is not None,
+        return [InboxState(int(str(e)) if str(e).isdigit() else -1, str(t), p is not None,
                            inbox.inbox_result(db.conn, cid, str(e))) for e, t, p in rows]
 
 

@@ -151,7 +151,7 @@ def test_the_token_never_reaches_the_database_logs_outputs_exceptions_or_argv(
         # Delivery through a 429 (retried after retry_after), then a getUpdates that is not JSON.
         fake.inject("sendMessage", Fault.too_many_requests(1))
         fake.inject("getUpdates", Fault.non_json())
-        assert flow.run("poll", "--once").returncode == 0
+        assert flow.run("poll", "--once").returncode == 75  # a batch it cannot read: refused
         assert [r.status for r in fake.requests("sendMessage")] == [429, 200]
         assert all(p.message_ref is not None for p in message_parts(first.decision_id))
 

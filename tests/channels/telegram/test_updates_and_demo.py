@@ -67,21 +67,41 @@ def test_other_updates_become_other_events_with_their_kind(update: dict[str, obj
     assert event.payload == {"kind": kind}
 
 
-@pytest.mark.parametrize("update", [None, "text", [], {"message": {}}, {"update_id": "7"},
-                                    {"update_id": True}])
-def test_an_update_without_a_usable_id_is_not_an_event(update: object) -> None:
-    assert to_event(update) is None
+@pytest.mark.parametrize(("update", "kind"), [
+    (None, "not_an_object"), ("text", "not_an_object"), ([], "not_an_object"),
+    ({"message": {}}, "bad_update_id"), ({"update_id": "7"}, "bad_update_id"),
+    ({"update_id": True}, "bad_update_id"), ({"update_id": 7.0}, "bad_update_id"),
+    ({"update_id": -1}, "bad_update_id"), ({"update_id": 2**64 + 7}, "bad_update_id")])
+def test_an_update_without_a_usable_id_is_an_ignored_event_with_a_content_id(
+    update: object, kind: str,
+) -> None:
+    event = to_event(update)
+    assert (event.event_type, event.payload) == ("other", {"kind": kind})
+    assert event.external_event_id.startswith("malformed:")
+    assert to_event(update).external_event_id == event.external_event_id  # a re-fetch dedups
+
+
+def test_text_that_is_not_valid_unicode_is_never_kept() -> None:
+    press = to_event({"update_id": 9, "callback_query": {
+        "id": "\ud800", "from": {"id": 1}, "data": "\udc00\ud800",
+        "message": {"message_id": 1, "chat": {"id": 1}, "date": 5}}})
+    assert (press.payload["callbackId"], press.payload["data"]) == (None, None)
+    reply = to_event({"update_id": 10, "message": {
+        "message_id": 2, "from": {"id": 1}, "chat": {"id": 1}, "text": "a\udfffb",
+        "reply_to_message": {"message_id": 1, "text": "\ud800"}}})
+    assert (reply.payload["text"], reply.payload["replyToText"]) == (None, None)
 
 
 def test_oversize_or_non_text_callback_data_is_dropped() -> None:
     event = to_event({"update_id": 9, "callback_query": {
         "id": "1", "from": {"id": 1}, "message": {"message_id": 1, "chat": {"id": 1},
                                                   "date": 5}, "data": "x" * 65}})
-    assert event is not None and event.payload["data"] is None
+    assert event.payload["data"] is None
 
 
 def test_next_offset_is_the_last_update_plus_one_and_never_moves_back() -> None:
     assert next_offset([{"update_id": 5}, {"update_id": 9}, {"x": 1}], None) == 10
+    assert next_offset([{"update_id": -5}, {"update_id": 2**64}], None) is None
     assert next_offset([], 7) == 7
     assert next_offset([{"update_id": 3}], 7) == 7
 
