@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -20,11 +21,18 @@ class Entropy(Protocol):
     def token_bytes(self, n: int) -> bytes: ...
 
 
+# Test-only: shifts the wall clock of a child process (the once-an-hour alert tests).
+CLOCK_OFFSET_ENV = "PIW_CHANNELS_TEST_CLOCK_OFFSET_MS"
+
+
 class SystemClock:
-    """The wall clock."""
+    """The wall clock (shifted by $PIW_CHANNELS_TEST_CLOCK_OFFSET_MS when a test sets it)."""
+
+    def __init__(self) -> None:
+        self.offset_ms = int(os.environ.get(CLOCK_OFFSET_ENV) or 0)
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return time.time_ns() // 1_000_000 + self.offset_ms
 
 
 class SystemEntropy:

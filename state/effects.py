@@ -373,3 +373,9 @@ def cancel(conn: apsw.Connection, effect: Effect, actor: Actor, now: int, reason
         conn, effect.resource_id, "effect.cancelled", actor, now, payload={"reason": reason}
     )
     return get(conn, effect.effect_id)
+
+
+def result_of(conn: apsw.Connection, effect_id: str) -> Any:
+    """The recorded result document of an effect (None when it has none)."""
+    value = conn.execute("SELECT result_hash FROM effects WHERE effect_id = ?", (effect_id,)).get
+    return None if value is None else blobs.get_json(conn, bytes(value))

@@ -15,7 +15,7 @@ from typing import Literal
 import apsw
 
 from state import resources
-from state.canonical import sha256
+from state.canonical import JsonValue, sha256
 from state.clock import Entropy
 from state.errors import LeaseHeld, StaleLease, StaleRevision, WriteRejected
 from state.resources import Actor
@@ -211,12 +211,13 @@ def clear_row(conn: apsw.Connection, resource_id: str) -> None:
     )
 
 
-def release(conn: apsw.Connection, lease: Lease, now: int) -> None:
-    """Release our lease (even if it just expired, as long as nobody claimed it since)."""
+def release(conn: apsw.Connection, lease: Lease, now: int, *, payload: JsonValue = None) -> None:
+    """Release our lease (even if it just expired, as long as nobody claimed it since).
+    `payload` lets the owner record what its tenure ended with, in the same event."""
     verify(conn, lease, now, allow_expired=True)
     clear_row(conn, lease.resource_id)
     kind = _resource_type(conn, lease.resource_id)
     resources.bump_current(
         conn, lease.resource_id, f"{kind}.lease_released", lease.actor, now,
-        lease_generation=lease.generation,
+        payload=payload, lease_generation=lease.generation,
     )

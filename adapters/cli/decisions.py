@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli.errors import UsageError
+from channels.config.loading import load_config
 from channels.decisions import records, views
 from channels.decisions import workflows as service
 from channels.decisions.choices import text_input
@@ -78,8 +79,25 @@ def _load_presentation(path: Path | None) -> dict[str, Any] | None:
     return value
 
 
+DEFAULT_AUDIENCE = "operator"
+
+
+def check_audience(audience: str) -> None:
+    """An audience must be configured; without any configuration only the default one (which
+    then goes to Pi alone) is accepted. A typo would otherwise route to Pi only, silently."""
+    config = load_config()
+    names = [] if config is None else sorted(config.audiences)
+    if audience in names or (config is None and audience == DEFAULT_AUDIENCE):
+        return
+    raise UsageError(
+        f"audience {audience!r} is not configured (configured: {', '.join(names) or 'none'});"
+        f" use one of those, or add it with: piw-channels setup telegram --audience {audience}"
+        " ...")
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Open a decision in a new waiting run; optionally wait for its answer."""
+    check_audience(args.audience)
     if args.default is not None and args.timeout is None:
         raise UsageError("--default needs --timeout")
     if args.summary is not None and args.presentation is not None:
@@ -193,7 +211,8 @@ def register(sub: Any) -> None:
                    metavar="ID=LABEL", help="a choice (repeat; order is kept)")
     p.add_argument("--text-choice", action=_ChoiceAction, dest="choices", default=[],
                    metavar="ID=LABEL=PROMPT", help="a choice that asks for text")
-    p.add_argument("--audience", default="operator", help="logical audience (default operator)")
+    p.add_argument("--audience", default=DEFAULT_AUDIENCE,
+                   help="a configured audience (default operator)")
     p.add_argument("--timeout", metavar="DURATION", help="deadline, e.g. 90s, 10m, 2h")
     p.add_argument("--default", metavar="ID", help="choice accepted when the deadline passes")
     p.add_argument("--wait", action="store_true", help="wait for the answer and print it")

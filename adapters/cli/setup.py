@@ -228,7 +228,7 @@ def _count(number: int, what: str) -> str:
 
 def cmd_setup_telegram(args: argparse.Namespace) -> int:
     """Check the inputs, verify the token with getMe, then merge and write both files."""
-    token = read_token_file(args.token_file, args.credential)
+    token = read_token_file(args.token_file, args.credential or args.profile)
     bot = verify_token(token, args.api_base_url or model.DEFAULT_API_BASE_URL)
     installed = install.install_telegram_profile(
         loading.resolve_config_dir(),
@@ -239,6 +239,7 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
         audience=args.audience,
         credential=args.credential,
         api_base_url=args.api_base_url,
+        repoint_credential=args.repoint_credential,
     )
     print(_summary(installed, bot))
     return EXIT_OK
@@ -317,9 +318,16 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--credential",
         type=name_argument,
-        default="telegram",
+        default=None,
         metavar="NAME",
-        help="private credential reference name (default: telegram)",
+        help="private credential reference name (default: the profile's current credential,"
+        " or the profile's own name for a new profile)",
+    )
+    p.add_argument(
+        "--repoint-credential",
+        action="store_true",
+        help="point a credential that other profiles use at this token file (moves them"
+        " to this bot too)",
     )
     p.add_argument(
         "--api-base-url",

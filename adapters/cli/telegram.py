@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from adapters.cli.alerts import alert_lines
 from adapters.telegram.client import TelegramClient
 from channels.config.errors import SETUP_HINT
-from channels.config.loading import load_config
+from channels.config.loading import load_config, resolve_config_dir
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.telegram import deliveries
@@ -39,18 +40,24 @@ def _config_or_hint() -> ChannelsConfig | None:
 
 
 def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool) -> int:
-    """One poll pass; exit 75 when a channel hit a 409 conflict or a batch it cannot store."""
+    """One poll pass; print what needs a person (one line each) and exit with the highest
+    code of what is still wrong (README table)."""
     with Database.open_writer() as db:
         reports = asyncio.run(worker.poll(db, config, bot_api, options))
     code = EXIT_OK
+    config_dir = str(resolve_config_dir())
     for report in reports:
-        if report.status in ("conflict", "bad_batch"):
+        if report.alerts is not None:
+            for line in alert_lines(report.alerts, config_dir, verbose=verbose):
+                print(line, file=sys.stderr)
+            code = max(code, report.alerts.exit_code)
+        elif report.status in ("conflict", "unauthorized"):  # the lease was lost meanwhile
+            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            code = max(code, EXIT_TEMPORARY if report.status == "conflict" else EXIT_CONFIG)
+        if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY)
-        elif report.status == "unauthorized":
-            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
-            code = EXIT_CONFIG
-        elif verbose:
+        if verbose:
             detail = report.message or (
                 f"{report.updates} updates, {report.processed} processed, "
                 f"{report.effects} effects, {len(report.errors)} provider errors")
@@ -63,7 +70,8 @@ def cmd_poll(args: argparse.Namespace) -> int:
     config = _config_or_hint()
     if config is None:
         return EXIT_CONFIG
-    options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile)
+    options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
+                                 alert_after_ms=int(args.alert_after * 60_000))
     return run_poll(config, options, args.verbose)
 
 
@@ -89,6 +97,17 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--alert-after takes minutes (0 or more), not {text!r}"
+                                         ) from None
+    if not 0 <= value <= 10_080:
+        raise argparse.ArgumentTypeError("--alert-after takes minutes between 0 and 10080")
+    return value
+
+
 def register(sub: Any) -> None:
     """Add poll and resend to the top-level parser."""
     p = sub.add_parser("poll", help="the cron job: deliver decisions and collect answers")
@@ -98,7 +117,11 @@ def register(sub: Any) -> None:
     mode.add_argument("--for", dest="for_seconds", type=_seconds, metavar="SECONDS",
                       help="keep long-polling for this many seconds (cron: --for 55)")
     p.add_argument("--profile", help="only this Telegram profile")
-    p.add_argument("-v", "--verbose", action="store_true", help="say what each channel did")
+    p.add_argument("--alert-after", type=_minutes, default=10.0, metavar="MINUTES",
+                   help="report an unreachable Bot API after this many minutes without a"
+                   " successful getUpdates (default 10; 0 = at once)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="say what each channel did, and repeat conditions already reported")
     p.set_defaults(handler=cmd_poll)
 
     p = sub.add_parser("resend", help="explicitly resend an ambiguous or failed delivery")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from channels.config.errors import ConfigInvalid
 from channels.config.files import (
     _SETUP,
     _FileRef,
@@ -46,8 +47,9 @@ def install_telegram_profile(
     chat_ids: Sequence[str | int],
     profile: str = "default",
     audience: str = "operator",
-    credential: str = "telegram",
+    credential: str | None = None,
     api_base_url: str | None = None,
+    repoint_credential: bool = False,
 ) -> InstallResult:
     """Merge one verified Telegram profile into both files and write them atomically (0600).
 
@@ -55,8 +57,18 @@ def install_telegram_profile(
     credentials are kept; the audience routes to `pi`, its other channels, then this profile.
     credentials.json is written first, so a crash between the two writes never leaves
     channels.json naming a credential that does not exist. The token is never copied.
+
+    The credential defaults to the one the profile already has, else the profile's own name.
+    A credential that another profile uses is pointed at a different token file only with
+    `repoint_credential` (it changes that profile's bot too).
     """
     setup = _Source(_SETUP)
+    root = Path(config_dir)
+    if credential is None:
+        # is_file: a broken location is left for _prepare_directory to report.
+        existing = root / CHANNELS_FILE
+        known = _existing_channels(existing)[1].get(profile) if existing.is_file() else None
+        credential = profile if known is None else known.credential
     new_profile = TelegramProfile(
         name=_name(setup, profile, "profile", "Telegram profile name"),
         credential=_name(setup, credential, "credential", "Telegram credential name"),
@@ -70,9 +82,9 @@ def install_telegram_profile(
     )
     audience_name = _audience_name(setup, audience, "audience")
     new_credential = _setup_credential(setup, new_profile.credential, token_file)
-    root = Path(config_dir)
     _prepare_directory(root)
-    return _merge_and_write(root, new_profile, audience_name, new_credential)
+    return _merge_and_write(root, new_profile, audience_name, new_credential,
+                            repoint_credential)
 
 
 def _setup_ids(
@@ -103,13 +115,16 @@ def _setup_credential(source: _Source, name: str, token_file: Path | str) -> Tel
 
 
 def _merge_and_write(
-    root: Path, profile: TelegramProfile, audience: str, credential: TelegramCredential
+    root: Path, profile: TelegramProfile, audience: str, credential: TelegramCredential,
+    repoint_credential: bool = False,
 ) -> InstallResult:
     channels_path = root / CHANNELS_FILE
     credentials_path = root / CREDENTIALS_FILE
     audiences, profiles = _existing_channels(channels_path)
     credentials = _existing_credentials(credentials_path)
     replaced = profile.name in profiles
+    if not repoint_credential:
+        _refuse_repointing(profiles, credentials, profile, credential)
     merged_audience = Audience(audience, _merged_routes(audiences.get(audience), profile.channel))
     profiles[profile.name] = profile
     audiences[audience] = merged_audience
@@ -126,6 +141,25 @@ def _merge_and_write(
         credential=credential,
         replaced_profile=replaced,
     )
+
+
+def _refuse_repointing(profiles: Mapping[str, TelegramProfile],
+                       credentials: Mapping[str, TelegramCredential], profile: TelegramProfile,
+                       credential: TelegramCredential) -> None:
+    """A credential shared with another profile keeps its token file unless told otherwise:
+    re-pointing it silently would move that profile onto this bot."""
+    old = credentials.get(credential.name)
+    if old is None or old.token_file == credential.token_file:
+        return
+    users = sorted(p.name for p in profiles.values()
+                   if p.credential == credential.name and p.name != profile.name)
+    if users:
+        raise ConfigInvalid(
+            f"{_SETUP}: credential {credential.name} is used by profile {', '.join(users)}"
+            f" with token file {old.token_file}; give this profile its own credential"
+            f" (--credential {profile.name}) or pass --repoint-credential to move"
+            f" {', '.join(users)} to {credential.token_file} too; nothing was written",
+            field="credential")
 
 
 def _merged_routes(existing: Audience | None, channel: str) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ Read-only; every function runs on the caller's (usually query_only) connection.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import apsw
 
 from channels.decisions.digests import digest_from_bytes
+from channels.decisions.presentation import FINGERPRINT_LENGTH
 from channels.decisions.records import Resolution, StoredDecision, load, resolution_of
 from channels.decisions.resolution import RUN_CONTINUE
 from state import blobs, effects
@@ -178,3 +180,14 @@ def decision_id_prefix_match(conn: apsw.Connection, prefix: str) -> str:
     if len(rows) != 1:
         raise KeyError(prefix)
     return rows[0]
+
+
+def fingerprint_of(conn: apsw.Connection, decision_id: str) -> str:
+    """The decision's `Decision <fp>` fingerprint: 12 hex of its presentation digest (the
+    SHA-256 of the stored canonical presentation and a LF), without re-verifying the request."""
+    presentation = conn.execute(
+        "SELECT presentation_hash FROM human_decisions WHERE decision_id = ?", (decision_id,)).get
+    if presentation is None:
+        raise KeyError(decision_id)
+    content = blobs.get_bytes(conn, bytes(presentation))
+    return hashlib.sha256(content + b"\n").hexdigest()[:FINGERPRINT_LENGTH]

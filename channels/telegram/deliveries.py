@@ -6,6 +6,7 @@ Runs inside the caller's transaction; the effects it reserves are applied by `ou
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import apsw
 
@@ -74,14 +75,16 @@ def reserve_resend(
     original = effects.effect_id_for(resource_id, DELIVER, channel.channel_id)
     if not effects.exists(conn, original):
         raise DecisionRefused(f"{decision_id} was never delivered on {channel.name}")
-    keys = [e.idempotency_key for e in effects.list_for_source(conn, resource_id, DELIVER)
-            if e.idempotency_key.startswith(channel.channel_id)]
-    latest = effects.get(conn, effects.effect_id_for(resource_id, DELIVER, keys[-1]))
-    if latest.status not in (effects.EffectStatus.AMBIGUOUS, effects.EffectStatus.REJECTED):
+    mine = _channel_deliveries(conn, channel, resource_id)
+    latest = mine[-1]
+    refused = latest.status is effects.EffectStatus.APPLIED and \
+        bool(refused_recipients(conn, channel, resource_id))
+    if latest.status not in (effects.EffectStatus.AMBIGUOUS, effects.EffectStatus.REJECTED) \
+            and not refused:
         raise DecisionRefused(
             f"the delivery of {decision_id} on {channel.name} is {latest.status.value};"
             " only an ambiguous or failed delivery can be resent")
-    key = f"{channel.channel_id}:resend:{len(keys)}"
+    key = f"{channel.channel_id}:resend:{len(mine)}"
     reservation = effects.reserve(
         conn, source_resource_id=resource_id, source_revision=_revision(conn, resource_id),
         effect_type=DELIVER, idempotency_key=key,
@@ -99,3 +102,33 @@ def _revision(conn: apsw.Connection, resource_id: str) -> int:
 def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str) -> str:
     """The ForceReply prompt of one text choice of a decision, in one chat."""
     return messages.message_id_for(channel_id, "prompt", decision_id, choice_id, chat_id)
+
+
+def _channel_deliveries(conn: apsw.Connection, channel: Channel,
+                        resource_id: str) -> list[effects.Effect]:
+    """The delivery effects of one decision on this channel (the first, then resends)."""
+    return [e for e in effects.list_for_source(conn, resource_id, DELIVER)
+            if e.idempotency_key == channel.channel_id
+            or e.idempotency_key.startswith(channel.channel_id + ":")]
+
+
+def refused_recipients(conn: apsw.Connection, channel: Channel,
+                       resource_id: str) -> list[dict[str, Any]]:
+    """The recipients (with their chat) the latest settled delivery of a decision on this
+    channel was refused for: blocked, chat unknown, group migrated, or another error."""
+    mine = _channel_deliveries(conn, channel, resource_id)
+    if not mine or mine[-1].status not in (effects.EffectStatus.APPLIED,
+                                           effects.EffectStatus.REJECTED):
+        return []
+    latest = mine[-1]
+    outcome = effects.result_of(conn, latest.effect_id)
+    if not isinstance(outcome, dict):
+        return []
+    recipients = [str(r) for r in effects.payload(conn, latest).get("recipients", [])]
+    refused = []
+    for entry in outcome.get("recipients", []):
+        index = entry.get("index")
+        if entry.get("status") == "rejected" and isinstance(index, int) \
+                and index < len(recipients):
+            refused.append({**entry, "chat": recipients[index]})
+    return refused

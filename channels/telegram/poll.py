@@ -21,7 +21,7 @@ from typing import Any
 from channels import inbox, messages, store
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
-from channels.telegram import deliveries, identity, inbound
+from channels.telegram import alerts, deliveries, identity, inbound
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.identity import Channel
@@ -46,6 +46,7 @@ class PollOptions:
     window_seconds: float = 0.0
     profile: str | None = None
     long_poll_seconds: int = LONG_POLL_SECONDS
+    alert_after_ms: int = alerts.DEFAULT_ALERT_AFTER_MS
 
     @property
     def once(self) -> bool:
@@ -63,6 +64,9 @@ class ChannelReport:
     effects: int = 0
     message: str = ""
     errors: list[dict[str, Any]] = field(default_factory=list)
+    updates_ok_at: int | None = None  # the last successful getUpdates of this pass
+    updates_error: dict[str, Any] | None = None  # the last getUpdates, when it failed
+    alerts: alerts.AlertReport | None = None  # what needs a person (None: not polled)
 
 
 async def poll(
@@ -116,8 +120,8 @@ class _ChannelPoll:
             self.report.status = "busy"
             self.report.message = "another poller holds this channel; skipped"
             return self.report
-        token = self.channel.config.read_token(self.channel.profile)
         try:
+            token = self.channel.config.read_token(self.channel.profile)
             async with api_factory(self.channel.profile, token) as api:
                 await self._cycle(api)
         finally:
@@ -131,10 +135,20 @@ class _ChannelPoll:
         return store.claim(conn, self.channel.channel_id, self.owner_id, now, self.db.entropy)
 
     def _release(self) -> None:
+        """Release the lease; its event records the pass state the alerts are derived from."""
         lease = self.lease
+        result = alerts.PassResult(self.report.status, self.report.updates_ok_at,
+                                   self.report.updates_error)
+
+        def command(c: Any) -> alerts.AlertReport:
+            now = self._now()
+            report = alerts.settle(c, self.channel, result, now, self.options.alert_after_ms)
+            leases.release(c, lease, now, payload=report.state)
+            return report
+
         # A lease already lost (expired and claimed by another poller) has nothing to release.
         with contextlib.suppress(StaleLease):
-            self.db.write(lambda c: leases.release(c, lease, self._now()))
+            self.report.alerts = self.db.write(command)
 
     def _renew(self) -> None:
         """Extend the channel lease when 20 s or less remain (a cheap no-op otherwise)."""
@@ -195,6 +209,10 @@ class _ChannelPoll:
         timeout = 0 if self.options.once else max(0, min(self.options.long_poll_seconds,
                                                          int(until - self.wall_clock()) - 1))
         res = await api.get_updates(offset, timeout=timeout, deadline=until)
+        if res.outcome == OK:
+            self.report.updates_ok_at, self.report.updates_error = self._now(), None
+        else:
+            self.report.updates_error = {"method": "getUpdates", **describe(res)}
         if res.is_conflict:
             return self._conflict(res)
         if res.outcome == REJECTED and res.error_code in (401, 404):

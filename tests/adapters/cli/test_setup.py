@@ -120,13 +120,13 @@ def test_setup_verifies_the_token_and_installs_private_files(
             "operator": {"channels": ["pi", "telegram:default"], "accept": "first-valid-answer"}
         },
         "telegramProfiles": {
-            "default": {"credential": "telegram", "allowedUserIds": [USER],
+            "default": {"credential": "default", "allowedUserIds": [USER],
                         "allowedChatIds": [USER, GROUP], "apiBaseUrl": fake.base_url}
         },
     }  # fmt: skip
     assert read_json(root / "credentials.json") == {
         "schema": "pi-workflows.credentials.v1",
-        "telegram": {"telegram": {"tokenFile": str(token_file)}},
+        "telegram": {"default": {"tokenFile": str(token_file)}},
     }
     assert sorted(os.listdir(root)) == ["channels.json", "credentials.json"]  # no temp leftovers
     assert (mode(root), mode(root / "channels.json"), mode(root / "credentials.json")) == (
@@ -182,7 +182,7 @@ def test_a_second_profile_is_merged_and_the_first_is_kept(
     assert channels["telegramProfiles"]["backup"]["credential"] == "telegram-backup"
     assert read_json(config_dir(home) / "credentials.json") == {
         "schema": "pi-workflows.credentials.v1",
-        "telegram": {"telegram": {"tokenFile": str(token_file)},
+        "telegram": {"default": {"tokenFile": str(token_file)},
                      "telegram-backup": {"tokenFile": str(second_file)}},
     }  # fmt: skip
     assert [r.method for r in fake.requests()] == ["getMe", "getMe"]

@@ -567,7 +567,7 @@ def test_setup_writes_private_files_in_a_private_new_directory(
         assert text == json.dumps(json.loads(text), indent=2) + "\n"
     assert json.loads(result.credentials_path.read_text()) == {
         "schema": "pi-workflows.credentials.v1",
-        "telegram": {"telegram": {"tokenFile": str(token_file)}},
+        "telegram": {"default": {"tokenFile": str(token_file)}},
     }
     assert json.loads(result.channels_path.read_text()) == {
         "schema": "pi-workflows.channels.v1",
@@ -576,7 +576,7 @@ def test_setup_writes_private_files_in_a_private_new_directory(
         },
         "telegramProfiles": {
             "default": {
-                "credential": "telegram",
+                "credential": "default",  # the profile's own name
                 "allowedUserIds": ["42"],
                 "allowedChatIds": ["-100123"],
             }
@@ -691,7 +691,7 @@ SETUP_REJECTS: list[tuple[str, dict[str, Any], type[ConfigError], str]] = [
     ("token-file-0644", {"token_file": _bad_token(TOKEN, 0o644)},
      ConfigPermission, r"token_file: .* permissions must be 0600 or stricter \(mode is 0644\)"),
     ("empty-token-file", {"token_file": _bad_token(" \n")},
-     ConfigInvalid, r"token_file: Telegram credential telegram token file is empty"),
+     ConfigInvalid, r"token_file: Telegram credential default token file is empty"),
     ("directory-token-file", {"token_file": _token_directory},
      ConfigInvalid, r"token_file: .* must be a regular file \(it is a directory\)"),
     ("empty-user-ids", {"user_ids": []},

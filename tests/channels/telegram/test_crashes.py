@@ -54,10 +54,12 @@ from tests.channels.telegram.helpers import (
 DELIVER, PROMPT, SETTLE = "telegram.deliver", "telegram.prompt", "telegram.settle"
 
 
-def _poll_once(home: Path) -> None:
+def _poll_once(home: Path, code: int = 0) -> list[str]:
+    """One `poll --once -v`; returns its stderr lines other than the per-channel summary."""
     result = run_cli(home, "poll", "--once", "-v")
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == code, result.stderr
     assert result.stdout == ""
+    return [line for line in result.stderr.splitlines() if not line.startswith("telegram:")]
     assert ": polled:" in result.stderr, result.stderr
 
 
@@ -253,19 +255,25 @@ def test_sigkill_while_the_server_holds_a_send_leaves_an_ambiguous_delivery_neve
         assert message_parts(handle.decision_id) == [PartState(0, 0, None, None)]  # the intent
 
         assert expire_poller_leases(pid) >= 2  # the channel and the delivery effect
-        _poll_once(home)
+        fp = handle.request.presentation_digest[7:19]
+        alert = (f"telegram:{PROFILE}: Decision {fp} may not have arrived (a send's outcome is"
+                 " unknown); check the chat, and if a part is missing run: piw-channels resend"
+                 f" {handle.decision_id} --profile {PROFILE}")
+        assert _poll_once(home, 75) == [f"Error: {alert}"]  # cron hears of it
 
         assert effect_statuses(handle.decision_id, DELIVER) == ["ambiguous"]
         assert attempt_outcomes(handle.decision_id, DELIVER) == ["interrupted"]
         assert message_parts(handle.decision_id) == [PartState(0, 0, None, None)]
         assert send_count(fake, text) == 1  # maybe sent: never sent again by the worker
-        _poll_once(home)  # nor by a later poll
+        assert _poll_once(home, 75) == [f"Still: {alert}"]  # nor by a later poll (-v repeats)
         assert send_count(fake, text) == 1
 
         # The person saw the message that did arrive (message 1 in the chat) and presses its
         # button: the press resolves the decision and proves (reconciles) the part.
         press = press_button(fake, handle, "stop", 1, message_text=text)
-        _poll_once(home)
+        assert _poll_once(home) == [
+            f"Recovered: telegram:{PROFILE}: Decision {fp} no longer needs attention"
+            " (was: an ambiguous delivery)"]
         assert resolutions(handle.decision_id) == [("accepted", "human", str(press))]
         assert message_parts(handle.decision_id) == [PartState(0, 0, str(USER), "1")]
         assert send_count(fake, text) == 1
@@ -286,7 +294,7 @@ def test_sigkill_between_two_parts_keeps_the_first_part_sent_once_and_the_second
             PartState(0, 0, str(USER), "1"), PartState(0, 1, None, None)]
 
         assert expire_poller_leases(pid) >= 2
-        _poll_once(home)
+        _poll_once(home, 75)
 
         assert effect_statuses(handle.decision_id, DELIVER) == ["ambiguous"]
         assert attempt_outcomes(handle.decision_id, DELIVER) == ["interrupted"]
@@ -295,7 +303,7 @@ def test_sigkill_between_two_parts_keeps_the_first_part_sent_once_and_the_second
         assert (send_count(fake, first_text), send_count(fake, second_text)) == (1, 1)
         assert [r.params.get("reply_markup") is not None
                 for r in fake.requests("sendMessage")] == [False, True]  # keyboard on the last
-        _poll_once(home)  # a later poll changes nothing
+        _poll_once(home, 75)  # a later poll changes nothing
         assert (send_count(fake, first_text), send_count(fake, second_text)) == (1, 1)
         assert effect_statuses(handle.decision_id, DELIVER) == ["ambiguous"]
 
@@ -323,7 +331,7 @@ def test_a_delivery_left_ambiguous_by_a_crash_is_ambiguous_on_every_surface(home
         configure_telegram_profile(home, server.base_url)
         handle, pid = _kill_while_a_send_is_held(home, fake, parts=2)
         assert expire_poller_leases(pid) >= 2
-        _poll_once(home)
+        _poll_once(home, 75)
         assert effect_statuses(handle.decision_id, DELIVER) == ["ambiguous"]
         report = json.loads(run_cli(home, "status", "--json").stdout)
         assert (message_statuses(handle.decision_id),

@@ -1,0 +1,103 @@
+"""The lines `poll` prints for conditions that need a person: one line each, naming the
+profile, the decision's fingerprint where there is one, and the command that fixes it.
+
+Pure functions of an `AlertReport`; cron mails whatever they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from channels.config.model import CHANNELS_FILE
+from channels.telegram.alerts import Alert, AlertReport
+
+SETUP = "piw-channels setup telegram --profile {p} --token-file FILE --user ID --chat ID"
+
+
+def alert_lines(report: AlertReport, config_dir: str, *, verbose: bool = False) -> list[str]:
+    """What to print after one channel's pass, in order: new or due reminders, then (with
+    `verbose`) the quiet ongoing ones, then the conditions that cleared."""
+    lines = [f"Error: {describe(a, report.profile, report.now, config_dir)}"
+             for a in report.reported]
+    if verbose:
+        lines += [f"Still: {describe(a, report.profile, report.now, config_dir)}"
+                  for a in report.ongoing]
+    lines += [f"Recovered: {recovered(a, report.profile, report.now)}"
+              for a in report.recovered]
+    return lines
+
+
+def describe(alert: Alert, profile: str, now: int, config_dir: str) -> str:
+    """The one-line description of an ongoing condition, with its fix."""
+    f = alert.facts
+    who = f"telegram:{profile}"
+    resend = f"piw-channels resend {f.get('decisionId')} --profile {profile}"
+    chats = f"telegramProfiles.{profile}.allowedChatIds in {config_dir}/{CHANNELS_FILE}"
+    if alert.kind == "token":
+        return (f"{who}: the Bot API rejected the token (HTTP {f.get('errorCode')}); put the"
+                f" bot's current"
+                f" token in its token file, or run: {SETUP.format(p=profile)}")
+    if alert.kind == "conflict":
+        return (f"{who}: another getUpdates poller is using this bot token; run only one"
+                f" poller per bot: stop the other one, then run:"
+                f" piw-channels poll --once -v --profile {profile}")
+    if alert.kind == "webhook":
+        return (f"{who}: a webhook is active for this bot; remove it (Bot API deleteWebhook:"
+                f" https://api.telegram.org/bot<token>/deleteWebhook) to poll")
+    if alert.kind == "unreachable":
+        return (f"{who}: no successful getUpdates for {duration(now - alert.since)}"
+                f" ({_error(f)}); check this machine's network and DNS and the Bot API, then"
+                f" run: piw-channels poll --once -v --profile {profile}")
+    decision = f"{who}: Decision {f.get('fingerprint')}"
+    if alert.kind == "ambiguous":
+        return (f"{decision} may not have arrived (a send's outcome is unknown); check the"
+                f" chat, and if a part is missing run: {resend}")
+    if alert.kind == "migrated":
+        return (f"{decision}: group {f.get('chat')} became supergroup {f.get('newChat')};"
+                f" replace {f.get('chat')} with {f.get('newChat')} in {chats}, then run:"
+                f" {resend}")
+    return (f"{decision} was refused for chat {f.get('chat')} ({_error(f)}); unblock the"
+            f" bot or start it in that chat (or remove the chat from {chats}), then run:"
+            f" {resend}")
+
+
+def recovered(alert: Alert, profile: str, now: int) -> str:
+    """The one line saying a condition cleared."""
+    f = alert.facts
+    who = f"telegram:{profile}"
+    lasted = duration(now - alert.since)
+    if alert.kind == "token":
+        return f"{who}: the Bot API accepts the token again"
+    if alert.kind in ("conflict", "webhook"):
+        return f"{who}: getUpdates works again (no conflict any more)"
+    if alert.kind == "unreachable":
+        return f"{who}: the Bot API is reachable again (after {lasted} without getUpdates)"
+    what = {"ambiguous": "an ambiguous delivery",
+            "migrated": f"chat {f.get('chat')} migrated",
+            "rejected": f"chat {f.get('chat')} refused it"}.get(alert.kind, alert.kind)
+    return f"{who}: Decision {f.get('fingerprint')} no longer needs attention (was: {what})"
+
+
+def duration(ms: int) -> str:
+    """A span in plain words: 45 s, 12 min, 3 h 5 min, 2 days."""
+    seconds = max(0, ms // 1000)
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 120:
+        return f"{minutes} min"
+    hours = minutes // 60
+    if hours < 48:
+        rest = minutes % 60
+        return f"{hours} h" + (f" {rest} min" if rest else "")
+    return f"{hours // 24} days"
+
+
+def _error(facts: Mapping[str, Any]) -> str:
+    code, text = facts.get("errorCode"), facts.get("description")
+    if code is not None:
+        return f"HTTP {code}: {text}" if text else f"HTTP {code}"
+    outcome = {"not_sent": "not sent", "ambiguous": "no answer"}.get(
+        str(facts.get("outcome")), str(facts.get("outcome") or "error"))
+    return f"{outcome}: {text}" if text else outcome

@@ -1,0 +1,218 @@
+"""Conditions of a Telegram channel that need a person, and when to tell them (cron mail).
+
+A condition is reported on the pass where it starts, again at most once an hour while it
+lasts, and once more when it clears. The memory this needs lives in the database: each pass
+ends by releasing the channel lease, and that `channel.lease_released` event carries the pass
+state as its payload (whether getUpdates worked, the last time it did, the open conditions
+with when they were last reported). A healthy pass writes the same small payload every time,
+so the blob is shared and a pass costs no row beyond what the lease contract already writes.
+
+Decision conditions (an ambiguous delivery, a refused recipient, a migrated group) are derived
+afresh on every pass from the channel's messages and delivery effects of open decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import apsw
+
+from channels import store
+from channels.decisions import views
+from channels.telegram import deliveries
+from channels.telegram.identity import Channel
+from state import blobs
+from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
+
+REPEAT_MS: Final = 3_600_000  # an ongoing condition is mentioned again after an hour
+DEFAULT_ALERT_AFTER_MS: Final = 600_000  # unreachable this long before cron hears of it
+RELEASED: Final = "channel.lease_released"
+
+Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rejected",
+               "migrated"]
+
+# What each kind exits with (README table): 78 needs a configuration change, 75 may pass.
+EXIT_CODES: Final[Mapping[str, int]] = {
+    "token": EXIT_CONFIG, "rejected": EXIT_CONFIG, "migrated": EXIT_CONFIG,
+    "conflict": EXIT_TEMPORARY, "webhook": EXIT_TEMPORARY, "unreachable": EXIT_TEMPORARY,
+    "ambiguous": EXIT_TEMPORARY,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    """What one pass saw of getUpdates (the poll cycle fills it in)."""
+
+    status: str  # polled | conflict | unauthorized
+    updates_ok_at: int | None = None  # the last successful getUpdates of this pass
+    updates_error: Mapping[str, Any] | None = None  # set when the last getUpdates failed
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One condition: its kind, its facts (JSON values) and its reporting times."""
+
+    key: str
+    kind: str
+    since: int
+    reported_at: int
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "since": self.since, "reportedAt": self.reported_at,
+                "facts": dict(self.facts)}
+
+    @classmethod
+    def from_json(cls, key: str, data: Mapping[str, Any]) -> Alert:
+        return cls(key, str(data["kind"]), int(data["since"]), int(data["reportedAt"]),
+                   dict(data.get("facts") or {}))
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.kind, EXIT_TEMPORARY)
+
+
+@dataclass(frozen=True, slots=True)
+class PassState:
+    """The state a pass left in its release event (what `status` shows, too)."""
+
+    at: int  # when the pass ended
+    updates: str  # ok | failed | none (no getUpdates was made)
+    last_ok_at: int | None  # the last successful getUpdates, when one is known
+    alerts: Mapping[str, Alert]
+
+
+@dataclass(frozen=True, slots=True)
+class AlertReport:
+    """What to tell the person after one pass of one channel."""
+
+    profile: str
+    now: int
+    reported: list[Alert]  # new, or due for the hourly reminder: print now
+    ongoing: list[Alert]  # still there, already reported within the hour: quiet
+    recovered: list[Alert]  # cleared since the last pass: print once
+    state: dict[str, Any]  # the payload of this pass's release event
+
+    @property
+    def exit_code(self) -> int:
+        return max((a.exit_code for a in [*self.reported, *self.ongoing]), default=EXIT_OK)
+
+
+def last_pass(conn: apsw.Connection, channel_id: str) -> PassState | None:
+    """The state the channel's last finished pass recorded, or None before the first."""
+    row = conn.execute(
+        "SELECT payload_hash, recorded_at FROM events WHERE resource_id = ? AND event_type = ?"
+        " ORDER BY resource_revision DESC LIMIT 1",
+        (store.channel_resource(channel_id), RELEASED),
+    ).fetchone()
+    if row is None:
+        return None
+    at = int(row[1])
+    data: Mapping[str, Any] = {} if row[0] is None else blobs.get_json(conn, bytes(row[0]))
+    updates = str(data.get("getUpdates", "ok"))  # an older release without state: assume ok
+    last_ok = at if updates == "ok" else data.get("lastOkAt")
+    alerts = {k: Alert.from_json(k, v) for k, v in (data.get("alerts") or {}).items()}
+    return PassState(at, updates, None if last_ok is None else int(last_ok), alerts)
+
+
+def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int,
+           alert_after_ms: int = DEFAULT_ALERT_AFTER_MS) -> AlertReport:
+    """Compare the conditions of now with those the last pass recorded (read only: the
+    caller writes `state` into its release event in the same transaction)."""
+    previous = last_pass(conn, channel.channel_id)
+    before = {} if previous is None else dict(previous.alerts)
+    last_ok = _last_ok(conn, channel.channel_id, previous, result)
+    current = _conditions(conn, channel, result, last_ok, now, alert_after_ms)
+    reported: list[Alert] = []
+    ongoing: list[Alert] = []
+    kept: dict[str, Alert] = {}
+    for key, (kind, since, facts) in current.items():
+        old = before.get(key)
+        if old is None or now - old.reported_at >= REPEAT_MS:
+            alert = Alert(key, kind, old.since if old else since, now, facts)
+            reported.append(alert)
+        else:
+            alert = Alert(key, kind, old.since, old.reported_at, facts)
+            ongoing.append(alert)
+        kept[key] = alert
+    recovered = [a for k, a in before.items() if k not in current]
+    return AlertReport(channel.profile.name, now, reported, ongoing, recovered,
+                       _state(result, last_ok, kept))
+
+
+def _last_ok(conn: apsw.Connection, channel_id: str, previous: PassState | None,
+             result: PassResult) -> int:
+    if result.updates_ok_at is not None:
+        return result.updates_ok_at
+    if previous is not None and previous.last_ok_at is not None:
+        return previous.last_ok_at
+    # Never worked yet: count from when the channel was first polled.
+    created = conn.execute("SELECT created_at FROM channels WHERE channel_id = ?",
+                           (channel_id,)).get
+    return int(created or 0)
+
+
+def _state(result: PassResult, last_ok: int, alerts: Mapping[str, Alert]) -> dict[str, Any]:
+    state: dict[str, Any] = {}
+    if result.updates_error is not None:
+        state = {"getUpdates": "failed", "lastOkAt": last_ok}
+    elif result.updates_ok_at is not None:
+        state = {"getUpdates": "ok"}
+    else:
+        state = {"getUpdates": "none", "lastOkAt": last_ok}
+    if alerts:
+        state["alerts"] = {k: a.to_json() for k, a in alerts.items()}
+    return state
+
+
+Condition = tuple[str, int, dict[str, Any]]  # (kind, since, facts)
+
+
+def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, last_ok: int,
+                now: int, alert_after_ms: int) -> dict[str, Condition]:
+    found: dict[str, Condition] = {}
+    error = dict(result.updates_error or {})
+    facts = {"errorCode": error.get("errorCode"), "description": error.get("description"),
+             "outcome": error.get("outcome")}
+    if result.status == "unauthorized":
+        found["token"] = ("token", now, facts)
+    elif result.status == "conflict":
+        webhook = "webhook" in str(error.get("description") or "").lower()
+        kind = "webhook" if webhook else "conflict"
+        found[kind] = (kind, now, facts)
+    elif result.updates_error is not None and now - last_ok >= alert_after_ms:
+        found["unreachable"] = ("unreachable", last_ok, facts)
+    for key, condition in _decision_conditions(conn, channel, now).items():
+        found[key] = condition
+    return found
+
+
+def _decision_conditions(conn: apsw.Connection, channel: Channel,
+                         now: int) -> dict[str, Condition]:
+    """Ambiguous deliveries and refused recipients of the channel's open decisions."""
+    found: dict[str, Condition] = {}
+    rows = conn.execute(
+        "SELECT m.decision_id, m.status, d.resource_id"
+        " FROM channel_messages m JOIN human_decisions d USING (decision_id)"
+        " WHERE m.channel_id = ? AND m.purpose = 'delivery' AND NOT EXISTS"
+        " (SELECT 1 FROM human_decision_resolutions r WHERE r.decision_id = m.decision_id)"
+        " ORDER BY d.created_at, m.decision_id",
+        (channel.channel_id,),
+    ).fetchall()
+    for decision_id, status, resource_id in rows:
+        base = {"decisionId": str(decision_id),
+                "fingerprint": views.fingerprint_of(conn, str(decision_id))}
+        if status == "ambiguous":
+            found[f"ambiguous:{decision_id}"] = ("ambiguous", now, base)
+        for recipient in deliveries.refused_recipients(conn, channel, str(resource_id)):
+            chat = recipient["chat"]
+            if recipient.get("migrateToChatId") is not None:
+                found[f"migrated:{decision_id}:{chat}"] = ("migrated", now, {
+                    **base, "chat": chat, "newChat": str(recipient["migrateToChatId"])})
+            else:
+                found[f"rejected:{decision_id}:{chat}"] = ("rejected", now, {
+                    **base, "chat": chat, "errorCode": recipient.get("errorCode"),
+                    "description": recipient.get("description")})
+    return found

@@ -1,0 +1,174 @@
+"""`poll` tells cron what needs a person: one stderr line per condition, the README's exit
+codes, no mail storm (reported when it starts, at most hourly while it lasts, once more when it
+clears). Real `poll` child processes against the loopback fake Bot API; the hour passes
+through the test-only clock offset of the child (`PIW_CHANNELS_TEST_CLOCK_OFFSET_MS`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from adapters.telegram.fake import BotError, FakeBotApi, Fault
+from channels.config.install import install_telegram_profile
+from channels.decisions import views
+from state.clock import CLOCK_OFFSET_ENV
+from state.database import Database
+from tests.channels.telegram.helpers import (
+    CLI,
+    PROFILE,
+    TOKEN,
+    USER,
+    config_dir,
+    configure_telegram_profile,
+    open_decision_now,
+    write_token_file,
+)
+from tests.conftest import child_env
+from tests.paths import ROOT
+
+MINUTE = 60_000
+WHO = f"telegram:{PROFILE}"
+CHECK = f"piw-channels poll --once -v --profile {PROFILE}"
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    lines: list[str]
+
+
+@pytest.fixture
+def fake(home: Path) -> Iterator[FakeBotApi]:
+    with FakeBotApi(token=TOKEN) as server:
+        configure_telegram_profile(home, server.base_url)
+        yield server
+
+
+def poll(home: Path, *args: str, minutes: float = 0) -> Run:
+    """`piw-channels poll --once ARGS` with the child's clock `minutes` ahead."""
+    return cli(home, "poll", "--once", *args, minutes=minutes)
+
+
+def cli(home: Path, *args: str, minutes: float = 0) -> Run:
+    env = child_env(home)
+    env[CLOCK_OFFSET_ENV] = str(int(minutes * MINUTE))
+    done = subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout == "" or args[0] == "resend", done.stdout
+    return Run(done.returncode, done.stderr.splitlines())
+
+
+def fingerprint(decision_id: str) -> str:
+    with Database.open_reader() as db:
+        return views.fingerprint_of(db.conn, decision_id)
+
+
+def test_an_unreachable_bot_api_is_reported_after_alert_after_then_hourly_then_recovered(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    assert poll(home) == Run(0, [])  # the last successful getUpdates, at minute 0
+    fake.refuse_connections()
+    assert poll(home, minutes=5) == Run(0, [])  # down, but not for 10 minutes yet
+    down = Run(75, [f"Error: {WHO}: no successful getUpdates for 11 min (not sent:"
+                    " httpx.ConnectError: All connection attempts failed); check this machine's network and DNS and the"
+                    f" Bot API, then run: {CHECK}"])
+    assert poll(home, minutes=11) == down
+    assert poll(home, minutes=12) == Run(75, [])  # still down: quiet within the hour
+    assert poll(home, minutes=70) == Run(75, [])
+    assert poll(home, minutes=71.5) == Run(75, [down.lines[0].replace("11 min", "71 min")])
+    assert poll(home, minutes=72) == Run(75, [])
+    fake.accept_connections()
+    assert poll(home, minutes=73) == Run(0, [
+        f"Recovered: {WHO}: the Bot API is reachable again (after 73 min without getUpdates)"])
+    assert poll(home, minutes=74) == Run(0, [])  # said once
+
+
+def test_a_failing_bot_api_is_reported_at_once_with_alert_after_0(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    fake.inject("getUpdates", Fault.error(502, "Bad Gateway"))
+    assert poll(home, "--alert-after", "0") == Run(75, [
+        f"Error: {WHO}: no successful getUpdates for 0 s (HTTP 502: Bad Gateway); check this"
+        f" machine's network and DNS and the Bot API, then run: {CHECK}"])
+    fake.inject("getUpdates", Fault.drop())  # the request left, no answer came: a timeout
+    assert poll(home, "--alert-after", "0", "-v").lines[0].startswith(
+        f"Still: {WHO}: no successful getUpdates for ")
+    assert poll(home, "--alert-after", "0") == Run(0, [
+        f"Recovered: {WHO}: the Bot API is reachable again (after 0 s without getUpdates)"])
+
+
+def test_a_rejected_token_exits_78_once_an_hour_until_it_is_fixed(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    rejected = Run(78, [
+        f"Error: {WHO}: the Bot API rejected the token (HTTP 401); put the bot's current token"
+        f" in its token file, or run: piw-channels setup telegram --profile {PROFILE}"
+        " --token-file FILE --user ID --chat ID"])
+    write_token_file(home, "7999999999:AAF-aRevokedTokenRevokedToken_xyz")
+    assert poll(home) == rejected
+    assert poll(home, minutes=1) == Run(78, [])
+    assert poll(home, minutes=61) == rejected
+    write_token_file(home, TOKEN)
+    assert poll(home, minutes=62) == Run(0, [f"Recovered: {WHO}: the Bot API accepts the"
+                                             " token again"])
+
+
+def test_a_conflict_and_a_webhook_exit_75_with_their_fix(home: Path, fake: FakeBotApi) -> None:
+    fake.inject("getUpdates", Fault.canned(BotError.CONFLICT))
+    assert poll(home) == Run(75, [
+        f"Error: {WHO}: another getUpdates poller is using this bot token; run only one poller"
+        f" per bot: stop the other one, then run: {CHECK}"])
+    fake.inject("getUpdates", Fault.canned(BotError.WEBHOOK_CONFLICT))
+    assert poll(home) == Run(75, [
+        f"Error: {WHO}: a webhook is active for this bot; remove it (Bot API deleteWebhook:"
+        " https://api.telegram.org/bot<token>/deleteWebhook) to poll",
+        f"Recovered: {WHO}: getUpdates works again (no conflict any more)"])
+    assert poll(home) == Run(0, [f"Recovered: {WHO}: getUpdates works again (no conflict any"
+                                 " more)"])
+
+
+def test_a_blocked_recipient_names_the_decision_and_the_resend(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    handle = open_decision_now()
+    fp = fingerprint(handle.decision_id)
+    fake.inject("sendMessage", Fault.canned(BotError.BLOCKED))
+    resend = f"piw-channels resend {handle.decision_id} --profile {PROFILE}"
+    blocked = (f"Error: {WHO}: Decision {fp} was refused for chat {USER} (HTTP 403: Forbidden:"
+               " bot was blocked by the user); unblock the bot or start it in that chat (or"
+               f" remove the chat from telegramProfiles.{PROFILE}.allowedChatIds in"
+               f" {config_dir(home)}/channels.json), then run: {resend}")
+    assert poll(home) == Run(78, [blocked])
+    assert poll(home, minutes=30) == Run(78, [])
+    # The person unblocked the bot and runs the printed command.
+    assert cli(home, *resend.split()[1:]) == Run(0, [
+        f"Recovered: {WHO}: Decision {fp} no longer needs attention (was: chat {USER} refused"
+        " it)"])
+    assert poll(home) == Run(0, [])
+
+
+def test_a_migrated_group_prints_the_new_chat_id_and_the_config_change(home: Path) -> None:
+    group, supergroup = -4001234567, -1004001234567
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url, chat_ids=[group])
+        handle = open_decision_now()
+        fp = fingerprint(handle.decision_id)
+        fake.inject("sendMessage", Fault.migrated(supergroup))
+        resend = f"piw-channels resend {handle.decision_id} --profile {PROFILE}"
+        assert poll(home) == Run(78, [
+            f"Error: {WHO}: Decision {fp}: group {group} became supergroup {supergroup};"
+            f" replace {group} with {supergroup} in telegramProfiles.{PROFILE}.allowedChatIds"
+            f" in {config_dir(home)}/channels.json, then run: {resend}"])
+        install_telegram_profile(config_dir(home), token_file=home / "telegram.token",
+                                 user_ids=[str(USER)], chat_ids=[str(supergroup)],
+                                 profile=PROFILE, api_base_url=fake.base_url)
+        assert cli(home, *resend.split()[1:]).lines == [
+            f"Recovered: {WHO}: Decision {fp} no longer needs attention (was: chat {group}"
+            " migrated)"]
+        sent = [r.params.get("chat_id") for r in fake.requests("sendMessage")]
+        assert sent == [str(group), str(supergroup)]

@@ -1,0 +1,114 @@
+"""Setup without traps: two bots set up one after the other both keep working; a credential
+another profile uses is never re-pointed silently; an audience that is not configured is
+refused by `ask`. Real CLI child processes, one loopback fake Bot API per bot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from adapters.telegram.fake import FakeBotApi
+from tests.channels.telegram.helpers import CLI, USER, config_dir, open_decision_now
+from tests.conftest import child_env
+from tests.paths import ROOT
+
+TOKEN_A = "7100000001:AAH-botAlphaSecretAlphaSecret_0001"
+TOKEN_B = "7200000002:AAH-botBravoSecretBravoSecret_0002"
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
+                          text=True, timeout=60)
+
+
+def token(home: Path, name: str, value: str) -> Path:
+    path = home / "secrets" / name
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    path.write_text(value + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def setup(home: Path, profile: str, token_file: Path, url: str,
+          *extra: str) -> subprocess.CompletedProcess[str]:
+    return cli(home, "setup", "telegram", "--profile", profile, "--token-file", str(token_file),
+               "--user", str(USER), "--chat", str(USER), "--api-base-url", url, *extra)
+
+
+@pytest.fixture
+def bots() -> Iterator[tuple[FakeBotApi, FakeBotApi]]:
+    with FakeBotApi(token=TOKEN_A) as a, FakeBotApi(token=TOKEN_B) as b:
+        yield a, b
+
+
+def test_two_profiles_with_two_tokens_both_work_after_two_setups(
+    home: Path, bots: tuple[FakeBotApi, FakeBotApi],
+) -> None:
+    a, b = bots
+    file_a, file_b = token(home, "a.token", TOKEN_A), token(home, "b.token", TOKEN_B)
+    assert setup(home, "bota", file_a, a.base_url).returncode == 0
+    assert setup(home, "botb", file_b, b.base_url).returncode == 0  # no --credential
+    credentials = json.loads((config_dir(home) / "credentials.json").read_text())["telegram"]
+    assert credentials == {"bota": {"tokenFile": str(file_a)},
+                           "botb": {"tokenFile": str(file_b)}}
+    open_decision_now()
+    polled = cli(home, "poll", "--once")
+    assert (polled.returncode, polled.stdout, polled.stderr) == (0, "", "")
+    for fake in (a, b):  # each bot polled and delivered with its own, accepted token
+        assert [r.token_ok for r in fake.requests("getUpdates")] == [True]
+        assert [r.token_ok for r in fake.requests("sendMessage")] == [True]
+    # Set up again, a profile keeps its own credential and may move it to a new token file.
+    moved = token(home, "b2.token", TOKEN_B)
+    assert setup(home, "botb", moved, b.base_url).returncode == 0
+    credentials = json.loads((config_dir(home) / "credentials.json").read_text())["telegram"]
+    assert credentials == {"bota": {"tokenFile": str(file_a)},
+                           "botb": {"tokenFile": str(moved)}}
+
+
+def test_setup_refuses_to_repoint_a_credential_another_profile_uses(
+    home: Path, bots: tuple[FakeBotApi, FakeBotApi],
+) -> None:
+    a, b = bots
+    file_a, file_b = token(home, "a.token", TOKEN_A), token(home, "b.token", TOKEN_B)
+    assert setup(home, "bota", file_a, a.base_url).returncode == 0
+    before = sorted((p.name, p.read_bytes()) for p in config_dir(home).iterdir())
+    refused = setup(home, "botb", file_b, b.base_url, "--credential", "bota")
+    assert (refused.returncode, refused.stdout) == (78, "")
+    assert refused.stderr.splitlines() == [
+        f"Error: Telegram setup: credential bota is used by profile bota with token file"
+        f" {file_a}; give this profile its own credential (--credential botb) or pass"
+        f" --repoint-credential to move bota to {file_b} too; nothing was written"]
+    assert sorted((p.name, p.read_bytes()) for p in config_dir(home).iterdir()) == before
+    # Told explicitly, it moves both profiles onto the new token file.
+    moved = setup(home, "botb", file_b, b.base_url, "--credential", "bota",
+                  "--repoint-credential")
+    assert moved.returncode == 0, moved.stderr
+    credentials = json.loads((config_dir(home) / "credentials.json").read_text())["telegram"]
+    assert credentials == {"bota": {"tokenFile": str(file_b)}}
+
+
+def test_ask_refuses_an_audience_that_is_not_configured(
+    home: Path, bots: tuple[FakeBotApi, FakeBotApi],
+) -> None:
+    a, _ = bots
+    assert setup(home, "bota", token(home, "a.token", TOKEN_A), a.base_url,
+                 "--audience", "reviewers").returncode == 0
+    refused = cli(home, "ask", "--title", "Ship?", "--choice", "yes=Yes", "--audience", "nobody")
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr.splitlines() == [
+        "Error: audience 'nobody' is not configured (configured: reviewers); use one of those,"
+        " or add it with: piw-channels setup telegram --audience nobody ..."]
+    accepted = cli(home, "ask", "--title", "Ship?", "--choice", "yes=Yes",
+                   "--audience", "reviewers")
+    assert accepted.returncode == 0 and accepted.stdout.startswith("decision-")
+
+
+def test_ask_without_any_configuration_accepts_only_the_default_audience(home: Path) -> None:
+    assert cli(home, "ask", "--title", "Ship?", "--choice", "yes=Yes").returncode == 0
+    refused = cli(home, "ask", "--title", "Ship?", "--choice", "yes=Yes", "--audience", "ops")
+    assert refused.returncode == 2
+    assert "audience 'ops' is not configured (configured: none)" in refused.stderr
