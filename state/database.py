@@ -23,9 +23,12 @@ from state.ddl import DDL
 from state.errors import (
     RESET_INSTRUCTION,
     DatabaseBusy,
+    DatabaseCorrupt,
     DatabaseMissing,
+    DiskFull,
     IncompatibleDatabase,
     PermissionProblem,
+    StateError,
 )
 from state.schema import (
     APPLICATION_ID,
@@ -70,7 +73,8 @@ def _incompatible(path: Path, detail: str) -> IncompatibleDatabase:
 
 
 def _check_private(path: Path, *, directory: bool) -> None:
-    """Refuse a path that group or others can access (or that is the wrong kind of file)."""
+    """Refuse a path that group or others can access, that its owner cannot read and write,
+    that another user owns, or that is the wrong kind of file."""
     try:
         info = path.lstat()
     except FileNotFoundError:
@@ -79,20 +83,70 @@ def _check_private(path: Path, *, directory: bool) -> None:
         raise PermissionProblem(f"{path} is not a directory")
     if not directory and not stat.S_ISREG(info.st_mode):
         raise PermissionProblem(f"{path} is not a regular file; move it away")
-    if info.st_mode & 0o077:
-        mode = stat.S_IMODE(info.st_mode)
-        fix = "700" if directory else "600"
+    mode = stat.S_IMODE(info.st_mode)
+    fix = "700" if directory else "600"
+    if mode & 0o077:
         raise PermissionProblem(
             f"{path} is accessible by group or others (mode {mode:04o}); fix: chmod {fix} {path}"
+        )
+    needed = 0o700 if directory else 0o600
+    if mode & needed != needed:
+        # A -wal or -shm left 0400 by a database that was briefly 0400 makes every writer fail
+        # with "attempt to write a readonly database", naming neither the file nor the fix.
+        raise PermissionProblem(
+            f"{path} has mode {mode:04o}, but it must be {needed:04o} like the database;"
+            f" fix: chmod {fix} {path}"
+        )
+    if info.st_uid != os.geteuid():
+        raise PermissionProblem(
+            f"{path} belongs to another user (uid {info.st_uid}); fix: chown"
+            f" {os.geteuid()} {path}"
         )
 
 
 def check_modes(db_path: Path, *, private_directory: bool = True) -> None:
-    """Directory 0700 and database, -wal and -shm files 0600 (no group/other bits)."""
+    """Directory 0700 and the database, -wal and -shm files 0600, all owned by this user."""
     if private_directory:
         _check_private(db_path.parent, directory=True)
     for suffix in ("", "-wal", "-shm"):
         _check_private(Path(f"{db_path}{suffix}"), directory=False)
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
+
+
+def _disk_full(path: Path) -> DiskFull:
+    free = _free_bytes(path.parent)
+    room = "" if free is None else f" ({free} bytes free)"
+    return DiskFull(
+        f"the disk is full: cannot write {path}: the file system holding {path.parent} has no"
+        f" room{room}; nothing was lost: free some space there, then run the command again"
+    )
+
+
+def corrupt(path: Path, exc: BaseException) -> DatabaseCorrupt:
+    """The one-line error for a malformed database file (with the reset instruction)."""
+    return DatabaseCorrupt(
+        f"{path}: the database file is malformed (SQLite: {exc}); nothing more was written"
+        f" to it. {RESET_INSTRUCTION}"
+    )
+
+
+def translate(path: Path, exc: BaseException) -> StateError | None:
+    """The state error for an apsw failure that is about the file, not the command: a
+    malformed database (65) or a full disk (75). None for anything else."""
+    if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
+        return corrupt(path, exc)
+    if isinstance(exc, apsw.FullError):
+        return _disk_full(path)
+    if isinstance(exc, apsw.IOError) and _free_bytes(path.parent) == 0:
+        return _disk_full(path)  # a -wal or -shm that could not grow: "disk I/O error"
+    return None
 
 
 def _os_error(path: Path, exc: OSError) -> PermissionProblem:
@@ -149,6 +203,7 @@ class Database:
     entropy: Entropy = field(default_factory=SystemEntropy)
     busy_attempts: int = 3
     _schema_cookie: int = 0
+    _corrupt: StateError | None = None  # once a malformed page was met, nothing more is written
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -196,6 +251,12 @@ class Database:
         except (apsw.CantOpenError, apsw.ReadOnlyError) as exc:
             self.close()
             raise _open_failure(self.path, exc) from exc
+        except apsw.Error as exc:
+            translated = self._translate(exc)
+            self.close()
+            if translated is None:
+                raise
+            raise translated from exc
         except BaseException:
             self.close()
             raise
@@ -320,13 +381,20 @@ class Database:
         """
         if self.readonly:
             raise PermissionProblem("this connection is read-only")
+        if self._corrupt is not None:
+            raise self._corrupt
         try:
             return self._write_once(command)
         except apsw.BusyError as exc:
             if self.busy_attempts <= 1:
                 raise self._busy() from exc
         except (apsw.ReadOnlyError, apsw.CantOpenError) as exc:
-            raise PermissionProblem(f"cannot write {self.path}: {exc}") from exc
+            raise self._unwritable(exc) from exc
+        except apsw.Error as exc:
+            translated = self._translate(exc)
+            if translated is None:
+                raise
+            raise translated from exc
         # Contended: bounded, jittered retries (tenacity is imported only on this path).
         from tenacity import (
             Retrying,
@@ -346,7 +414,25 @@ class Database:
                     return self._write_once(command)
         except apsw.BusyError as exc:
             raise self._busy() from exc
+        except apsw.Error as exc:
+            translated = self._translate(exc)
+            if translated is None:
+                raise
+            raise translated from exc
         raise AssertionError("unreachable: tenacity either returns or re-raises")
+
+    def _translate(self, exc: apsw.Error) -> StateError | None:
+        translated = translate(self.path, exc)
+        if isinstance(translated, DatabaseCorrupt):
+            # Stop here: no later write, and closing must not checkpoint into the damaged file.
+            self._corrupt = translated
+            self.conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+        return translated
+
+    def _unwritable(self, exc: apsw.Error) -> StateError:
+        # The modes may have changed since opening (a -shm left 0400): name the file and fix.
+        check_modes(self.path)
+        return PermissionProblem(f"cannot write {self.path}: {exc}")
 
     def _busy(self) -> DatabaseBusy:
         return DatabaseBusy(f"{self.path} stayed locked by another writer; try again shortly")
@@ -371,20 +457,23 @@ class Database:
 
     def read(self, query: Callable[[apsw.Connection], T]) -> T:
         """Run `query` against one consistent snapshot (a read transaction)."""
-        self.conn.execute("BEGIN DEFERRED")
-        try:
-            return query(self.conn)
-        finally:
-            self.conn.execute("COMMIT")
+        with self.snapshot() as conn:
+            return query(conn)
 
     @contextmanager
     def snapshot(self) -> Iterator[apsw.Connection]:
         """Context-manager form of `read`."""
-        self.conn.execute("BEGIN DEFERRED")
         try:
-            yield self.conn
-        finally:
-            self.conn.execute("COMMIT")
+            self.conn.execute("BEGIN DEFERRED")
+            try:
+                yield self.conn
+            finally:
+                self.conn.execute("COMMIT")
+        except apsw.Error as exc:
+            translated = self._translate(exc)
+            if translated is None:
+                raise
+            raise translated from exc
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

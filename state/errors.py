@@ -3,8 +3,10 @@
     StateError                      root; every class has a stable `code` and an `exit_code`
     ├── DatabaseMissing             read path found no database (exit 65 for verify)
     ├── IncompatibleDatabase        wrong identity, foreign or corrupt file, old storage (65)
+    │   └── DatabaseCorrupt         SQLite found a malformed page; the command stops (65)
     ├── PermissionProblem           directory or file modes, unwritable location (77)
     ├── DatabaseBusy                another writer held the lock past every retry (75)
+    ├── DiskFull                    the file system holding the database is full (75)
     └── WriteRejected               a command's checks failed; nothing was written
         ├── StaleRevision           the expected resource revision is not current
         ├── LeaseHeld               a live owner holds the lease (75)
@@ -51,6 +53,19 @@ class IncompatibleDatabase(StateError):
 
     code = "database_incompatible"
     exit_code = EXIT_INCOMPATIBLE
+
+
+class DatabaseCorrupt(IncompatibleDatabase):
+    """SQLite found a malformed page: the command stops at once, and writes nothing more."""
+
+    code = "database_corrupt"
+
+
+class DiskFull(StateError):
+    """The file system holding the database has no room; the transaction rolled back."""
+
+    code = "disk_full"
+    exit_code = EXIT_TEMPORARY
 
 
 class PermissionProblem(StateError):

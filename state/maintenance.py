@@ -46,6 +46,11 @@ def foreign_key_problems(conn: apsw.Connection) -> list[str]:
         return [f"corrupt: {exc}"]
 
 
+def _one_line(problems: list[str]) -> str:
+    # integrity_check rows can hold newlines ("*** in database main ***\nPage 5: ...").
+    return "; ".join(" ".join(p.split()) for p in problems)
+
+
 def verify(path: Path | None = None) -> VerifyReport:
     """Open read-only and run the full checks. Raises when the schema is incompatible."""
     with Database.open_reader(path) as db:
@@ -54,8 +59,8 @@ def verify(path: Path | None = None) -> VerifyReport:
         return VerifyReport(
             path=str(db.path),
             schema="ok",
-            integrity="ok" if not integrity else "; ".join(integrity[:5]),
-            foreign_keys="ok" if not foreign else "; ".join(foreign[:5]),
+            integrity="ok" if not integrity else _one_line(integrity[:5]),
+            foreign_keys="ok" if not foreign else _one_line(foreign[:5]),
         )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from adapters.cli.errors import UsageError
 from state.database import Database, default_path
-from state.errors import DatabaseMissing
+from state.errors import RESET_INSTRUCTION, DatabaseMissing
 from state.exit_codes import EXIT_INCOMPATIBLE, EXIT_OK
 
 
@@ -36,7 +36,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                      "integrity": report.integrity, "foreign_keys": report.foreign_keys})
     elif not report.ok:
         print(f"Error: {report.path}: integrity {report.integrity}; "
-              f"foreign keys {report.foreign_keys}", file=sys.stderr)
+              f"foreign keys {report.foreign_keys}. {RESET_INSTRUCTION}", file=sys.stderr)
     else:
         print(f"{report.path}: ok")
     return EXIT_OK if report.ok else EXIT_INCOMPATIBLE

@@ -13,7 +13,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import apsw
+
 from adapters.cli.errors import UsageError
+from state.database import default_path, translate
 from state.errors import StateError
 from state.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from state.version import VERSION
@@ -102,6 +105,12 @@ def run(argv: Sequence[str] | None = None) -> int:
     except StateError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except apsw.Error as exc:  # outside Database.read/write: a malformed file or a full disk
+        error = translate(default_path(), exc)
+        if error is None:
+            raise
+        print(f"Error: {error}", file=sys.stderr)
+        return error.exit_code
     except UsageError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Final
 
 __all__ = ["MAX_DEPTH", "load_body"]
@@ -35,17 +36,37 @@ def _null(text: str) -> None:
     return None
 
 
-def _loads(text: str) -> Any:
-    return json.loads(text, parse_int=_int_or_null, parse_constant=_null)
+Scrub = Callable[[str], str]
 
 
-def load_body(payload: bytes) -> Any:
-    """The JSON value of a response body (see the module docstring); ValueError if not JSON."""
+def _scrubbing(scrub: Scrub) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An object hook that scrubs every string value (and strings in array values)."""
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return scrub(value)
+        if isinstance(value, list):
+            return [scrub(v) if isinstance(v, str) else v for v in value]
+        return value
+    return lambda pairs: {key: clean(value) for key, value in pairs}
+
+
+def _loads(text: str, scrub: Scrub | None) -> Any:
+    hook = None if scrub is None else _scrubbing(scrub)
+    return json.loads(text, parse_int=_int_or_null, parse_constant=_null,
+                      object_pairs_hook=hook)
+
+
+def load_body(payload: bytes, scrub: Scrub | None = None) -> Any:
+    """The JSON value of a response body (see the module docstring); ValueError if not JSON.
+
+    ``scrub`` rewrites every decoded string in an object (JSON escapes undone), so a secret
+    spelled with escapes is still found.
+    """
     text = payload.decode("utf-8", "surrogateescape")
     try:
-        return _loads(text)
+        return _loads(text, scrub)
     except RecursionError:
-        return _loads(clip_depth(text, MAX_DEPTH))
+        return _loads(clip_depth(text, MAX_DEPTH), scrub)
 
 
 def clip_depth(text: str, max_depth: int) -> str:

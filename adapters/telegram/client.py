@@ -38,7 +38,7 @@ from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_exponential
 
 from adapters.telegram.errors import ClientClosedError, InvalidTokenFormat
-from adapters.telegram.redaction import REDACTED, Secret, install_log_redaction, redact
+from adapters.telegram.redaction import Secret, install_log_redaction, redact, redact_bytes
 from adapters.telegram.results import (
     CallOutcome,
     CallResult,
@@ -348,8 +348,10 @@ class TelegramClient:
         except Exception as exc:  # classified; the exception (and its URL) stays here
             result = classify_exception(method, exc)
             return replace(result, description=redact(result.description or "", token))
-        # The server could echo the URL in an error text; scrub before parsing.
-        return classify_response(method, status, payload.replace(token.encode(), REDACTED.encode()))
+        # The server could echo the URL (or only the secret, or JSON-escaped) in an error
+        # text: scrub the bytes, then every decoded string, before anything keeps them.
+        return classify_response(method, status, redact_bytes(payload, token),
+                                 lambda text: redact(text, token))
 
 
 def _markup_dict(markup: Mapping[str, Any] | TelegramObject | None) -> JSONDict | None:

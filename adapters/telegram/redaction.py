@@ -1,6 +1,7 @@
 """Keeping the bot token out of logs, reprs and results.
 
-The token travels only inside request URLs. ``redact`` removes it from a text;
+The token travels only inside request URLs. ``redact`` removes it, in every spelling a
+provider text can carry (raw, URL-quoted, the secret part alone), from a text;
 ``install_log_redaction`` removes it from the records of httpx, httpcore and
 python-telegram-bot, which log request URLs; ``Secret`` holds it so that no
 ``repr`` shows it.
@@ -13,7 +14,7 @@ import threading
 from typing import Final
 from urllib.parse import quote
 
-__all__ = ["REDACTED", "Secret", "install_log_redaction", "redact"]
+__all__ = ["REDACTED", "Secret", "install_log_redaction", "redact", "redact_bytes", "secret_forms"]
 
 REDACTED: Final = "<redacted>"
 # Loggers that format request URLs (httpx's INFO "HTTP Request: POST <url>",
@@ -32,11 +33,37 @@ _URL_LOGGERS: Final = (
 )
 
 
-def redact(text: str, token: str) -> str:
-    """Replace the token (raw or URL-quoted) in text with ``<redacted>``."""
+# A secret part shorter than this is not searched for on its own: it would scrub ordinary words
+# (a real one is 35 characters).
+_MIN_SECRET: Final = 8
+
+
+def secret_forms(token: str) -> list[str]:
+    """Every spelling of the token to scrub, longest first: raw, URL-quoted (either case of
+    the hex), and the secret part after the colon on its own. JSON escapes are undone before
+    scrubbing (the text is scrubbed after decoding), and the secret part's characters are
+    URL-safe, so these cover every encoding a provider text can carry."""
     if not token:
-        return text
-    return text.replace(token, REDACTED).replace(quote(token, safe=""), REDACTED)
+        return []
+    forms = {token, quote(token, safe=""), token.replace(":", "%3a")}
+    secret = token.partition(":")[2]
+    if len(secret) >= _MIN_SECRET:
+        forms.add(secret)
+    return sorted(forms, key=len, reverse=True)
+
+
+def redact(text: str, token: str) -> str:
+    """Replace every spelling of the token (see ``secret_forms``) in text with ``<redacted>``."""
+    for form in secret_forms(token):
+        text = text.replace(form, REDACTED)
+    return text
+
+
+def redact_bytes(data: bytes, token: str) -> bytes:
+    """``redact`` on raw bytes (before a body is parsed)."""
+    for form in secret_forms(token):
+        data = data.replace(form.encode("ascii", "replace"), REDACTED.encode("ascii"))
+    return data
 
 
 class _TokenRedactingFilter(logging.Filter):

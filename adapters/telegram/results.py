@@ -24,7 +24,7 @@ from typing import Any, Final
 import httpx
 from telegram.error import TelegramError
 
-from adapters.telegram.body import load_body
+from adapters.telegram.body import Scrub, load_body
 
 __all__ = [
     "CallOutcome",
@@ -180,10 +180,13 @@ _EXPECTED: Final[Mapping[str, Callable[[object], bool]]] = {
 }
 
 
-def classify_response(method: str, status: int, payload: bytes) -> CallResult:
-    """Classify an HTTP response from the Bot API (the token must already be gone)."""
+def classify_response(
+    method: str, status: int, payload: bytes, scrub: Scrub | None = None
+) -> CallResult:
+    """Classify an HTTP response from the Bot API; ``scrub`` removes secrets from every
+    decoded string (the raw bytes must already be scrubbed)."""
     try:
-        body = load_body(payload)
+        body = load_body(payload, scrub)
     except ValueError:
         body = None
     if not isinstance(body, dict):

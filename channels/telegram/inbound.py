@@ -18,6 +18,7 @@ from channels.decisions.resolution import HumanAnswer, Result, Verdict
 from channels.telegram.buttons import TOKEN_RE, ButtonIndex
 from channels.telegram.deliveries import (
     PROMPT,
+    SETTLE,
     _revision,
     delivery_recipients,
     prompt_message_id,
@@ -92,7 +93,7 @@ def _callback(
     decision_id, choice_id = found
     decision = records.load(conn, decision_id)
     if p.get("accessible") and isinstance(p.get("messageId"), int):
-        _reconcile(conn, channel, decision, str(chat), str(p["messageId"]))
+        _reconcile(conn, channel, decision, str(chat), str(p["messageId"]), now, worker)
     if "input" in decision.request.choices[choice_id]:
         return _prompt(conn, channel, decision, choice_id, p, now, worker)
     answer = HumanAnswer(
@@ -145,20 +146,62 @@ def _reconcile(
     decision: records.StoredDecision,
     chat: str,
     message_ref: str,
+    now: int,
+    worker: Actor,
 ) -> None:
-    """A press on a message proves that message (the last part, which carries the keyboard)
-    was delivered: record its references if that part was left ambiguous."""
+    """A press proves that the message it was made on (ours: only our bot's messages carry its
+    buttons) reached the chat with this decision's keyboard. When that message is one we never
+    learned (its send response was lost, or an operator's resend replaced it), record its
+    reference, so that settlement removes its keyboard like any other."""
     message_id = messages.message_id_for(channel.channel_id, "delivery", decision.decision_id)
     if messages.get_message(conn, message_id) is None:
         return
     recipients = delivery_recipients(conn, channel, decision)
-    if chat not in recipients:
+    if chat not in recipients or _known(conn, channel, decision, chat, message_ref):
         return
     recipient = recipients.index(chat)
-    last = len(split_parts(channel_request_document(decision.request))) - 1
-    for part in messages.parts(conn, message_id):
-        if (part.recipient_index, part.part_index) == (recipient, last) and part.is_intent:
-            messages.confirm_part(conn, message_id, recipient, last, chat, message_ref)
+    texts = split_parts(channel_request_document(decision.request))
+    last = len(texts) - 1
+    intents = [p for p in messages.parts(conn, message_id)
+               if (p.recipient_index, p.part_index) == (recipient, last) and p.is_intent]
+    if intents:
+        messages.confirm_part(conn, message_id, recipient, last, chat, message_ref)
+    else:  # a second copy of the last part: kept as a message of its own
+        copy_id = messages.message_id_for(channel.channel_id, "delivery", decision.decision_id,
+                                          "copy", chat, message_ref)
+        messages.ensure_message(conn, copy_id, channel.channel_id, decision.decision_id,
+                                "delivery", texts[last], now)
+        messages.write_part_intent(conn, copy_id, recipient, last, texts[last], now)
+        messages.confirm_part(conn, copy_id, recipient, last, chat, message_ref)
+        messages.set_message_status(conn, copy_id, "confirmed", now)
+    _settle_again(conn, channel, decision, f"{chat}:{message_ref}", now, worker)
+
+
+def _known(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
+           chat: str, message_ref: str) -> bool:
+    return any(
+        (part.conversation_ref, part.message_ref) == (chat, message_ref)
+        for message in messages.messages_for_decision(conn, channel.channel_id,
+                                                      decision.decision_id, ["delivery"])
+        for part in messages.parts(conn, message.message_id))
+
+
+def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
+                  learned: str, now: int, worker: Actor) -> None:
+    """A message learned after this channel's settlement ran gets a settlement of its own
+    (one that is still due reads every reference when it runs, this one included)."""
+    settled = effects.effect_id_for(decision.resource_id, SETTLE, channel.channel_id)
+    if not effects.exists(conn, settled):
+        return  # not resolved yet (the press may resolve it), or never presented here
+    earlier = effects.get(conn, settled)
+    if not earlier.status.settled:
+        return
+    effects.reserve(
+        conn, source_resource_id=decision.resource_id,
+        source_revision=_revision(conn, decision.resource_id), effect_type=SETTLE,
+        idempotency_key=f"{channel.channel_id}:learned:{learned}",
+        payload=effects.payload(conn, earlier), owner_scope="channel", actor=worker, now=now,
+    )
 
 
 def _reply(

@@ -26,7 +26,7 @@ from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, prompt_message_id
 from channels.telegram.identity import Channel
 from channels.telegram.parts import split_parts
-from channels.transport import AMBIGUOUS, NOT_SENT, OK, BotApi, ProviderResult, describe
+from channels.transport import AMBIGUOUS, NOT_SENT, OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, Effect
@@ -49,6 +49,9 @@ class Outbound:
     index: ButtonIndex
     deadline: Callable[[], float]  # epoch seconds by which calls must end
     errors: list[dict[str, Any]] = field(default_factory=list)
+    # The Bot API refused the token (401/404): nothing was sent, and nothing will be until the
+    # token works again, so this pass applies no more effects (they stay due).
+    unauthorized: bool = False
 
     def _now(self) -> int:
         return self.db.clock.now_ms()
@@ -57,9 +60,14 @@ class Outbound:
         """Apply every due effect of this channel; return how many were attempted."""
         due = self.db.read(lambda c: effects.list_due(c, EFFECT_TYPES, self._now(),
                                                       scope=self.channel.channel_id))
+        self.unauthorized = False  # the token may work again (a getUpdates just succeeded)
+        applied = 0
         for effect in due:
+            if self.unauthorized:
+                break
             await self.apply(effect)
-        return len(due)
+            applied += 1
+        return applied
 
     async def apply(self, effect: Effect) -> None:
         try:
@@ -178,13 +186,16 @@ class Outbound:
             self.db.write(lambda c: messages.confirm_part(c, message_id, r, p, chat, ref))
             return None
         self._note_error("sendMessage", res)
-        if res.outcome == AMBIGUOUS or res.outcome == OK:
+        if maybe_acted(res):
             self._ambiguous(attempt, message_id, {"recipient": r, "part": p, **describe(res)})
             return {"status": "ambiguous"}
         self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, p))
-        if res.outcome == NOT_SENT:
+        if res.outcome == NOT_SENT or token_rejected(res):
+            # Provably not sent: due again; after a refused token at once, since this pass
+            # sends nothing more and the next one starts only if the token works again.
+            self.unauthorized = self.unauthorized or token_rejected(res)
             self._finish(attempt, "rejected", error=describe(res),
-                         retry_in_ms=NOT_SENT_BACKOFF_MS)
+                         retry_in_ms=0 if token_rejected(res) else NOT_SENT_BACKOFF_MS)
             return {"status": "not_sent"}
         if res.is_rate_limited:
             wait_ms = int(float(res.retry_after or 1) * 1000)
@@ -247,7 +258,7 @@ class Outbound:
         failures += more
         if not failures:
             self._finish(attempt, "applied")
-        elif attempt.attempt_number < MAX_SETTLE_ATTEMPTS:
+        elif attempt.attempt_number < MAX_SETTLE_ATTEMPTS or self.unauthorized:
             self._finish(attempt, "rejected", error={"failures": failures},
                          retry_in_ms=NOT_SENT_BACKOFF_MS)
         else:
@@ -266,6 +277,7 @@ class Outbound:
                     res.is_message_to_edit_not_found:
                 continue
             self._note_error("editMessageReplyMarkup", res)
+            self.unauthorized = self.unauthorized or token_rejected(res)
             failures += 1
         return failures, attempt
 
@@ -297,11 +309,27 @@ class Outbound:
             self.db.write(lambda c: messages.confirm_part(c, message_id, r, 0, chat, ref))
             return 0
         self._note_error("sendMessage", res)
-        if res.outcome in (AMBIGUOUS, OK):
+        if maybe_acted(res):
             return 0  # maybe posted: the intent row stays, it is never posted twice
         self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, 0))
-        # Refused for good (blocked, chat gone): nothing to retry. Not sent or 429: retry.
-        return 1 if res.outcome == NOT_SENT or res.is_rate_limited else 0
+        self.unauthorized = self.unauthorized or token_rejected(res)
+        # Refused for good (blocked, chat gone): nothing to retry. Not sent, a refused token
+        # or 429: retry.
+        return 1 if res.outcome == NOT_SENT or res.is_rate_limited or token_rejected(res) else 0
+
+
+def token_rejected(res: ProviderResult) -> bool:
+    """401 (or 404, what the Bot API answers for an unknown token): the request was refused
+    before anything was done, so nothing was sent."""
+    return res.outcome == REJECTED and res.error_code in (401, 404)
+
+
+def maybe_acted(res: ProviderResult) -> bool:
+    """The provider may have sent the message: a lost answer, an answer without the message,
+    or a server error (5xx), which can come after the message went out."""
+    if res.outcome in (AMBIGUOUS, OK):
+        return True
+    return res.outcome == REJECTED and (res.error_code or 0) >= 500
 
 
 @dataclass(frozen=True, slots=True)

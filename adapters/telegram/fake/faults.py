@@ -40,6 +40,7 @@ class FaultKind(StrEnum):
     RESET = "reset"  # close with a TCP reset before reading the body
     HANG = "hang"  # hold the request until release() or shutdown, then answer normally
     DELAY = "delay"  # answer normally after `seconds`
+    LOSE = "lose"  # act on the request (a message is sent), then close without a response
 
 
 class BotError(Enum):
@@ -129,6 +130,11 @@ class Fault:
     def drop(cls, *, times: int = 1) -> Fault:
         """Read the request, then close the connection without any response."""
         return cls(FaultKind.DROP, times=times)
+
+    @classmethod
+    def lose(cls, *, times: int = 1) -> Fault:
+        """Carry the request out, then close without a response (a lost send response)."""
+        return cls(FaultKind.LOSE, times=times)
 
     @classmethod
     def reset(cls, *, times: int = 1) -> Fault:

@@ -298,6 +298,9 @@ class FakeBotApi:
             return Reply(fault.status, fault.body, fault.content_type)
         if fault.kind is FaultKind.DROP:
             return None
+        if fault.kind is FaultKind.LOSE:
+            self._methods.call(entry, ex)
+            return None
         if fault.kind is FaultKind.HANG and not self._state.hold():
             return None
         if fault.kind is FaultKind.DELAY and not self._state.pause(fault.seconds):

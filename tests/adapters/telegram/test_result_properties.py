@@ -31,12 +31,11 @@ BODY = st.one_of(JSON, st.fixed_dictionaries({"ok": st.one_of(st.booleans(), JSO
 
 
 def _encoded(body: Any, depth: int, raw_surrogates: bool) -> bytes:
-    text = json.dumps(body, ensure_ascii=True)
+    # Raw: lone surrogates as the invalid UTF-8 bytes a broken proxy might send.
+    text = json.dumps(body, ensure_ascii=not raw_surrogates)
     if depth:
         text = "[" * depth + text + "]" * depth
-    if raw_surrogates:  # lone surrogates as the invalid UTF-8 bytes a broken proxy might send
-        return json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    return text.encode("ascii")
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _check(result: Any, method: str) -> None:

@@ -24,7 +24,7 @@ import pytest
 
 from adapters.telegram.client import TelegramClient
 from adapters.telegram.errors import InvalidTokenFormat
-from adapters.telegram.fake import BotError, FakeBotApi, Fault
+from adapters.telegram.fake import BotError, FakeBotApi, Fault, FaultKind
 from channels.config.errors import ConfigPermission
 from channels.config.loading import load_config
 from state.database import Database
@@ -33,6 +33,7 @@ from tests.channels.telegram.helpers import (
     ROOT,
     TOKEN,
     USER,
+    configure_telegram_profile,
     effect_statuses,
     finish,
     message_parts,
@@ -242,3 +243,53 @@ def test_the_token_never_reaches_the_database_logs_outputs_exceptions_or_argv(
         leaks += [leak for p in written
                   for leak in _leaks(str(p.relative_to(home)), p.read_bytes())]
         assert leaks == []
+
+
+def _json_escaped(text: str) -> str:
+    return "".join(f"\\u{ord(c):04x}" for c in text)
+
+
+ECHOES = {  # how a provider (or a proxy in front of it) might echo the token in an error
+    "raw": f"Bad Request: POST /bot{TOKEN}/getUpdates",
+    "JSON-escaped": f"Bad Request: bot {_json_escaped(TOKEN)} is unknown",
+    "URL-quoted": f"Not Found: /bot{quote(TOKEN, safe='')}/getUpdates",
+    "URL-quoted, lower case": f"Not Found: /bot{TOKEN.replace(':', '%3a')}/getUpdates",
+    "secret part only": f"Unauthorized: secret {token_secret()} was revoked",
+    "escaped secret part only": f"Unauthorized: secret {_json_escaped(token_secret())}",
+}
+
+
+def _echo_fault(description: str, status: int = 400) -> Fault:
+    body = f'{{"ok":false,"error_code":{status},"description":"{description}"}}'
+    return Fault(FaultKind.RESPOND, status=status, body=body.encode("ascii"))
+
+
+def test_a_provider_text_echoing_the_token_in_any_encoding_is_scrubbed_everywhere(
+    home: Path,
+) -> None:
+    flow = _Flow(home)
+    with FakeBotApi(TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        watcher = None
+        try:
+            for name, description in ECHOES.items():
+                fake.inject("getUpdates", _echo_fault(description))
+                flow.run("poll", "--once")
+                if watcher is None:  # keeps the -wal file, so every write stays searchable
+                    watcher = Database.open_reader()
+                status = flow.run("status", "--json")
+                assert "<redacted>" in status.stdout, (name, status.stdout)
+            fake.inject("sendMessage", _echo_fault(ECHOES["escaped secret part only"], 403))
+            with Database.open_writer() as db:
+                handle = open_decision(db)
+            flow.run("poll", "--once")
+            assert effect_statuses(handle.decision_id, "telegram.deliver") == ["rejected"]
+            shown = flow.run("status")
+            leaks = [leak for out in flow.outputs for leak in _leaks("child output", out)]
+            leaks += [leak for p in home.rglob("state.sqlite*")
+                      for leak in _leaks(p.name, p.read_bytes())]
+        finally:
+            if watcher is not None:
+                watcher.close()
+    assert shown.returncode == 0
+    assert leaks == []
