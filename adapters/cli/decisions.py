@@ -5,22 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from adapters.cli.errors import UsageError
+from adapters.cli.errors import UsageError, raise_terminated
 from channels.config.loading import load_config
+from channels.config.model import audience_routes
 from channels.decisions import records, views
 from channels.decisions import workflows as service
 from channels.decisions.choices import text_input
-from channels.decisions.presentation import render_decision_text
+from channels.decisions.fields import NAME_PATTERN, NAME_RULE
+from channels.decisions.presentation import fingerprint, render_decision_text
+from channels.errors import DecisionRefused
 from state.database import Database
 from state.errors import DatabaseMissing
 from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
 
 _DURATION = re.compile(r"([1-9][0-9]*)(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+MAX_TIMEOUT_DAYS = 3650  # far enough for any workflow, well inside every date range
 
 
 def parse_duration(text: str) -> int:
@@ -28,7 +33,11 @@ def parse_duration(text: str) -> int:
     match = _DURATION.fullmatch(text.strip())
     if match is None:
         raise UsageError(f"--timeout {text!r}: use a positive duration like 90s, 10m or 2h")
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    value = int(match.group(1)) * _UNIT_MS[match.group(2)]
+    if value > MAX_TIMEOUT_DAYS * _UNIT_MS["d"]:
+        raise UsageError(f"--timeout {text!r} is too far away: use a duration between 1ms"
+                         f" and {MAX_TIMEOUT_DAYS}d")
+    return value
 
 
 class _ChoiceAction(argparse.Action):
@@ -62,6 +71,8 @@ def parse_choices(specs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def _add(choices: dict[str, Any], cid: str, choice: dict[str, Any]) -> None:
+    if NAME_PATTERN.fullmatch(cid) is None:
+        raise UsageError(f"choice id {cid!r} is invalid: {NAME_RULE}")
     if cid in choices:
         raise UsageError(f"choice {cid!r} is given twice")
     choices[cid] = choice
@@ -82,13 +93,13 @@ def _load_presentation(path: Path | None) -> dict[str, Any] | None:
 DEFAULT_AUDIENCE = "operator"
 
 
-def check_audience(audience: str) -> None:
-    """An audience must be configured; without any configuration only the default one (which
-    then goes to Pi alone) is accepted. A typo would otherwise route to Pi only, silently."""
+def check_audience(audience: str) -> tuple[str, ...]:
+    """The channels of a configured audience; without any configuration only the default one
+    (which then goes to Pi alone) is accepted. A typo would otherwise route to Pi only."""
     config = load_config()
     names = [] if config is None else sorted(config.audiences)
     if audience in names or (config is None and audience == DEFAULT_AUDIENCE):
-        return
+        return audience_routes(config, audience)
     raise UsageError(
         f"audience {audience!r} is not configured (configured: {', '.join(names) or 'none'});"
         f" use one of those, or add it with: piw-channels setup telegram --audience {audience}"
@@ -97,7 +108,7 @@ def check_audience(audience: str) -> None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Open a decision in a new waiting run; optionally wait for its answer."""
-    check_audience(args.audience)
+    routes = check_audience(args.audience)
     if args.default is not None and args.timeout is None:
         raise UsageError("--default needs --timeout")
     if args.summary is not None and args.presentation is not None:
@@ -117,6 +128,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
             service.release_run(db, handle.run.lease)
             print(handle.decision_id)
             return EXIT_OK
+        # SIGTERM unwinds like Ctrl-C, so the run lease is released at once, not in 60 s.
+        signal.signal(signal.SIGTERM, raise_terminated)
+        if sys.stderr.isatty():
+            _tell_waiting(handle, routes)
         resolution = service.wait_for_resolution(db, handle)
     entered = None if resolution.response is None else resolution.response.get("input")
     answer: dict[str, Any] = {"decision_id": handle.decision_id, "choice": resolution.choice,
@@ -131,6 +146,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
     else:
         print(f"cancelled: {resolution.reason}", file=sys.stderr)
     return EXIT_OK if resolution.outcome == "accepted" else EXIT_NOT_ACCEPTED
+
+
+def _tell_waiting(handle: service.AskHandle, routes: tuple[str, ...]) -> None:
+    """What a person at a terminal needs while `ask --wait` sits there (on stderr)."""
+    fp = fingerprint(handle.request.presentation_digest)
+    print(f"Waiting for Decision {fp} ({handle.decision_id}), sent to: {', '.join(routes)}"
+          " (Telegram gets it on the next poll).", file=sys.stderr)
+    print("Ctrl-C stops waiting; the decision stays open: answer it later, or run:"
+          f" piw-channels cancel {handle.decision_id}", file=sys.stderr)
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
@@ -182,9 +206,20 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel an open decision as an operator (control actor)."""
     with Database.open_writer() as db:
         decision_id = service.resolve_id(db, args.decision_id)
-        outcome = service.cancel_decision(db, decision_id, args.reason,
-                                          service.new_owner_id(db, "control"))
-    print(service.summarize(outcome))
+        try:
+            outcome = service.cancel_decision(db, decision_id, args.reason,
+                                              service.new_owner_id(db, "control"))
+            won = outcome.result.value == "won"
+        except DecisionRefused:
+            won = False  # decided before: say how, below
+        view = db.read(lambda c: views.view(c, decision_id))
+    if won:
+        print(f"cancelled {decision_id} (reason: {args.reason})")
+    elif view.status == "cancelled":
+        print(f"{decision_id} was already cancelled (reason: {view.reason})")
+    else:
+        chosen = view.choice_label or view.choice
+        raise DecisionRefused(f"{decision_id} is already decided ({chosen}); nothing to cancel")
     return EXIT_OK
 
 

@@ -88,7 +88,11 @@ def cmd_resend(args: argparse.Namespace) -> int:
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--for takes seconds between 1 and 3600, not {text!r}") from None
     if not 0 < value <= 3600:
         raise argparse.ArgumentTypeError("--for takes seconds between 1 and 3600")
     return value
