@@ -132,3 +132,15 @@ def refused_recipients(conn: apsw.Connection, channel: Channel,
                 and index < len(recipients):
             refused.append({**entry, "chat": recipients[index]})
     return refused
+
+
+def failed_deliveries(conn: apsw.Connection, channel: Channel) -> list[str]:
+    """Open decisions whose latest delivery on this channel failed or was refused for a
+    recipient (what `resend --all-failed` resends; ambiguous ones need a look first)."""
+    found = []
+    for decision_id, resource_id, _ in views.open_deliveries(conn, channel.channel_id):
+        mine = _channel_deliveries(conn, channel, resource_id)
+        if mine and (mine[-1].status is effects.EffectStatus.REJECTED
+                     or refused_recipients(conn, channel, resource_id)):
+            found.append(decision_id)
+    return found

@@ -172,3 +172,25 @@ def test_a_migrated_group_prints_the_new_chat_id_and_the_config_change(home: Pat
             " migrated)"]
         sent = [r.params.get("chat_id") for r in fake.requests("sendMessage")]
         assert sent == [str(group), str(supergroup)]
+
+
+def test_resend_all_failed_resends_every_refused_delivery_of_the_profile(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    first, second = open_decision_now(title="Plan one?"), open_decision_now(title="Plan two?")
+    fake.inject("sendMessage", Fault.canned(BotError.BLOCKED, times=2))
+    assert poll(home).code == 78
+    assert cli(home, "resend", "--profile", PROFILE) == Run(2, [
+        "Error: give a DECISION_ID or --all-failed (not both)"])
+    done = subprocess.run([*CLI, "resend", "--all-failed", "--profile", PROFILE], cwd=ROOT,
+                          env=child_env(home), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"resend of {first.decision_id} on {WHO} reserved",
+        f"resend of {second.decision_id} on {WHO} reserved"]
+    assert [line.split(" no longer")[0] for line in done.stderr.splitlines()] == [
+        f"Recovered: {WHO}: Decision {fingerprint(h.decision_id)}" for h in (first, second)]
+    again = subprocess.run([*CLI, "resend", "--all-failed", "--profile", PROFILE], cwd=ROOT,
+                           env=child_env(home), capture_output=True, text=True, timeout=60)
+    assert (again.returncode, again.stdout, again.stderr) == (
+        0, f"no failed delivery on {WHO}\n", "")
