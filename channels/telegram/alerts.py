@@ -184,21 +184,21 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, las
         found[kind] = (kind, now, facts)
     elif result.updates_error is not None and now - last_ok >= alert_after_ms:
         found["unreachable"] = ("unreachable", last_ok, facts)
-    for key, condition in _decision_conditions(conn, channel, now).items():
+    for key, condition in decision_conditions(conn, channel.channel_id, now).items():
         found[key] = condition
     return found
 
 
-def _decision_conditions(conn: apsw.Connection, channel: Channel,
-                         now: int) -> dict[str, Condition]:
+def decision_conditions(conn: apsw.Connection, channel_id: str,
+                        now: int) -> dict[str, Condition]:
     """Ambiguous deliveries and refused recipients of the channel's open decisions."""
     found: dict[str, Condition] = {}
-    for decision_id, resource_id, status in views.open_deliveries(conn, channel.channel_id):
+    for decision_id, resource_id, status in views.open_deliveries(conn, channel_id):
         base = {"decisionId": decision_id,
                 "fingerprint": views.fingerprint_of(conn, decision_id)}
         if status == "ambiguous":
             found[f"ambiguous:{decision_id}"] = ("ambiguous", now, base)
-        for recipient in deliveries.refused_recipients(conn, channel, resource_id):
+        for recipient in deliveries.refused_recipients(conn, channel_id, resource_id):
             chat = recipient["chat"]
             if recipient.get("migrateToChatId") is not None:
                 found[f"migrated:{decision_id}:{chat}"] = ("migrated", now, {
