@@ -28,8 +28,8 @@ def test_status_says_in_plain_words_whether_cron_is_alive(home: Path, fake: Fake
     lines = status(home)
     assert re.fullmatch(r"Database .*state\.sqlite: \d+ kB, schema ok, 0 open decisions\.",
                         lines[0])
-    assert re.fullmatch(rf"{WHO}: last pass 0 s ago \({WHEN}\); last successful getUpdates"
-                        rf" 0 s ago \({WHEN}\)", lines[1])
+    assert re.fullmatch(rf"{WHO}: last pass \d+ s ago \({WHEN}\); last successful getUpdates"
+                        rf" \d+ s ago \({WHEN}\)", lines[1])
     assert lines[2:] == ["  Deliveries: none.", "Nothing needs attention."]
     later = status(home, minutes=4)
     assert later[1].startswith(f"{WHO}: last pass 4 min ago (")
@@ -45,7 +45,7 @@ def test_a_provider_error_shows_its_time_until_a_success(home: Path, fake: FakeB
     fake.inject("getUpdates", Fault.error(502, "Bad Gateway"))
     assert poll(home).code == 0  # not yet for cron (--alert-after 10)
     lines = status(home)
-    assert re.fullmatch(rf"  Provider error 0 s ago \({WHEN}\): getUpdates HTTP 502: Bad"
+    assert re.fullmatch(rf"  Provider error \d+ s ago \({WHEN}\): getUpdates HTTP 502: Bad"
                         " Gateway", lines[2]), lines
     assert poll(home).code == 0
     assert not any("Provider error" in line for line in status(home))
