@@ -1,4 +1,6 @@
-"""The `status` report: database health and per-channel transport state, no private ids."""
+"""The `status` report: database health, per-channel transport state, and what needs a
+person. No tokens, user ids or private chat ids in it (a migrated or refused chat's id, which
+the person must put in the config, is the one exception, as in `poll`'s lines)."""
 
 from __future__ import annotations
 
@@ -8,20 +10,23 @@ import apsw
 
 from channels import inbox, messages, store
 from channels.decisions import views
-from channels.telegram import identity
+from channels.telegram import alerts, identity
 from state import leases, maintenance
 from state.database import Database
 
 
 def status_report(db: Database) -> dict[str, Any]:
     """Build the report from one read snapshot."""
+    now = db.clock.now_ms()
     with db.snapshot() as conn:
         diag = maintenance.diagnostics(db, full_checks=False)
-        channels = [_channel(conn, cid, adapter, profile, db.clock.now_ms())
+        channels = [_channel(conn, cid, adapter, profile, now)
                     for cid, adapter, profile in store.all_channels(conn)]
         open_decisions = views.count_open(conn)
-    return {"database": {**diag.to_json(), "open_decisions": open_decisions},
-            "channels": channels}
+        attention = [a for cid, adapter, profile in store.all_channels(conn)
+                     if adapter == "telegram" for a in _attention(conn, cid, profile, now)]
+    return {"now": now, "database": {**diag.to_json(), "open_decisions": open_decisions},
+            "channels": channels, "needs_attention": attention}
 
 
 def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
@@ -34,9 +39,10 @@ def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
     error = store.last_provider_error(conn, channel_id)
     name = f"telegram:{profile}" if adapter == "telegram" else (
         "pi:local" if profile == "local" else "pi:session")  # session ids stay private
-    return {
+    report: dict[str, Any] = {
         "channel": name,
         "adapter": adapter,
+        "profile": profile if adapter == "telegram" else None,
         "lease": {"state": state, "generation": 0 if lease is None else lease.generation},
         "cursor": store.cursor(conn, channel_id, identity.TELEGRAM_CURSOR),
         "inbox": {"backlog": backlog, "total": total},
@@ -45,28 +51,30 @@ def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
             "method": error.get("method"), "code": error.get("errorCode"),
             "description": error.get("description"), "at": error.get("at")},
     }
+    if adapter == "telegram":
+        last = alerts.last_pass(conn, channel_id)
+        report["last_pass"] = None if last is None else {
+            "at": last.at, "get_updates": last.updates, "last_ok_at": last.last_ok_at}
+        # An error from before the last successful getUpdates is history, not a problem.
+        ok_at = None if last is None else last.last_ok_at
+        report["error_current"] = error is not None and (
+            ok_at is None or int(error.get("at") or 0) > ok_at)
+    return report
 
 
-def render_status(report: dict[str, Any]) -> str:
-    """Human-readable form of `status_report`."""
-    d = report["database"]
-    lines = [
-        f"database: {d['path']} ({d['size_bytes']} bytes), schema {d['schema']}",
-        f"open decisions: {d['open_decisions']}",
-        "active leases: " + _counts(d["active_leases"]),
-        "unsettled effects: " + _counts(d["unsettled_effects"]),
-    ]
-    for c in report["channels"]:
-        lease = c["lease"]
-        lines.append(
-            f"{c['channel']}: lease {lease['state']} (generation {lease['generation']}),"
-            f" cursor {c['cursor'] or '-'}, inbox backlog {c['inbox']['backlog']}"
-            f" of {c['inbox']['total']}, deliveries {_counts(c['deliveries'])}")
-        if c["last_error"]:
-            e = c["last_error"]
-            lines.append(f"  last provider error: {e['method']} {e['code']} {e['description']}")
-    return "\n".join(lines)
-
-
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+def _attention(conn: apsw.Connection, channel_id: str, profile: str,
+               now: int) -> list[dict[str, Any]]:
+    """What the last pass reported about the channel itself, then the decisions needing a
+    person (derived now, so a decision resolved since then is no longer listed)."""
+    found: list[dict[str, Any]] = []
+    last = alerts.last_pass(conn, channel_id)
+    if last is not None:
+        found += [{"profile": profile, "key": a.key, "kind": a.kind, "since": a.since,
+                   "facts": dict(a.facts)} for a in last.alerts.values()
+                  if "decisionId" not in a.facts]
+    reported = {} if last is None else last.alerts
+    for key, (kind, since, facts) in alerts.decision_conditions(conn, channel_id, now).items():
+        first = reported.get(key)  # when cron first heard of it, if it did
+        found.append({"profile": profile, "key": key, "kind": kind,
+                      "since": since if first is None else first.since, "facts": facts})
+    return found

@@ -13,3 +13,5 @@ EXIT_TEMPORARY: Final = 75  # may recover by itself: cron tries again (EX_TEMPFA
 EXIT_PERMISSION: Final = 77  # EX_NOPERM
 EXIT_CONFIG: Final = 78  # invalid configuration (EX_CONFIG)
 EXIT_INTERRUPTED: Final = 130  # Ctrl-C
+EXIT_BROKEN_PIPE: Final = 141  # the output's reader went away (`| head`), as SIGPIPE would
+EXIT_TERMINATED: Final = 143  # SIGTERM (after cleaning up, like Ctrl-C)

@@ -55,7 +55,10 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     """Database and channel health, with no private identifiers."""
-    from channels.status import render_status, status_report  # heavy imports only when used
+    # Heavy imports only when used.
+    from adapters.cli.status_text import render_status, with_iso
+    from channels.config.loading import resolve_config_dir
+    from channels.status import status_report
 
     try:
         db = Database.open_reader()
@@ -68,9 +71,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     with db:
         report = status_report(db)
     if args.json:
-        print_json(report)
+        print_json(with_iso(report))
     else:
-        print(render_status(report))
+        print(render_status(report, str(resolve_config_dir())))
     return EXIT_OK
 
 

@@ -5,22 +5,29 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from adapters.cli.errors import UsageError
+from adapters.cli.alerts import duration
+from adapters.cli.errors import UsageError, raise_terminated
+from adapters.cli.status_text import ago, clock_time, with_iso
 from channels.config.loading import load_config
-from channels.decisions import records, views
+from channels.config.model import audience_routes
+from channels.decisions import history, records, views
 from channels.decisions import workflows as service
 from channels.decisions.choices import text_input
-from channels.decisions.presentation import render_decision_text
+from channels.decisions.fields import NAME_PATTERN, NAME_RULE
+from channels.decisions.presentation import fingerprint, render_decision_text
+from channels.errors import DecisionRefused
 from state.database import Database
 from state.errors import DatabaseMissing
 from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
 
 _DURATION = re.compile(r"([1-9][0-9]*)(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+MAX_TIMEOUT_DAYS = 3650  # far enough for any workflow, well inside every date range
 
 
 def parse_duration(text: str) -> int:
@@ -28,7 +35,11 @@ def parse_duration(text: str) -> int:
     match = _DURATION.fullmatch(text.strip())
     if match is None:
         raise UsageError(f"--timeout {text!r}: use a positive duration like 90s, 10m or 2h")
-    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+    value = int(match.group(1)) * _UNIT_MS[match.group(2)]
+    if value > MAX_TIMEOUT_DAYS * _UNIT_MS["d"]:
+        raise UsageError(f"--timeout {text!r} is too far away: use a duration between 1ms"
+                         f" and {MAX_TIMEOUT_DAYS}d")
+    return value
 
 
 class _ChoiceAction(argparse.Action):
@@ -62,6 +73,8 @@ def parse_choices(specs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def _add(choices: dict[str, Any], cid: str, choice: dict[str, Any]) -> None:
+    if NAME_PATTERN.fullmatch(cid) is None:
+        raise UsageError(f"choice id {cid!r} is invalid: {NAME_RULE}")
     if cid in choices:
         raise UsageError(f"choice {cid!r} is given twice")
     choices[cid] = choice
@@ -82,13 +95,13 @@ def _load_presentation(path: Path | None) -> dict[str, Any] | None:
 DEFAULT_AUDIENCE = "operator"
 
 
-def check_audience(audience: str) -> None:
-    """An audience must be configured; without any configuration only the default one (which
-    then goes to Pi alone) is accepted. A typo would otherwise route to Pi only, silently."""
+def check_audience(audience: str) -> tuple[str, ...]:
+    """The channels of a configured audience; without any configuration only the default one
+    (which then goes to Pi alone) is accepted. A typo would otherwise route to Pi only."""
     config = load_config()
     names = [] if config is None else sorted(config.audiences)
     if audience in names or (config is None and audience == DEFAULT_AUDIENCE):
-        return
+        return audience_routes(config, audience)
     raise UsageError(
         f"audience {audience!r} is not configured (configured: {', '.join(names) or 'none'});"
         f" use one of those, or add it with: piw-channels setup telegram --audience {audience}"
@@ -97,7 +110,7 @@ def check_audience(audience: str) -> None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     """Open a decision in a new waiting run; optionally wait for its answer."""
-    check_audience(args.audience)
+    routes = check_audience(args.audience)
     if args.default is not None and args.timeout is None:
         raise UsageError("--default needs --timeout")
     if args.summary is not None and args.presentation is not None:
@@ -115,8 +128,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
         handle = service.create_ask(db, spec, service.new_owner_id(db, "ask"))
         if not args.wait:
             service.release_run(db, handle.run.lease)
-            print(handle.decision_id)
+            if args.json:
+                print(json.dumps(with_iso({
+                    "decision_id": handle.decision_id,
+                    "fingerprint": fingerprint(handle.request.presentation_digest),
+                    "audience": args.audience, "channels": list(routes),
+                    "deadline_at": handle.request.expires_at_ms}), ensure_ascii=False))
+            else:
+                print(handle.decision_id)
             return EXIT_OK
+        # SIGTERM unwinds like Ctrl-C, so the run lease is released at once, not in 60 s.
+        signal.signal(signal.SIGTERM, raise_terminated)
+        if sys.stderr.isatty():
+            _tell_waiting(handle, routes)
         resolution = service.wait_for_resolution(db, handle)
     entered = None if resolution.response is None else resolution.response.get("input")
     answer: dict[str, Any] = {"decision_id": handle.decision_id, "choice": resolution.choice,
@@ -133,58 +157,136 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return EXIT_OK if resolution.outcome == "accepted" else EXIT_NOT_ACCEPTED
 
 
+def _tell_waiting(handle: service.AskHandle, routes: tuple[str, ...]) -> None:
+    """What a person at a terminal needs while `ask --wait` sits there (on stderr)."""
+    fp = fingerprint(handle.request.presentation_digest)
+    print(f"Waiting for Decision {fp} ({handle.decision_id}), sent to: {', '.join(routes)}"
+          " (Telegram gets it on the next poll).", file=sys.stderr)
+    print("Ctrl-C stops waiting; the decision stays open: answer it later, or run:"
+          f" piw-channels cancel {handle.decision_id}", file=sys.stderr)
+
+
 def cmd_decisions(args: argparse.Namespace) -> int:
-    """List open decisions (or all)."""
+    """List open decisions (or all), with a header: age, audience, status and, once
+    resolved, the outcome, the winning channel and when."""
     try:
         db = Database.open_reader()
     except DatabaseMissing:
         print("[]" if args.json else "no decisions (no database yet)")
         return EXIT_OK
     with db:
-        listed = db.read(lambda c: views.list_views(c, include_resolved=args.all))
+        now = db.clock.now_ms()
+
+        def read(c: Any) -> list[tuple[views.DecisionView, str, history.Winner | None]]:
+            return [(v, views.fingerprint_of(c, v.decision_id), history.winner(c, v.decision_id))
+                    for v in views.list_views(c, include_resolved=args.all)]
+
+        listed = db.read(read)
     if args.json:
-        print(json.dumps([v.to_json() for v in listed], indent=2, ensure_ascii=False))
+        print(json.dumps([with_iso({**v.to_json(), "fingerprint": fp,
+                                    "channel": None if w is None else w.channel})
+                          for v, fp, w in listed], indent=2, ensure_ascii=False))
         return EXIT_OK
     if not listed:
         print("no open decisions" if not args.all else "no decisions")
-    for v in listed:
-        outcome = v.choice_label or v.reason or ""
-        print(f"{v.decision_id}  {v.display_status:<32}  {v.title}"
-              + (f"  -> {outcome}" if outcome else ""))
+        return EXIT_OK
+    rows = [("ID", "FINGERPRINT", "AGE", "AUDIENCE", "STATUS", "OUTCOME", "VIA", "WHEN",
+             "TITLE")]
+    for v, fp, w in listed:
+        outcome = v.choice_label or v.reason or "-"
+        via = "-" if w is None else (w.channel or _BY.get(w.provenance, w.provenance))
+        when = "-" if v.resolved_at is None else f"{duration(now - v.resolved_at)} ago"
+        rows.append((v.decision_id[:17], fp, duration(now - v.created_at), v.audience,
+                     v.display_status, outcome, via, when, v.title))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)) + "  " + r[-1])
     return EXIT_OK
+
+
+_BY = {"timeout_policy": "timeout default", "explicit_cancel": "cancel command",
+       "expired_no_default": "deadline"}
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """One decision: rendered text, status and submission counts."""
+    """One decision: its text, who answered through which channel and when, a timeline."""
     with Database.open_reader() as db:
         decision_id = service.resolve_id(db, args.decision_id)
+        now = db.clock.now_ms()
 
-        def read(c: Any) -> tuple[views.DecisionView, str]:
-            return (views.view(c, decision_id),
-                    render_decision_text(records.load(c, decision_id).request.document))
+        def read(c: Any) -> tuple[views.DecisionView, Any, history.Winner | None,
+                                  list[history.Entry]]:
+            return (views.view(c, decision_id), records.load(c, decision_id).request.document,
+                    history.winner(c, decision_id), history.timeline(c, decision_id))
 
-        view, text = db.read(read)
+        view, document, won, events = db.read(read)
     if args.json:
-        print(json.dumps({**view.to_json(), "text": text}, indent=2, ensure_ascii=False))
+        print(json.dumps(with_iso({
+            **view.to_json(), "text": render_decision_text(document),
+            "fingerprint": fingerprint(document["presentationDigest"]),
+            "channel": None if won is None else won.channel,
+            "actor": None if won is None else won.actor_id,
+            "timeline": [e.to_json() for e in events]}), indent=2, ensure_ascii=False))
         return EXIT_OK
-    print(text)
+    print(render_decision_text(document, once=True) + f" ({decision_id})")
     print()
-    print(f"status: {view.display_status}")
-    if view.status != "open":
-        print(f"provenance: {view.provenance}")
-        print(f"outcome: {view.choice_label or view.reason}")
+    deadline = "no deadline" if view.deadline_at is None else (
+        f"deadline {clock_time(view.deadline_at)}"
+        + (f", then {view.default_choice}" if view.default_choice else ""))
+    print(f"asked {ago(view.created_at, now)} for audience {view.audience}; {deadline}")
+    print(f"status: {_status_line(view, won, now)}")
     counts = ", ".join(f"{k} {n}" for k, n in sorted(view.submissions.items())) or "none"
     print(f"submissions: {counts}")
+    print("timeline:")
+    for entry in events:
+        print(f"  {clock_time(entry.at)}  {_entry_text(entry)}")
     return EXIT_OK
+
+
+def _status_line(view: views.DecisionView, won: history.Winner | None, now: int) -> str:
+    if won is None:
+        return view.display_status
+    what = view.choice_label or view.choice if won.outcome == "accepted" else \
+        f"reason: {view.reason}"
+    if won.provenance == "human":
+        how = f"answered by {won.actor_id} through {won.channel}"
+    else:
+        how = f"by the {_BY.get(won.provenance, won.provenance)}"
+    return f"{view.display_status} ({what}), {how}, {ago(won.resolved_at, now)}"
+
+
+def _entry_text(entry: history.Entry) -> str:
+    d = entry.detail
+    if entry.what == "asked":
+        return f"asked for audience {d['audience']}"
+    if entry.what == "submission":
+        return (f"answer {d['choice']} through {d['channel']} by {d['actor']}:"
+                f" {d['result']}")
+    if entry.what == "resolved":
+        via = f" through {d['channel']}" if d.get("channel") else ""
+        return f"resolved: {d['outcome']} ({d['provenance']}){via}"
+    where = f" on {d['channel']}" if d.get("channel") else ""
+    return f"{d['effect']}{where}, attempt {d['attempt']}: {d['outcome']}"
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel an open decision as an operator (control actor)."""
     with Database.open_writer() as db:
         decision_id = service.resolve_id(db, args.decision_id)
-        outcome = service.cancel_decision(db, decision_id, args.reason,
-                                          service.new_owner_id(db, "control"))
-    print(service.summarize(outcome))
+        try:
+            outcome = service.cancel_decision(db, decision_id, args.reason,
+                                              service.new_owner_id(db, "control"))
+            won = outcome.result.value == "won"
+        except DecisionRefused:
+            won = False  # decided before: say how, below
+        view = db.read(lambda c: views.view(c, decision_id))
+    if won:
+        print(f"cancelled {decision_id} (reason: {args.reason})")
+    elif view.status == "cancelled":
+        print(f"{decision_id} was already cancelled (reason: {view.reason})")
+    else:
+        chosen = view.choice_label or view.choice
+        raise DecisionRefused(f"{decision_id} is already decided ({chosen}); nothing to cancel")
     return EXIT_OK
 
 
@@ -216,7 +318,8 @@ def register(sub: Any) -> None:
     p.add_argument("--timeout", metavar="DURATION", help="deadline, e.g. 90s, 10m, 2h")
     p.add_argument("--default", metavar="ID", help="choice accepted when the deadline passes")
     p.add_argument("--wait", action="store_true", help="wait for the answer and print it")
-    p.add_argument("--json", action="store_true", help="machine-readable answer")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output (without --wait: the opened decision)")
     p.set_defaults(handler=cmd_ask)
 
     p = sub.add_parser("decisions", help="list open decisions (--all for every decision)")

@@ -9,16 +9,23 @@ the command being run is imported, so a cron `poll` loads neither the Pi bridge 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import apsw
 
-from adapters.cli.errors import UsageError
+from adapters.cli.errors import Terminated, UsageError
 from state.database import default_path, translate
 from state.errors import StateError
-from state.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
+from state.exit_codes import (
+    EXIT_BROKEN_PIPE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+)
 from state.version import VERSION
 
 Handler = Callable[[argparse.Namespace], int]
@@ -97,7 +104,11 @@ def _command_of(argv: Sequence[str]) -> str | None:
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse, dispatch, and map every known error to its exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(_command_of(words))
+    command = _command_of(words)
+    if command is None and "--version" in words:  # no command group needs loading for it
+        print(f"piw-channels {VERSION}")
+        return EXIT_OK
+    parser = build_parser(command)
     args = parser.parse_args(words)
     handler: Handler = args.handler
     try:
@@ -116,12 +127,30 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except Terminated as exc:
+        return exc.exit_code
+    except BrokenPipeError:  # `piw-channels decisions | head`: the reader has had enough
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         code = getattr(exc, "exit_code", None)
         print(f"Error: {exc}", file=sys.stderr)
         return code if isinstance(code, int) else EXIT_INTERNAL
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main() -> None:
     """Console-script entry point."""
-    sys.exit(run())
+    code = run()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        code = EXIT_BROKEN_PIPE
+    sys.exit(code)

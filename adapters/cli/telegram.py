@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from adapters.cli.alerts import alert_lines
+from adapters.cli.errors import UsageError
 from adapters.telegram.client import TelegramClient
 from channels.config.errors import SETUP_HINT
 from channels.config.loading import load_config, resolve_config_dir
@@ -76,22 +77,38 @@ def cmd_poll(args: argparse.Namespace) -> int:
 
 
 def cmd_resend(args: argparse.Namespace) -> int:
-    """Explicitly resend an ambiguous or failed delivery, then poll that profile once."""
+    """Explicitly resend an ambiguous or failed delivery (or, with --all-failed, every failed
+    one of the profile), then poll that profile once."""
+    if (args.decision_id is None) == (not args.all_failed):
+        raise UsageError("give a DECISION_ID or --all-failed (not both)")
     config = _config_or_hint()
     if config is None:
         return EXIT_CONFIG
     channel = Channel(config.profile(args.profile), config)
     with Database.open_writer() as db:
-        decision_id = workflows.resolve_id(db, args.decision_id)
+        if args.all_failed:
+            chosen = db.read(lambda c: deliveries.failed_deliveries(c, channel))
+        else:
+            chosen = [workflows.resolve_id(db, args.decision_id)]
         actor = Actor("control", workflows.new_owner_id(db, "resend"))
-        db.write(lambda c: deliveries.reserve_resend(c, channel, decision_id, actor,
-                                                           db.clock.now_ms()))
-    print(f"resend of {decision_id} on {channel.name} reserved")
+        for decision_id in chosen:
+            def reserve(c: Any, decision_id: str = decision_id) -> str:
+                return deliveries.reserve_resend(c, channel, decision_id, actor,
+                                                 db.clock.now_ms())
+            db.write(reserve)
+            print(f"resend of {decision_id} on {channel.name} reserved")
+    if not chosen:
+        print(f"no failed delivery on {channel.name}")
+        return EXIT_OK
     return run_poll(config, worker.PollOptions(profile=args.profile), args.verbose)
 
 
 def _seconds(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--for takes seconds between 1 and 3600, not {text!r}") from None
     if not 0 < value <= 3600:
         raise argparse.ArgumentTypeError("--for takes seconds between 1 and 3600")
     return value
@@ -125,7 +142,11 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_poll)
 
     p = sub.add_parser("resend", help="explicitly resend an ambiguous or failed delivery")
-    p.add_argument("decision_id", help="decision id (a unique prefix is enough)")
+    p.add_argument("decision_id", nargs="?",
+                   help="decision id, or its Decision fingerprint (a unique prefix is enough)")
+    p.add_argument("--all-failed", action="store_true",
+                   help="resend every failed or refused delivery of the profile (after fixing"
+                   " the config; ambiguous ones are left for you to check)")
     p.add_argument("--profile", required=True, help="the Telegram profile to resend on")
     p.add_argument("-v", "--verbose", action="store_true", help="say what the poll did")
     p.set_defaults(handler=cmd_resend)

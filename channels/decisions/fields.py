@@ -13,6 +13,9 @@ from channels.text import has_control_character, is_blank
 from state.canonical import CanonicalJsonError, canonical_json
 
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
+NAME_PATTERN = _NAME_RE  # choice ids, audiences, input names (for callers' own messages)
+NAME_RULE = ("use letters, digits, '_' or '-', starting with a letter or '_'"
+             " (at most 128 characters)")
 
 _CHANNEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 

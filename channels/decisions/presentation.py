@@ -285,7 +285,11 @@ def fingerprint(presentation_digest: str) -> str:
     return presentation_digest[start : start + FINGERPRINT_LENGTH]
 
 
-def render_decision_text(request: Mapping[str, Any]) -> str:
-    """The whole decision as one operator-safe text, ending with its `Decision <fp>` line."""
-    content = "\n\n".join(operator_safe_text(s.text) for s in decision_segments(request))
+def render_decision_text(request: Mapping[str, Any], *, once: bool = False) -> str:
+    """The whole decision as one operator-safe text, ending with its `Decision <fp>` line.
+    `once` leaves out a summary that only repeats the title (a terminal, not the contract)."""
+    segments = decision_segments(request)
+    if once and segments[1].text == segments[0].text:
+        del segments[1]
+    content = "\n\n".join(operator_safe_text(s.text) for s in segments)
     return f"{content}\n\nDecision {fingerprint(request['presentationDigest'])}"

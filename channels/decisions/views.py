@@ -6,6 +6,7 @@ Read-only; every function runs on the caller's (usually query_only) connection.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,20 @@ def button_basis(
     ).fetchall()
     return [(str(d), digest_from_bytes(bytes(digest)),
              [str(c["id"]) for c in blobs.get_json(conn, bytes(h))]) for d, digest, h in rows]
+
+
+def open_deliveries(conn: apsw.Connection, channel_id: str) -> list[tuple[str, str, str]]:
+    """(decision_id, resource_id, delivery message status) of the unresolved decisions with a
+    delivery on the channel, oldest first."""
+    rows: list[Any] = conn.execute(
+        "SELECT m.decision_id, d.resource_id, m.status"
+        " FROM channel_messages m JOIN human_decisions d USING (decision_id)"
+        " WHERE m.channel_id = ? AND m.purpose = 'delivery' AND NOT EXISTS"
+        " (SELECT 1 FROM human_decision_resolutions r WHERE r.decision_id = m.decision_id)"
+        " ORDER BY d.created_at, m.decision_id",
+        (channel_id,),
+    ).fetchall()
+    return [(str(a), str(b), str(c)) for a, b, c in rows]
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,14 +187,36 @@ def _view(
     )
 
 
-def decision_id_prefix_match(conn: apsw.Connection, prefix: str) -> str:
-    """Resolve a unique decision id prefix (like git), or raise KeyError."""
-    rows = [str(r[0]) for r in conn.execute(
-        "SELECT decision_id FROM human_decisions WHERE decision_id >= ? AND decision_id < ?"
-        " LIMIT 2", (prefix, prefix + "\uffff"))]
-    if len(rows) != 1:
-        raise KeyError(prefix)
-    return rows[0]
+_HEX = re.compile(r"[0-9a-f]{4,64}")
+_PASTED = "decision "  # "Decision 2a06a17d99d4", as a Telegram message ends
+
+
+def decision_candidates(conn: apsw.Connection, text: str, limit: int = 10) -> list[str]:
+    """Decisions a person may mean by `text`: a decision id or a prefix of one (like git),
+    or the `Decision <fingerprint>` shown in every message, or a prefix of that fingerprint.
+    Oldest first, at most `limit` (enough to list an ambiguous prefix's candidates)."""
+    wanted = text.strip().lower()
+    if wanted.startswith(_PASTED):
+        wanted = wanted[len(_PASTED):].strip()
+    if not wanted:
+        return []
+    prefixes = [wanted]
+    if _HEX.fullmatch(wanted):
+        prefixes.append("decision-" + wanted)  # the hex of an id without its `decision-`
+    found: dict[str, None] = {}
+    for prefix in prefixes:
+        for (decision_id,) in conn.execute(
+                "SELECT decision_id FROM human_decisions WHERE decision_id >= ?"
+                " AND decision_id < ? ORDER BY created_at, decision_id LIMIT ?",
+                (prefix, prefix + "\uffff", limit)):
+            found[str(decision_id)] = None
+    if _HEX.fullmatch(wanted) and len(wanted) <= FINGERPRINT_LENGTH:
+        for decision_id, presentation in conn.execute(
+                "SELECT decision_id, presentation_hash FROM human_decisions"
+                " ORDER BY created_at, decision_id"):
+            if _fingerprint(conn, bytes(presentation)).startswith(wanted):
+                found[str(decision_id)] = None
+    return list(found)[:limit]
 
 
 def fingerprint_of(conn: apsw.Connection, decision_id: str) -> str:
@@ -189,5 +226,9 @@ def fingerprint_of(conn: apsw.Connection, decision_id: str) -> str:
         "SELECT presentation_hash FROM human_decisions WHERE decision_id = ?", (decision_id,)).get
     if presentation is None:
         raise KeyError(decision_id)
-    content = blobs.get_bytes(conn, bytes(presentation))
+    return _fingerprint(conn, bytes(presentation))
+
+
+def _fingerprint(conn: apsw.Connection, presentation_hash: bytes) -> str:
+    content = blobs.get_bytes(conn, presentation_hash)
     return hashlib.sha256(content + b"\n").hexdigest()[:FINGERPRINT_LENGTH]

@@ -204,11 +204,20 @@ def wait_for_resolution(
 
 
 def resolve_id(db: Database, text: str) -> str:
-    """A full decision id, or a unique prefix of one."""
-    try:
-        return db.read(lambda c: views.decision_id_prefix_match(c, text))
-    except KeyError:
-        raise UnknownDecision(f"no decision (or no unique decision) matches {text!r}") from None
+    """The decision a person means: a full id, a unique prefix of one, or (a unique prefix
+    of) the `Decision <fingerprint>` every message shows. Several matches name them all."""
+    def read(c: Any) -> list[tuple[str, str, str]]:
+        return [(d, views.fingerprint_of(c, d), views.view(c, d).title)
+                for d in views.decision_candidates(c, text)]
+
+    found = db.read(read)
+    if len(found) == 1:
+        return found[0][0]
+    if not found:
+        raise UnknownDecision(f"no decision matches {text!r}")
+    listed = "; ".join(f"{d} (Decision {fp}: {title})" for d, fp, title in found)
+    raise UnknownDecision(f"{text!r} matches more than one decision: {listed}; give more of"
+                          " the decision id")
 
 
 def presentation_for(title: str, summary: str | None, document: Mapping[str, Any] | None,

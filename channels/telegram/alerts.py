@@ -184,29 +184,21 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, las
         found[kind] = (kind, now, facts)
     elif result.updates_error is not None and now - last_ok >= alert_after_ms:
         found["unreachable"] = ("unreachable", last_ok, facts)
-    for key, condition in _decision_conditions(conn, channel, now).items():
+    for key, condition in decision_conditions(conn, channel.channel_id, now).items():
         found[key] = condition
     return found
 
 
-def _decision_conditions(conn: apsw.Connection, channel: Channel,
-                         now: int) -> dict[str, Condition]:
+def decision_conditions(conn: apsw.Connection, channel_id: str,
+                        now: int) -> dict[str, Condition]:
     """Ambiguous deliveries and refused recipients of the channel's open decisions."""
     found: dict[str, Condition] = {}
-    rows = conn.execute(
-        "SELECT m.decision_id, m.status, d.resource_id"
-        " FROM channel_messages m JOIN human_decisions d USING (decision_id)"
-        " WHERE m.channel_id = ? AND m.purpose = 'delivery' AND NOT EXISTS"
-        " (SELECT 1 FROM human_decision_resolutions r WHERE r.decision_id = m.decision_id)"
-        " ORDER BY d.created_at, m.decision_id",
-        (channel.channel_id,),
-    ).fetchall()
-    for decision_id, status, resource_id in rows:
-        base = {"decisionId": str(decision_id),
-                "fingerprint": views.fingerprint_of(conn, str(decision_id))}
+    for decision_id, resource_id, status in views.open_deliveries(conn, channel_id):
+        base = {"decisionId": decision_id,
+                "fingerprint": views.fingerprint_of(conn, decision_id)}
         if status == "ambiguous":
             found[f"ambiguous:{decision_id}"] = ("ambiguous", now, base)
-        for recipient in deliveries.refused_recipients(conn, channel, str(resource_id)):
+        for recipient in deliveries.refused_recipients(conn, channel_id, resource_id):
             chat = recipient["chat"]
             if recipient.get("migrateToChatId") is not None:
                 found[f"migrated:{decision_id}:{chat}"] = ("migrated", now, {

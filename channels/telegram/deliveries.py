@@ -75,10 +75,10 @@ def reserve_resend(
     original = effects.effect_id_for(resource_id, DELIVER, channel.channel_id)
     if not effects.exists(conn, original):
         raise DecisionRefused(f"{decision_id} was never delivered on {channel.name}")
-    mine = _channel_deliveries(conn, channel, resource_id)
+    mine = _channel_deliveries(conn, channel.channel_id, resource_id)
     latest = mine[-1]
     refused = latest.status is effects.EffectStatus.APPLIED and \
-        bool(refused_recipients(conn, channel, resource_id))
+        bool(refused_recipients(conn, channel.channel_id, resource_id))
     if latest.status not in (effects.EffectStatus.AMBIGUOUS, effects.EffectStatus.REJECTED) \
             and not refused:
         raise DecisionRefused(
@@ -104,19 +104,18 @@ def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id
     return messages.message_id_for(channel_id, "prompt", decision_id, choice_id, chat_id)
 
 
-def _channel_deliveries(conn: apsw.Connection, channel: Channel,
+def _channel_deliveries(conn: apsw.Connection, channel_id: str,
                         resource_id: str) -> list[effects.Effect]:
     """The delivery effects of one decision on this channel (the first, then resends)."""
     return [e for e in effects.list_for_source(conn, resource_id, DELIVER)
-            if e.idempotency_key == channel.channel_id
-            or e.idempotency_key.startswith(channel.channel_id + ":")]
+            if e.idempotency_key == channel_id or e.idempotency_key.startswith(channel_id + ":")]
 
 
-def refused_recipients(conn: apsw.Connection, channel: Channel,
+def refused_recipients(conn: apsw.Connection, channel_id: str,
                        resource_id: str) -> list[dict[str, Any]]:
     """The recipients (with their chat) the latest settled delivery of a decision on this
     channel was refused for: blocked, chat unknown, group migrated, or another error."""
-    mine = _channel_deliveries(conn, channel, resource_id)
+    mine = _channel_deliveries(conn, channel_id, resource_id)
     if not mine or mine[-1].status not in (effects.EffectStatus.APPLIED,
                                            effects.EffectStatus.REJECTED):
         return []
@@ -132,3 +131,15 @@ def refused_recipients(conn: apsw.Connection, channel: Channel,
                 and index < len(recipients):
             refused.append({**entry, "chat": recipients[index]})
     return refused
+
+
+def failed_deliveries(conn: apsw.Connection, channel: Channel) -> list[str]:
+    """Open decisions whose latest delivery on this channel failed or was refused for a
+    recipient (what `resend --all-failed` resends; ambiguous ones need a look first)."""
+    found = []
+    for decision_id, resource_id, _ in views.open_deliveries(conn, channel.channel_id):
+        mine = _channel_deliveries(conn, channel.channel_id, resource_id)
+        if mine and (mine[-1].status is effects.EffectStatus.REJECTED
+                     or refused_recipients(conn, channel.channel_id, resource_id)):
+            found.append(decision_id)
+    return found

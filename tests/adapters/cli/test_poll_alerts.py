@@ -6,6 +6,7 @@ through the test-only clock offset of the child (`PIW_CHANNELS_TEST_CLOCK_OFFSET
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,8 +60,8 @@ def cli(home: Path, *args: str, minutes: float = 0) -> Run:
     env[CLOCK_OFFSET_ENV] = str(int(minutes * MINUTE))
     done = subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
-    assert done.stdout == "" or args[0] == "resend", done.stdout
-    return Run(done.returncode, done.stderr.splitlines())
+    assert done.stdout == "" or args[0] in ("resend", "status"), done.stdout
+    return Run(done.returncode, (done.stdout + done.stderr).splitlines())
 
 
 def fingerprint(decision_id: str) -> str:
@@ -92,14 +93,20 @@ def test_a_failing_bot_api_is_reported_at_once_with_alert_after_0(
     home: Path, fake: FakeBotApi,
 ) -> None:
     fake.inject("getUpdates", Fault.error(502, "Bad Gateway"))
-    assert poll(home, "--alert-after", "0") == Run(75, [
-        f"Error: {WHO}: no successful getUpdates for 0 s (HTTP 502: Bad Gateway); check this"
-        f" machine's network and DNS and the Bot API, then run: {CHECK}"])
+    failed = poll(home, "--alert-after", "0")
+    assert failed.code == 75 and len(failed.lines) == 1
+    assert re.fullmatch(
+        rf"Error: {WHO}: no successful getUpdates for \d+ s \(HTTP 502: Bad Gateway\); check"
+        rf" this machine's network and DNS and the Bot API, then run: {re.escape(CHECK)}",
+        failed.lines[0])
     fake.inject("getUpdates", Fault.drop())  # the request left, no answer came: a timeout
-    assert poll(home, "--alert-after", "0", "-v").lines[0].startswith(
-        f"Still: {WHO}: no successful getUpdates for ")
-    assert poll(home, "--alert-after", "0") == Run(0, [
-        f"Recovered: {WHO}: the Bot API is reachable again (after 0 s without getUpdates)"])
+    still = poll(home, "--alert-after", "0", "-v")
+    assert still.code == 75
+    assert still.lines[0].startswith(f"Still: {WHO}: no successful getUpdates for ")
+    recovered = poll(home, "--alert-after", "0")
+    assert recovered.code == 0 and len(recovered.lines) == 1
+    assert re.fullmatch(rf"Recovered: {WHO}: the Bot API is reachable again \(after \d+ s"
+                        r" without getUpdates\)", recovered.lines[0])
 
 
 def test_a_rejected_token_exits_78_once_an_hour_until_it_is_fixed(
@@ -147,6 +154,7 @@ def test_a_blocked_recipient_names_the_decision_and_the_resend(
     assert poll(home, minutes=30) == Run(78, [])
     # The person unblocked the bot and runs the printed command.
     assert cli(home, *resend.split()[1:]) == Run(0, [
+        f"resend of {handle.decision_id} on {WHO} reserved",
         f"Recovered: {WHO}: Decision {fp} no longer needs attention (was: chat {USER} refused"
         " it)"])
     assert poll(home) == Run(0, [])
@@ -168,7 +176,30 @@ def test_a_migrated_group_prints_the_new_chat_id_and_the_config_change(home: Pat
                                  user_ids=[str(USER)], chat_ids=[str(supergroup)],
                                  profile=PROFILE, api_base_url=fake.base_url)
         assert cli(home, *resend.split()[1:]).lines == [
+            f"resend of {handle.decision_id} on {WHO} reserved",
             f"Recovered: {WHO}: Decision {fp} no longer needs attention (was: chat {group}"
             " migrated)"]
         sent = [r.params.get("chat_id") for r in fake.requests("sendMessage")]
         assert sent == [str(group), str(supergroup)]
+
+
+def test_resend_all_failed_resends_every_refused_delivery_of_the_profile(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    first, second = open_decision_now(title="Plan one?"), open_decision_now(title="Plan two?")
+    fake.inject("sendMessage", Fault.canned(BotError.BLOCKED, times=2))
+    assert poll(home).code == 78
+    assert cli(home, "resend", "--profile", PROFILE) == Run(2, [
+        "Error: give a DECISION_ID or --all-failed (not both)"])
+    done = subprocess.run([*CLI, "resend", "--all-failed", "--profile", PROFILE], cwd=ROOT,
+                          env=child_env(home), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"resend of {first.decision_id} on {WHO} reserved",
+        f"resend of {second.decision_id} on {WHO} reserved"]
+    assert sorted(line.split(" no longer")[0] for line in done.stderr.splitlines()) == sorted(
+        f"Recovered: {WHO}: Decision {fingerprint(h.decision_id)}" for h in (first, second))
+    again = subprocess.run([*CLI, "resend", "--all-failed", "--profile", PROFILE], cwd=ROOT,
+                           env=child_env(home), capture_output=True, text=True, timeout=60)
+    assert (again.returncode, again.stdout, again.stderr) == (
+        0, f"no failed delivery on {WHO}\n", "")
