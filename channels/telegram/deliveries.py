@@ -11,6 +11,7 @@ import apsw
 
 from channels import messages
 from channels.decisions import records, views
+from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
 from state.resources import Actor, current_revision
@@ -19,7 +20,7 @@ DELIVER = "telegram.deliver"
 
 PROMPT = "telegram.prompt"
 
-SETTLE = "telegram.settle"
+SETTLE = SETTLE_EFFECT
 
 
 def delivery_recipients(
