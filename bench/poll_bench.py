@@ -10,12 +10,15 @@ Prints, in one run:
       presses per pass, delivery excluded), against a raw durable commit timed in chunks
       alternating with the passes; commits per press (apsw commit hook) and fsync+fdatasync
       per press (strace -f -c attached for one more batch, untimed); target <= 3 fdatasync;
-      and where the time goes.
+      and where the time goes;
+  (c) an idle `piw-channels poll --for --window` (55 s, a cron minute): the getUpdates calls
+      the fake recorded (target <= 5) and the events it added; and the events of one idle
+      `poll --once` (target <= 2).
 
 Per press against the naive python-telegram-bot bot: bench/peer_bench.py; with history:
 bench/history_bench.py.
 
-Run: python bench/poll_bench.py [--runs N] [--rounds N] [--presses N]
+Run: python bench/poll_bench.py [--runs N] [--rounds N] [--presses N] [--window S]
 """
 
 from __future__ import annotations
@@ -198,11 +201,34 @@ def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: 
         print(f"      {label:45s} {per(seconds):8.3f} ms")
 
 
+def idle(base: Path, fake: FakeBotApiProcess, base_url: str, window: int, bundle: Path) -> None:
+    home = piw.make_home(base / "idle", base_url)
+    env = piw.child_env(home, SSL_CERT_FILE=str(bundle))
+    once = piw.poll_command()
+    piw.wall(once, env)  # registers the channel
+
+    def events() -> int:
+        with Database.open_reader(home / ".pi/agent/workflows/state.sqlite") as db:
+            return int(db.conn.execute("SELECT count(*) FROM events").get)
+
+    before = events()
+    piw.wall(once, env)
+    per_once = events() - before
+    calls = len(fake.control.requests("getUpdates"))
+    before = events()
+    seconds = piw.wall([*once[:-1], "--for", str(window)], env)
+    calls = len(fake.control.requests("getUpdates")) - calls
+    print(f"(c) idle `poll --once`: {per_once} events  (target <= 2)")
+    print(f"    idle `poll --for {window}` ({seconds:.1f} s): {calls} getUpdates calls"
+          f" (target <= 5), {events() - before} events")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7, help="cold-start samples (median)")
     parser.add_argument("--rounds", type=int, default=5, help="timed batches of presses")
     parser.add_argument("--presses", type=int, default=100, help="presses per batch (<= 100)")
+    parser.add_argument("--window", type=int, default=55, help="idle `poll --for` seconds")
     args = parser.parse_args()
     os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
     piw.compile_like_an_install()
@@ -214,10 +240,12 @@ def main() -> None:
         token_file.chmod(0o600)
         cert, key, bundle = self_signed(base)
         os.environ["SSL_CERT_FILE"] = str(bundle)
-        with FakeBotApiProcess(token_file) as cold_fake, FakeBotApiProcess(token_file) as fake:
-            fronts = [TlsFront(f.base_url, cert, key) for f in (cold_fake, fake)]
+        fakes = [FakeBotApiProcess(token_file) for _ in range(3)]
+        with fakes[0], fakes[1] as fake, fakes[2] as idle_fake:
+            fronts = [TlsFront(f.base_url, cert, key) for f in fakes]
             cold_start(base, fronts[0].base_url, args.runs, bundle)
             presses(base, fake, fronts[1].base_url, args.rounds, args.presses)
+            idle(base, idle_fake, fronts[2].base_url, args.window, bundle)
             for front in fronts:
                 front.close()
 

@@ -41,6 +41,12 @@ def open_routed_decisions(conn: apsw.Connection, channel: Channel, now: int) -> 
             if channel.routes_to_me(audience)]
 
 
+def has_unreserved(conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str]) -> bool:
+    """Whether any of these decisions has no delivery effect on the channel yet."""
+    return any(not effects.exists(conn, effects.effect_id_for(
+        records.decision_resource(d), DELIVER, channel.channel_id)) for d in decision_ids)
+
+
 def reserve_deliveries(
     conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str], worker: Actor, now: int
 ) -> int:
