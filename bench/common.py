@@ -68,11 +68,15 @@ class RawCommits:
 
 
 def count_commits(conn: apsw.Connection) -> list[int]:
-    """Install a commit hook; the returned one-item list counts commits."""
+    """Install a commit hook; the returned one-item list counts commits that wrote rows (an
+    empty write transaction writes no WAL frame: no fdatasync)."""
     counter = [0]
+    seen = [conn.total_changes()]
 
     def hook() -> bool:
-        counter[0] += 1
+        if conn.total_changes() != seen[0]:
+            counter[0] += 1
+            seen[0] = conn.total_changes()
         return False  # never veto
 
     conn.set_commit_hook(hook)
