@@ -1,7 +1,8 @@
 """State-layer benchmark: command cost vs a raw durable commit, and open-time scaling.
 
 Prints, in one run on this machine:
-  (a) raw durable commits per second (one-row INSERT, WAL, synchronous=FULL);
+  (a) raw durable commits per second (one-row INSERT, `Database`'s pragmas, WAL already
+      wrapped), timed in chunks alternating with (b) so both see the same load and WAL phase;
   (b) typical commands per second (expected-revision check, revision bump, event, blob,
       domain row, effect reservation) through `Database.write`, and the ratio (target <= 2x);
   (c) open + schema identity check on an empty database and on one holding 1,000,000 event
@@ -25,6 +26,7 @@ import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import RawCommits
 from state import blobs, effects, resources
 from state.database import Database
 from state.resources import Actor
@@ -32,39 +34,33 @@ from state.resources import Actor
 HOST = Actor("host", "bench")
 
 
-def raw_commits(path: Path, n: int) -> float:
-    conn = apsw.Connection(str(path))
-    for pragma in ("journal_mode = WAL", "synchronous = FULL", "busy_timeout = 5000"):
-        conn.execute(f"PRAGMA {pragma}")
-    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)")
-    start = time.perf_counter()
-    for _ in range(n):
-        conn.execute("INSERT INTO t (v) VALUES (?)", (os.urandom(32),))
-    elapsed = time.perf_counter() - start
-    conn.close()
-    return n / elapsed
-
-
-def typical_commands(db: Database, n: int) -> float:
-    db.write(lambda c: resources.create(c, "run:bench", "run", HOST, 0))
+def typical_commands(db: Database, n: int, raw: RawCommits | None = None, chunk: int = 100,
+                     tag: str = "bench") -> float:
+    """Commands per second; with `raw`, a chunk of raw commits is timed between chunks."""
+    run = f"run:{tag}"
+    db.write(lambda c: resources.create(c, run, "run", HOST, 0))
     revision = 1
 
     def command(c: apsw.Connection, i: int, expected: int) -> int:
         now = db.clock.now_ms()
-        new = resources.bump(c, "run:bench", expected, "run.progressed", HOST, now,
+        new = resources.bump(c, run, expected, "run.progressed", HOST, now,
                              payload={"step": i})
         blob = blobs.put_text(c, f"output of step {i}", now)
         c.execute("INSERT INTO projects (project_id, canonical_path, created_at) VALUES (?, ?, ?)",
-                  (f"p{i}", f"/bench/{i}", now))
-        effects.reserve(c, source_resource_id="run:bench", source_revision=new,
+                  (f"p{tag}{i}", f"/{tag}/{i}", now))
+        effects.reserve(c, source_resource_id=run, source_revision=new,
                         effect_type="run.continue", idempotency_key=f"k{i}",
                         payload={"blob": blob.hex()}, owner_scope="run", actor=HOST, now=now)
         return new
 
-    start = time.perf_counter()
-    for i in range(n):
-        revision = db.write(lambda c, i=i, e=revision: command(c, i, e))
-    elapsed = time.perf_counter() - start
+    elapsed = 0.0
+    for first in range(0, n, chunk):
+        if raw is not None:
+            raw.chunk(chunk)
+        start = time.perf_counter()
+        for i in range(first, min(n, first + chunk)):
+            revision = db.write(lambda c, i=i, e=revision: command(c, i, e))
+        elapsed += time.perf_counter() - start
     return n / elapsed
 
 
@@ -142,12 +138,15 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        raw = raw_commits(base / "raw.sqlite", args.commits)
+        baseline = RawCommits(base / "raw.sqlite")
         home = base / "cmd"
         home.mkdir(mode=0o700)
         os.environ["HOME"] = str(home)
         with Database.open_writer() as db:
-            cmd = typical_commands(db, args.commits)
+            typical_commands(db, args.commits // 2, tag="warm")  # wrap the WAL before timing
+            cmd = typical_commands(db, args.commits, baseline)
+        raw = 1000 / baseline.ms
+        baseline.close()
         floor_home = base / "floor"
         floor_home.mkdir(mode=0o700)
         floor = sql_floor(floor_home, args.commits)

@@ -192,6 +192,20 @@ def _create_file(db_path: Path) -> None:
         raise _os_error(db_path, exc) from exc
 
 
+@contextmanager
+def savepoint(conn: apsw.Connection, name: str = "unit") -> Iterator[None]:
+    """A unit inside the caller's write transaction: an exception undoes only the unit's own
+    writes (and propagates); the transaction goes on and commits the rest."""
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")
+
+
 @dataclass
 class Database:
     """One apsw connection to state.sqlite with its injected clock and entropy."""

@@ -166,6 +166,12 @@ _SCOPE = (
 )
 
 
+# The condition of the partial index `effects_unsettled`, word for word: SQLite uses a partial
+# index only for a query whose WHERE clause contains it, and `status = 'pending'` alone does
+# not (it does not reason that it implies the IN list). Without it every pass scans all effects.
+_UNSETTLED = "status IN ('pending', 'applying')"
+
+
 def _types(effect_types: Sequence[str]) -> tuple[str, dict[str, str]]:
     names = {f"t{i}": t for i, t in enumerate(effect_types)}
     return ",".join(f":{n}" for n in names), names
@@ -181,7 +187,8 @@ def list_due(
     """
     marks, names = _types(effect_types)
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM effects WHERE status = 'pending' AND effect_type IN ({marks})"
+        f"SELECT {_COLUMNS} FROM effects WHERE {_UNSETTLED} AND status = 'pending'"
+        f" AND effect_type IN ({marks})"
         f" AND (next_attempt_at IS NULL OR next_attempt_at <= :now){_SCOPE}"
         " ORDER BY created_at, effect_id",
         {**names, "now": now, "scope": scope},
@@ -207,7 +214,8 @@ def list_applying(
     """Effects of these types with an attempt in progress (live or abandoned)."""
     marks, names = _types(effect_types)
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM effects WHERE status = 'applying' AND effect_type IN ({marks})"
+        f"SELECT {_COLUMNS} FROM effects WHERE {_UNSETTLED} AND status = 'applying'"
+        f" AND effect_type IN ({marks})"
         f"{_SCOPE} ORDER BY created_at, effect_id",
         {**names, "scope": scope},
     )

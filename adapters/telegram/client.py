@@ -4,9 +4,10 @@ Every call returns a ``CallResult`` (see ``results``) instead of raising.
 Not-sent attempts and 429s are retried here, up to the caller's deadline;
 ambiguous ones never are.
 
-The transport is python-telegram-bot's ``HTTPXRequest``, driven through its
-``do_request`` so the raw status and body can be classified. ``telegram.Bot``'s
-methods are deliberately not used: its ``repr`` and its debug log contain the
+The transport is ``http.HttpPool``: what python-telegram-bot's ``HTTPXRequest.do_request``
+did (pool limits, timeouts, form encoding), without importing the ``telegram`` package
+(a third of a cron poll's start-up); the raw status and body are classified here.
+``telegram.Bot``'s methods are deliberately not used: its ``repr`` and its debug log contain the
 token, its ``post`` keeps only ``result`` (``ok: false`` with HTTP 200 becomes a
 ``KeyError``, exact descriptions and error codes are rewritten), and reading
 ``RetryAfter.retry_after`` emits a deprecation warning in v22.
@@ -26,19 +27,19 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 from urllib.parse import urlsplit
 
 import httpx
-from telegram import TelegramObject
-from telegram.request import BaseRequest, HTTPXRequest, RequestData
-from telegram.request._requestparameter import RequestParameter
-from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_attempt
-from tenacity.stop import stop_base
-from tenacity.wait import wait_base, wait_exponential
 
 from adapters.telegram.errors import ClientClosedError, InvalidTokenFormat
-from adapters.telegram.redaction import Secret, install_log_redaction, redact, redact_bytes
+from adapters.telegram.http import HttpPool
+from adapters.telegram.redaction import (
+    Secret,
+    install_log_redaction,
+    redact,
+    redact_bytes,
+)
 from adapters.telegram.results import (
     CallOutcome,
     CallResult,
@@ -47,6 +48,9 @@ from adapters.telegram.results import (
     classify_response,
 )
 from channels.config.files import BOT_TOKEN_FORMAT
+
+if TYPE_CHECKING:
+    from telegram import TelegramObject
 
 __all__ = [
     "DEFAULT_ALLOWED_UPDATES",
@@ -74,45 +78,15 @@ def _is_retryable(result: CallResult) -> bool:
     return result.outcome is CallOutcome.NOT_SENT or result.is_rate_limited
 
 
-class _WaitRetryAfter(wait_base):
-    """Wait what a 429 asks for; back off exponentially after a not-sent attempt."""
-
-    def __init__(self, fallback: wait_base) -> None:
-        self._fallback = fallback
-
-    def __call__(self, retry_state: RetryCallState) -> float:
-        outcome = retry_state.outcome
-        result = outcome.result() if outcome is not None and not outcome.failed else None
-        if isinstance(result, CallResult) and result.retry_after is not None:
-            return float(result.retry_after)
-        return self._fallback(retry_state)
-
-
-class _StopAtDeadline(stop_base):
-    """Stop when the next attempt would start after the caller's deadline."""
-
-    def __init__(self, deadline: float | None, clock: Clock) -> None:
-        self._deadline = deadline
-        self._clock = clock
-
-    def __call__(self, retry_state: RetryCallState) -> bool:
-        if self._deadline is None:
-            return False
-        return self._clock() + retry_state.upcoming_sleep >= self._deadline
-
-
-def _last_result(retry_state: RetryCallState) -> CallResult:
-    """When retries stop, hand back the last classified result instead of raising."""
-    outcome = retry_state.outcome
-    assert outcome is not None  # tenacity calls this only after an attempt
-    result: CallResult = outcome.result()
-    return result
+def exponential_backoff(attempt: int) -> float:
+    """Seconds before the next try after `attempt` not-sent tries: 0.5, 1, 2, 4, then 8."""
+    return min(8.0, 0.5 * 2.0 ** (attempt - 1))
 
 
 # --------------------------------------------------------------------------- form data
 
 
-def _form_data(params: Mapping[str, object]) -> RequestData:
+def _form_data(params: Mapping[str, object]) -> dict[str, str]:
     """Form fields as the Bot API takes them: strings raw, nested values compact JSON.
 
     Raises ValueError for text that cannot be UTF-8 encoded (a lone surrogate):
@@ -128,11 +102,7 @@ def _form_data(params: Mapping[str, object]) -> RequestData:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"parameter {key!r} is not valid Unicode text") from None
-    # RequestParameter is PTB-internal, but it is how telegram.Bot builds every
-    # request (PTB is pinned below 23); string values are sent unchanged.
-    return RequestData(
-        [RequestParameter(name=k, value=v, input_files=None) for k, v in fields.items()]
-    )
+    return fields
 
 
 def _compact(value: object) -> str:
@@ -155,7 +125,7 @@ class TelegramClient:
         write_timeout: float = 5.0,
         pool_timeout: float = 1.0,
         max_attempts: int = 3,
-        backoff: wait_base | None = None,
+        backoff: Callable[[int], float] = exponential_backoff,
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
     ) -> None:
@@ -167,7 +137,7 @@ class TelegramClient:
         self._secret = Secret(token)
         self._timeouts = (connect_timeout, read_timeout, write_timeout, pool_timeout)
         self._max_attempts = max(1, max_attempts)
-        self._backoff = backoff or wait_exponential(multiplier=0.5, max=8)
+        self._backoff = backoff
         self._sleep = sleep
         self._clock = clock
         self._closed = False
@@ -178,11 +148,11 @@ class TelegramClient:
         # context, which costs ~50 ms at start-up.
         https = urlsplit(self._api_base_url).scheme == "https"
         shared_tls: dict[str, Any] = {"verify": _ssl_context() if https else False}
-        self._request: BaseRequest = HTTPXRequest(
+        self._request = HttpPool(
             connect_timeout=connect_timeout, read_timeout=read_timeout,
             write_timeout=write_timeout, pool_timeout=pool_timeout, httpx_kwargs=shared_tls,
         )  # fmt: skip
-        self._updates_request: BaseRequest = HTTPXRequest(
+        self._updates_request = HttpPool(
             connection_pool_size=1, connect_timeout=connect_timeout, read_timeout=read_timeout,
             write_timeout=write_timeout, pool_timeout=pool_timeout, httpx_kwargs=shared_tls,
         )  # fmt: skip
@@ -310,27 +280,24 @@ class TelegramClient:
             )
         form = _form_data(params)
         attempts = 0
-
-        async def attempt() -> CallResult:
-            nonlocal attempts
+        while True:
             attempts += 1
-            return await self._attempt(method, form, extra_read)
-
-        retrying = AsyncRetrying(
-            sleep=self._sleep,
-            stop=stop_after_attempt(self._max_attempts) | _StopAtDeadline(deadline, self._clock),
-            wait=_WaitRetryAfter(self._backoff),
-            retry=retry_if_result(_is_retryable),
-            retry_error_callback=_last_result,
-        )
-        result: CallResult = await retrying(attempt)
+            result = await self._attempt(method, form, extra_read)
+            if not _is_retryable(result) or attempts >= self._max_attempts:
+                break
+            # Wait what a 429 asks for, else back off; never start a try after the deadline.
+            wait = float(result.retry_after) if result.retry_after is not None else \
+                self._backoff(attempts)
+            if deadline is not None and self._clock() + wait >= deadline:
+                break
+            await self._sleep(wait)
         _LOG.debug(
             "Bot API %s: %s after %d attempt(s) (error_code=%s)",
             method, result.outcome.value, attempts, result.error_code,
         )  # fmt: skip
         return replace(result, attempts=attempts)
 
-    async def _attempt(self, method: str, form: RequestData, extra_read: float) -> CallResult:
+    async def _attempt(self, method: str, form: dict[str, str], extra_read: float) -> CallResult:
         """Send once and classify; nothing raised here may carry the URL out."""
         request = self._updates_request if method == "getUpdates" else self._request
         connect, read, write, pool = self._timeouts
@@ -339,7 +306,7 @@ class TelegramClient:
             status, payload = await request.do_request(
                 url=f"{self._api_base_url}/bot{token}/{method}",
                 method="POST",
-                request_data=form,
+                fields=form,
                 read_timeout=read + extra_read,
                 write_timeout=write,
                 connect_timeout=connect,
@@ -357,9 +324,9 @@ class TelegramClient:
 def _markup_dict(markup: Mapping[str, Any] | TelegramObject | None) -> JSONDict | None:
     if markup is None:
         return None
-    if isinstance(markup, TelegramObject):
-        return markup.to_dict()
-    return dict(markup)
+    if isinstance(markup, Mapping):
+        return dict(markup)
+    return markup.to_dict()  # a PTB object (not imported here: see the module docstring)
 
 
 @functools.cache

@@ -16,13 +16,13 @@ may do next (ARCHITECTURE §5, facts B and C):
 from __future__ import annotations
 
 import datetime as dtm
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
 import httpx
-from telegram.error import TelegramError
 
 from adapters.telegram.body import Scrub, load_body
 
@@ -234,12 +234,16 @@ def _error_code(code: object, status: int) -> int | None:
 
 
 def classify_exception(method: str, exc: BaseException) -> CallResult:
-    """Classify a transport failure by the httpx error PTB wrapped (``__cause__``)."""
-    cause = exc.__cause__ if isinstance(exc, TelegramError) and exc.__cause__ else exc
+    """Classify a transport failure by the httpx error itself, or the one a PTB error wraps
+    (``__cause__``). PTB is not imported for this: an exception can only be one of its
+    errors when its error module is loaded."""
+    ptb_errors = sys.modules.get("telegram.error")
+    wrapped = ptb_errors is not None and isinstance(exc, ptb_errors.TelegramError)
+    cause = exc.__cause__ if wrapped and exc.__cause__ else exc
     if isinstance(cause, _NOT_SENT_ERRORS):
         return CallResult(method, CallOutcome.NOT_SENT, description=_describe(cause))
     if isinstance(cause, RuntimeError):
-        # HTTPXRequest refuses before sending when its httpx client is closed.
+        # The pool refuses before sending when its httpx client is closed.
         return CallResult(method, CallOutcome.NOT_SENT, description=_describe(cause))
     return CallResult(method, CallOutcome.AMBIGUOUS, description=_describe(cause))
 

@@ -20,24 +20,6 @@ from channels.decisions.resolution import RUN_CONTINUE
 from state import blobs, effects
 
 
-def button_basis(
-    conn: apsw.Connection, channel_id: str, resolved_since: int
-) -> list[tuple[str, str, list[str]]]:
-    """(decision_id, request digest, choice ids) of decisions with a delivery on the channel
-    that are open or were resolved after `resolved_since`: what button tokens are made of.
-    Reads no request document, so it stays cheap however long the history is."""
-    rows: list[Any] = conn.execute(
-        "SELECT d.decision_id, d.request_digest, d.choices_hash FROM human_decisions d"
-        " LEFT JOIN human_decision_resolutions r USING (decision_id)"
-        " WHERE (r.decision_id IS NULL OR r.resolved_at >= :since) AND EXISTS"
-        " (SELECT 1 FROM channel_messages m WHERE m.decision_id = d.decision_id"
-        "  AND m.channel_id = :channel AND m.purpose = 'delivery')",
-        {"since": resolved_since, "channel": channel_id},
-    ).fetchall()
-    return [(str(d), digest_from_bytes(bytes(digest)),
-             [str(c["id"]) for c in blobs.get_json(conn, bytes(h))]) for d, digest, h in rows]
-
-
 def open_deliveries(conn: apsw.Connection, channel_id: str) -> list[tuple[str, str, str]]:
     """(decision_id, resource_id, delivery message status) of the unresolved decisions with a
     delivery on the channel, oldest first."""
@@ -100,52 +82,115 @@ def view(conn: apsw.Connection, decision_id: str) -> DecisionView:
 
 def list_views(conn: apsw.Connection, *, include_resolved: bool = False) -> list[DecisionView]:
     """Open decisions (or all), oldest first."""
-    where = "" if include_resolved else (
-        " WHERE NOT EXISTS (SELECT 1 FROM human_decision_resolutions r"
-        " WHERE r.decision_id = d.decision_id)")
+    if not include_resolved:
+        return [view(conn, i) for i in open_decision_ids(conn)]
     ids = [str(r[0]) for r in conn.execute(
-        f"SELECT decision_id FROM human_decisions d{where} ORDER BY created_at, decision_id")]
+        "SELECT decision_id FROM human_decisions ORDER BY created_at, decision_id")]
     return [view(conn, i) for i in ids]
+
+
+# Unresolved decisions are found through their waiting node attempt: the partial index of
+# active attempts holds only those, so these queries stay flat however long the history of
+# settled decisions grows (a decision is opened on a waiting attempt, and its attempt stops
+# waiting only when the resolved decision's continuation finishes the run). The `IN` term
+# repeats the index's condition word for word (SQLite uses a partial index only then); CROSS
+# JOIN keeps the attempts as the outer loop.
+_OPEN = (
+    " FROM node_attempts a INDEXED BY node_attempts_one_active_per_run"
+    " CROSS JOIN human_decisions d ON d.run_id = a.run_id AND d.attempt_id = a.attempt_id"
+    " WHERE a.status IN ('pending', 'running', 'waiting') AND a.status = 'waiting'"
+    " AND NOT EXISTS (SELECT 1 FROM human_decision_resolutions r"
+    " WHERE r.decision_id = d.decision_id)"
+)
+
+
+_BASIS = "SELECT d.decision_id, d.request_digest, d.choices_hash"
+
+
+def _basis(conn: apsw.Connection, rows: list[Any]) -> list[tuple[str, str, list[str]]]:
+    return [(str(d), digest_from_bytes(bytes(digest)),
+             [str(c["id"]) for c in blobs.get_json(conn, bytes(h))]) for d, digest, h in rows]
+
+
+def button_basis_of_message(
+    conn: apsw.Connection, channel_id: str, chat: str, message_ref: str, resolved_since: int
+) -> list[tuple[str, str, list[str]]]:
+    """(decision_id, request digest, choice ids) of the decision whose delivery on the channel
+    includes the sent message `message_ref` in `chat`, if it is open or was resolved after
+    `resolved_since`: what its button tokens are made of. One indexed lookup."""
+    return _basis(conn, conn.execute(
+        f"{_BASIS} FROM channel_message_parts p"
+        " JOIN channel_messages m ON m.message_id = p.message_id"
+        " JOIN human_decisions d ON d.decision_id = m.decision_id"
+        " LEFT JOIN human_decision_resolutions r ON r.decision_id = d.decision_id"
+        " WHERE p.external_conversation_ref = :chat AND p.external_message_ref = :ref"
+        " AND m.channel_id = :channel AND m.purpose = 'delivery'"
+        " AND (r.decision_id IS NULL OR r.resolved_at >= :since)",
+        {"chat": chat, "ref": message_ref, "channel": channel_id, "since": resolved_since},
+    ).fetchall())
+
+
+def showing_button_basis(
+    conn: apsw.Connection, channel_id: str, settle_type: str
+) -> list[tuple[str, str, list[str]]]:
+    """The same for every decision whose keyboard may still show on the channel: open ones
+    with a delivery there, resolved ones whose settlement there (`settle_type`, which
+    removes the keyboards) is not done yet, and those with a delivery part whose send
+    response was lost (its keyboard is on a message we never learned, so settlement could not
+    remove it). Each reads only unsettled or unreferenced rows, through indexes, however long
+    the history is."""
+    open_rows = conn.execute(
+        f"{_BASIS}{_OPEN} AND EXISTS (SELECT 1 FROM channel_messages m"
+        " WHERE m.decision_id = d.decision_id AND m.channel_id = :channel"
+        " AND m.purpose = 'delivery')", {"channel": channel_id}).fetchall()
+    settling = conn.execute(
+        f"{_BASIS} FROM effects e JOIN human_decisions d ON d.resource_id = e.source_resource_id"
+        " WHERE e.status IN ('pending', 'applying') AND e.effect_type = :type"
+        " AND e.idempotency_key = :channel", {"type": settle_type, "channel": channel_id}
+    ).fetchall()
+    unreferenced = conn.execute(
+        f"{_BASIS} FROM channel_message_parts p"
+        " JOIN channel_messages m ON m.message_id = p.message_id"
+        " JOIN human_decisions d ON d.decision_id = m.decision_id"
+        " WHERE p.external_conversation_ref IS NULL AND m.channel_id = :channel"
+        " AND m.purpose = 'delivery'", {"channel": channel_id}).fetchall()
+    return _basis(conn, list(dict.fromkeys(open_rows + settling + unreferenced)))
 
 
 def open_decision_ids(conn: apsw.Connection) -> list[str]:
     """Unresolved decisions, oldest first."""
     return [str(r[0]) for r in conn.execute(
-        "SELECT decision_id FROM human_decisions d WHERE NOT EXISTS"
-        " (SELECT 1 FROM human_decision_resolutions r WHERE r.decision_id = d.decision_id)"
-        " ORDER BY created_at, decision_id")]
+        f"SELECT d.decision_id{_OPEN} ORDER BY d.created_at, d.decision_id")]
 
 
 def count_open(conn: apsw.Connection) -> int:
     """How many decisions are unresolved."""
-    return int(conn.execute(
-        "SELECT count(*) FROM human_decisions d WHERE NOT EXISTS"
-        " (SELECT 1 FROM human_decision_resolutions r WHERE r.decision_id = d.decision_id)").get)
+    return int(conn.execute(f"SELECT count(*){_OPEN}").get)
 
 
 def open_unexpired(conn: apsw.Connection, now: int) -> list[tuple[str, str]]:
     """(decision_id, audience) of unresolved decisions whose deadline has not passed."""
     return [(str(a), str(b)) for a, b in conn.execute(
-        "SELECT decision_id, audience FROM human_decisions d"
-        " WHERE (deadline_at IS NULL OR deadline_at > ?) AND NOT EXISTS"
-        " (SELECT 1 FROM human_decision_resolutions r WHERE r.decision_id = d.decision_id)"
-        " ORDER BY created_at, decision_id", (now,))]
+        f"SELECT d.decision_id, d.audience{_OPEN}"
+        " AND (d.deadline_at IS NULL OR d.deadline_at > ?)"
+        " ORDER BY d.created_at, d.decision_id", (now,))]
 
 
 def overdue_decision_ids(conn: apsw.Connection, now: int) -> list[str]:
     """Unresolved decisions whose deadline has passed."""
     return [str(r[0]) for r in conn.execute(
-        "SELECT decision_id FROM human_decisions d WHERE deadline_at IS NOT NULL"
-        " AND deadline_at <= ? AND NOT EXISTS (SELECT 1 FROM human_decision_resolutions r"
-        " WHERE r.decision_id = d.decision_id) ORDER BY deadline_at", (now,))]
+        f"SELECT d.decision_id{_OPEN} AND d.deadline_at IS NOT NULL AND d.deadline_at <= ?"
+        " ORDER BY d.deadline_at", (now,))]
 
 
 def pending_continuations(conn: apsw.Connection, workflow_ref: str) -> list[str]:
-    """Resolved decisions of runs of `workflow_ref` whose run.continue is still pending."""
+    """Resolved decisions of runs of `workflow_ref` whose run.continue is still pending (read
+    through the partial index of unsettled effects: its condition is repeated word for word)."""
     return [str(r[0]) for r in conn.execute(
         "SELECT d.decision_id FROM effects e JOIN human_decisions d"
         " ON e.source_resource_id = d.resource_id JOIN runs r ON r.run_id = d.run_id"
-        " WHERE e.effect_type = ? AND e.status = 'pending' AND r.workflow_ref = ?"
+        " WHERE e.status IN ('pending', 'applying') AND e.status = 'pending'"
+        " AND e.effect_type = ? AND r.workflow_ref = ?"
         " ORDER BY e.created_at", (RUN_CONTINUE, workflow_ref))]
 
 

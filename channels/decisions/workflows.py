@@ -20,9 +20,9 @@ from channels.decisions.dates import iso_from_ms
 from channels.decisions.records import Resolution
 from channels.decisions.request import DecisionRequest, OnTimeout, build_request
 from channels.decisions.resolution import Cancellation, DeadlinePolicy, Verdict
-from channels.errors import UnknownDecision
+from channels.errors import DecisionRefused, UnknownDecision
 from state import leases
-from state.database import Database
+from state.database import Database, savepoint
 from state.errors import LeaseHeld, StateError
 from state.leases import Lease
 
@@ -131,28 +131,58 @@ class ExpiryReport:
 
 def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
     """Settle overdue decisions whose run owner is gone, and finish ask runs whose decision
-    was resolved while nobody waited. Each decision: claim, act, release."""
+    was resolved while nobody waited. Each decision: claim, act, release, as one unit; all
+    of them in one transaction (one commit however many there are), a unit that fails undone
+    alone: the others commit, then its error is raised."""
     now = db.clock.now_ms()
     overdue = db.read(lambda c: views.overdue_decision_ids(c, now))
     waiting = db.read(lambda c: views.pending_continuations(c, ASK_WORKFLOW))
-    resolved: list[Verdict] = []
-    continued: list[str] = []
-    skipped: list[str] = []
-    for decision_id in dict.fromkeys([*overdue, *waiting]):
-        run_id, workflow = _run_of(db, decision_id)
-        lease = _claim_run(db, run_id, owner_id)
-        if lease is None:
-            skipped.append(decision_id)
-            continue
-        try:
-            if decision_id in overdue:
-                resolved.append(apply_deadline(db, decision_id, lease))
-            if workflow == ASK_WORKFLOW:
-                apply_continuation(db, decision_id, lease)
+    todo = list(dict.fromkeys([*overdue, *waiting]))
+    if not todo:
+        return ExpiryReport((), (), ())
+
+    def command(conn: apsw.Connection) -> tuple[ExpiryReport, Exception | None]:
+        resolved: list[Verdict] = []
+        continued: list[str] = []
+        skipped: list[str] = []
+        failure: Exception | None = None
+        for decision_id in todo:
+            try:
+                with savepoint(conn, "expiry"):
+                    verdict, finished = _expire_one(conn, db, decision_id, owner_id,
+                                                    decision_id in set(overdue))
+            except LeaseHeld:
+                skipped.append(decision_id)  # a live owner will handle it
+                continue
+            except (StateError, DecisionRefused) as exc:
+                failure = failure or exc
+                continue
+            if verdict is not None:
+                resolved.append(verdict)
+            if finished:
                 continued.append(decision_id)
-        finally:
-            release_run(db, lease)
-    return ExpiryReport(tuple(resolved), tuple(continued), tuple(skipped))
+        return ExpiryReport(tuple(resolved), tuple(continued), tuple(skipped)), failure
+
+    report, failure = db.write(command)
+    if failure is not None:
+        raise failure
+    return report
+
+
+def _expire_one(conn: apsw.Connection, db: Database, decision_id: str, owner_id: str,
+                is_overdue: bool) -> tuple[Verdict | None, bool]:
+    """Claim the run, apply the deadline and/or the continuation, release (one unit)."""
+    now = db.clock.now_ms()
+    run_id, workflow = records.run_of(conn, decision_id)
+    lease = leases.claim(conn, runs.run_resource(run_id), "host", owner_id, now, db.entropy)
+    verdict = None
+    if is_overdue:
+        verdict = resolution.resolve(conn, DeadlinePolicy(decision_id, lease), now)
+    finished = workflow == ASK_WORKFLOW
+    if finished:
+        resolution.apply_continue_locally(conn, decision_id, lease, now)
+    leases.release(conn, lease, now)
+    return verdict, finished
 
 
 def _run_of(db: Database, decision_id: str) -> tuple[str, str]:

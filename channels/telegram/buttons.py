@@ -24,6 +24,7 @@ def callback_token(decision_id: str, request_digest: str, choice_id: str) -> str
 
 TOKEN_RE = re.compile(r"piw:[0-9a-f]{24}")
 
+SETTLE_EFFECT = "telegram.settle"  # the effect that removes a decision's keyboards
 RECENT_MS = 7 * 24 * 3600 * 1000  # presses on decisions resolved this long ago are unknown
 
 
@@ -48,22 +49,28 @@ class ButtonIndex:
             token = callback_token(decision_id, request_digest, choice_id)
             self._tokens[token] = (decision_id, choice_id)
 
-    def refresh(self, conn: apsw.Connection, channel_id: str, now: int) -> None:
-        """Index decisions presented on the channel that are open or recently resolved (a press
-        on an older one is answered as an unknown button: its keyboard was removed long ago)."""
-        for decision_id, digest, choice_ids in views.button_basis(
-                conn, channel_id, now - RECENT_MS):
+    def _add_all(self, basis: list[tuple[str, str, list[str]]]) -> None:
+        for decision_id, digest, choice_ids in basis:
             self._add(decision_id, digest, choice_ids)
 
     def lookup(self, token: str) -> tuple[str, str] | None:
         return self._tokens.get(token)
 
-    def find(self, conn: apsw.Connection, channel_id: str, token: str, now: int
-             ) -> tuple[str, str] | None:
-        """Look a token up, reading newly presented decisions only on a miss."""
+    def find(self, conn: apsw.Connection, channel_id: str, token: str, now: int,
+             chat: str | None = None, message_ref: str | None = None) -> tuple[str, str] | None:
+        """Look a token up. On a miss, read the decision of the pressed message (an indexed
+        lookup by its references; decisions resolved more than RECENT_MS ago are left out: a
+        press on one is an unknown button, its keyboard was removed long ago), then those
+        whose keyboard may still show here (open, or resolved and not yet settled: a message
+        whose references were never recorded, or a token from another message). Neither
+        reads the history of settled decisions."""
         found = self._tokens.get(token)
+        if found is None and chat is not None and message_ref is not None:
+            self._add_all(views.button_basis_of_message(conn, channel_id, chat, message_ref,
+                                                        now - RECENT_MS))
+            found = self._tokens.get(token)
         if found is None:
-            self.refresh(conn, channel_id, now)
+            self._add_all(views.showing_button_basis(conn, channel_id, SETTLE_EFFECT))
             found = self._tokens.get(token)
         return found
 

@@ -12,6 +12,7 @@ import apsw
 
 from channels import messages
 from channels.decisions import records, views
+from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
 from state.resources import Actor, current_revision
@@ -20,7 +21,7 @@ DELIVER = "telegram.deliver"
 
 PROMPT = "telegram.prompt"
 
-SETTLE = "telegram.settle"
+SETTLE = SETTLE_EFFECT
 
 
 def delivery_recipients(
@@ -39,6 +40,12 @@ def open_routed_decisions(conn: apsw.Connection, channel: Channel, now: int) -> 
     """Open, unexpired decisions whose audience routes to this channel."""
     return [d for d, audience in views.open_unexpired(conn, now)
             if channel.routes_to_me(audience)]
+
+
+def has_unreserved(conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str]) -> bool:
+    """Whether any of these decisions has no delivery effect on the channel yet."""
+    return any(not effects.exists(conn, effects.effect_id_for(
+        records.decision_resource(d), DELIVER, channel.channel_id)) for d in decision_ids)
 
 
 def reserve_deliveries(

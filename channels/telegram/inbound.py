@@ -86,7 +86,9 @@ def _callback(
         return _answered(callback_id, _ignored("not_allowed"),
                          "You are not allowed to answer this decision.")
     data = p.get("data")
-    found = index.find(conn, channel.channel_id, data, now) \
+    message_ref = p.get("messageId")
+    found = index.find(conn, channel.channel_id, data, now, str(chat),
+                       None if message_ref is None else str(message_ref)) \
         if isinstance(data, str) and TOKEN_RE.fullmatch(data) else None
     if found is None:
         return _answered(callback_id, _ignored("unknown_button"), "This button is not valid.")

@@ -27,7 +27,7 @@ from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, prompt_message
 from channels.telegram.identity import Channel
 from channels.telegram.parts import split_parts
 from channels.transport import AMBIGUOUS, NOT_SENT, OK, REJECTED, BotApi, ProviderResult, describe
-from state import effects
+from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, Effect
 from state.errors import StateError
@@ -70,9 +70,15 @@ class Outbound:
         return applied
 
     async def apply(self, effect: Effect) -> None:
+        def begin(c: Any) -> tuple[Attempt, _Settlement | None]:
+            attempt = effects.begin_attempt(c, effect.effect_id, "channel", self.owner_id,
+                                            self._now(), self.db.entropy)
+            # A settlement's intents commit with its attempt: one commit before the sends.
+            return attempt, (self._settle_intents(c, attempt) if effect.effect_type == SETTLE
+                             else None)
+
         try:
-            attempt = self.db.write(lambda c: effects.begin_attempt(
-                c, effect.effect_id, "channel", self.owner_id, self._now(), self.db.entropy))
+            attempt, settlement = self.db.write(begin)
         except StateError:
             return  # another owner took it, or it was settled meanwhile
         try:
@@ -81,7 +87,8 @@ class Outbound:
             elif effect.effect_type == PROMPT:
                 await self._prompt(attempt)
             else:
-                await self._settle(attempt)
+                assert settlement is not None
+                await self._settle(attempt, settlement)
         except (StateError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a bug must not turn into a poison effect retried forever
@@ -249,73 +256,81 @@ class Outbound:
             self._finish(attempt, "rejected", error=status)
 
     # -- settlement ----------------------------------------------------------------------------
+    # One intent commit (the attempt and an intent row per outcome post), the sends (keyboard
+    # edits need no intent: removing a keyboard twice is harmless), one confirm commit (the
+    # posts' references or removed intents, the message status, the attempt's outcome). A
+    # crash in between leaves the intents: the outcome post is ambiguous, never posted twice.
 
-    async def _settle(self, attempt: Attempt) -> None:
-        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
-        decision_id = str(p["decisionId"])
-        failures, attempt = await self._remove_keyboards(attempt, decision_id)
-        more, attempt = await self._post_outcome(attempt, decision_id, str(p["text"]))
-        failures += more
-        if not failures:
-            self._finish(attempt, "applied")
-        elif attempt.attempt_number < MAX_SETTLE_ATTEMPTS or self.unauthorized:
-            self._finish(attempt, "rejected", error={"failures": failures},
-                         retry_in_ms=NOT_SENT_BACKOFF_MS)
-        else:
-            self._finish(attempt, "rejected", error={"failures": failures, "gaveUp": True})
+    def _settle_intents(self, c: Any, attempt: Attempt) -> _Settlement:
+        p = effects.payload(c, attempt.effect)
+        decision_id, text, now = str(p["decisionId"]), str(p["text"]), self._now()
+        channel_id = self.channel.channel_id
+        message_id = messages.message_id_for(channel_id, "settlement", decision_id)
+        messages.ensure_message(c, message_id, channel_id, decision_id, "settlement", text, now)
+        done = {part.recipient_index for part in messages.parts(c, message_id)}
+        posts = [(r, chat) for r, chat in _delivered_recipients(c, channel_id, decision_id)
+                 if r not in done]  # posted, or ambiguous: never posted twice
+        for r, _ in posts:
+            messages.write_part_intent(c, message_id, r, 0, text, now)
+        return _Settlement(message_id, text, _keyboard_messages(c, channel_id, decision_id),
+                           posts)
 
-    async def _remove_keyboards(self, attempt: Attempt, decision_id: str) -> tuple[int, Attempt]:
-        """Edit the last part of every delivered recipient; "not modified" and "not found"
-        mean there is nothing left to remove."""
+    async def _settle(self, attempt: Attempt, s: _Settlement) -> None:
         failures = 0
-        for chat, message_ref in self.db.read(lambda c: _keyboard_messages(
-                c, self.channel.channel_id, decision_id)):
-            attempt = self._renew(attempt)
+        for chat, message_ref in s.keyboards:
+            attempt = self._renew_if_due(attempt)
             res = await self.api.edit_message_reply_markup(chat, int(message_ref),
                                                            deadline=self._until(attempt))
-            if res.outcome == OK or res.is_message_not_modified or \
-                    res.is_message_to_edit_not_found:
-                continue
-            self._note_error("editMessageReplyMarkup", res)
-            self.unauthorized = self.unauthorized or token_rejected(res)
-            failures += 1
-        return failures, attempt
+            if not (res.outcome == OK or res.is_message_not_modified
+                    or res.is_message_to_edit_not_found):
+                self._note_error("editMessageReplyMarkup", res)
+                self.unauthorized = self.unauthorized or token_rejected(res)
+                failures += 1  # "not modified"/"not found": nothing left to remove
+        sent: list[tuple[int, str, ProviderResult]] = []
+        for r, chat in s.posts:
+            attempt = self._renew_if_due(attempt)
+            res = await self.api.send_message(chat, s.text, deadline=self._until(attempt))
+            if not (res.outcome == OK and res.message_id is not None):
+                self._note_error("sendMessage", res)
+                self.unauthorized = self.unauthorized or token_rejected(res)
+            sent.append((r, chat, res))
+        final, unauthorized = attempt, self.unauthorized
 
-    async def _post_outcome(
-        self, attempt: Attempt, decision_id: str, text: str
-    ) -> tuple[int, Attempt]:
-        """One outcome message per recipient that got the decision (intent rows as usual)."""
-        message_id = messages.message_id_for(self.channel.channel_id, "settlement", decision_id)
-        self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, decision_id, "settlement", text,
-            self._now()))
-        done = {p.recipient_index for p in self.db.read(lambda c: messages.parts(c, message_id))}
-        failures = 0
-        for r, chat in self.db.read(lambda c: _delivered_recipients(
-                c, self.channel.channel_id, decision_id)):
-            if r in done:
-                continue  # posted, or ambiguous: never posted twice
-            attempt = self._write_intent(attempt, message_id, r, 0, text, True)
-            res = await self.api.send_message(chat, text, deadline=self._until(attempt))
-            failures += self._record_post(message_id, r, chat, res)
-        status: messages.MessageStatus = "confirmed" if not failures else "pending"
-        self.db.write(lambda c: messages.set_message_status(c, message_id, status, self._now()))
-        return failures, attempt
+        def confirm(c: Any) -> None:
+            now = self._now()
+            post_failures = sum(_record_post(c, s.message_id, r, chat, res)
+                                for r, chat, res in sent)
+            status: messages.MessageStatus = "confirmed" if not post_failures else "pending"
+            messages.set_message_status(c, s.message_id, status, now)
+            total = failures + post_failures
+            if not total:
+                effects.finish_attempt(c, final, "applied", now)
+            elif final.attempt_number < MAX_SETTLE_ATTEMPTS or unauthorized:
+                effects.finish_attempt(c, final, "rejected", now, error={"failures": total},
+                                       retry_at=now + NOT_SENT_BACKOFF_MS)
+            else:
+                effects.finish_attempt(c, final, "rejected", now,
+                                       error={"failures": total, "gaveUp": True})
+        self.db.write(confirm)
 
-    def _record_post(self, message_id: str, r: int, chat: str, res: ProviderResult) -> int:
-        """Record one outcome post; 1 when it should be tried again, else 0."""
-        if res.outcome == OK and res.message_id is not None:
-            ref = str(res.message_id)
-            self.db.write(lambda c: messages.confirm_part(c, message_id, r, 0, chat, ref))
-            return 0
-        self._note_error("sendMessage", res)
-        if maybe_acted(res):
-            return 0  # maybe posted: the intent row stays, it is never posted twice
-        self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, 0))
-        self.unauthorized = self.unauthorized or token_rejected(res)
-        # Refused for good (blocked, chat gone): nothing to retry. Not sent, a refused token
-        # or 429: retry.
-        return 1 if res.outcome == NOT_SENT or res.is_rate_limited or token_rejected(res) else 0
+    def _renew_if_due(self, attempt: Attempt) -> Attempt:
+        """Renew the attempt's lease only when it nears expiry (no empty transaction)."""
+        if attempt.lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
+            return attempt
+        return self._renew(attempt)
+
+
+def _record_post(c: Any, message_id: str, r: int, chat: str, res: ProviderResult) -> int:
+    """Record one outcome post in the confirm transaction; 1 when it should be tried again."""
+    if res.outcome == OK and res.message_id is not None:
+        messages.confirm_part(c, message_id, r, 0, chat, str(res.message_id))
+        return 0
+    if maybe_acted(res):
+        return 0  # maybe posted: the intent row stays, it is never posted twice
+    messages.remove_part_intent(c, message_id, r, 0)
+    # Refused for good (blocked, chat gone): nothing to retry. Not sent, a refused token or
+    # 429: retry.
+    return 1 if res.outcome == NOT_SENT or res.is_rate_limited or token_rejected(res) else 0
 
 
 def token_rejected(res: ProviderResult) -> bool:
@@ -330,6 +345,14 @@ def maybe_acted(res: ProviderResult) -> bool:
     if res.outcome in (AMBIGUOUS, OK):
         return True
     return res.outcome == REJECTED and (res.error_code or 0) >= 500
+
+
+@dataclass(frozen=True, slots=True)
+class _Settlement:
+    message_id: str
+    text: str
+    keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
+    posts: list[tuple[int, str]]  # (recipient, chat) of each outcome post, intent written
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi
 LONG_POLL_SECONDS = 20
 ONCE_DEADLINE_SECONDS = 15
 INBOX_BATCH = 100
+MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,19 +161,23 @@ class _ChannelPoll:
         return min(self.end, self.lease.expires_at / 1000 - LEASE_MARGIN_S)
 
     async def _cycle(self, api: BotApi) -> None:
-        self.db.write(self._recover)
+        if self.db.read(self._abandoned):
+            self.db.write(self._recover)
         outbound = Outbound(self.db, api, self.channel, self.owner_id, self.index,
                             deadline=lambda: self.end)
         while True:
             self._renew()
-            self.db.write(self._reserve_deliveries)
+            if self.db.read(self._undelivered):
+                self.db.write(self._reserve_deliveries)
             self.report.effects += await outbound.apply_due()
             if not await self._receive(api):
                 break
             self.report.processed += await self._process_inbox(api)
             self.report.effects += await outbound.apply_due()
             workflows.expire_overdue(self.db, self.owner_id)
-            if self.options.once or self.wall_clock() >= self.end - 1 or \
+            # The window ends once too little of it is left for a long poll: a zero-timeout
+            # getUpdates in a loop would spin (hundreds of calls) until the last second.
+            if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
                     self.report.status == "bad_batch":  # the same bytes would come back at once
                 break
         self.report.errors.extend(outbound.errors)
@@ -183,16 +188,26 @@ class _ChannelPoll:
             self.db.write(lambda c: store.record_provider_error(
                 c, lease, self.channel.channel_id, last, self._now()))
 
+    def _abandoned(self, conn: Any) -> list[effects.Effect]:
+        return effects.abandoned(conn, EFFECT_TYPES, self._now(), scope=self.channel.channel_id)
+
     def _recover(self, conn: Any) -> None:
         """Attempts a dead owner left applying become interrupted: ambiguous when a part may
         have gone out, pending again when no part is left as an intent."""
         now = self._now()
-        for effect in effects.abandoned(conn, EFFECT_TYPES, now, scope=self.channel.channel_id):
+        for effect in self._abandoned(conn):
             maybe_sent = [m for m in _messages_of(conn, self.channel.channel_id, effect)
                           if messages.message_has_intents(conn, m)]
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
                 messages.set_message_status(conn, message_id, "ambiguous", now)
+
+    def _undelivered(self, conn: Any) -> bool:
+        """Whether an open decision routed here has no delivery yet (a read: most passes
+        have nothing to reserve and need no write transaction)."""
+        now = self._now()
+        return deliveries.has_unreserved(conn, self.channel,
+                                         deliveries.open_routed_decisions(conn, self.channel, now))
 
     def _reserve_deliveries(self, conn: Any) -> None:
         now = self._now()
@@ -206,8 +221,9 @@ class _ChannelPoll:
         offset = None if offset_text is None else int(offset_text)
         self._renew()
         until = self._until()
-        timeout = 0 if self.options.once else max(0, min(self.options.long_poll_seconds,
-                                                         int(until - self.wall_clock()) - 1))
+        timeout = 0 if self.options.once else max(
+            MIN_LONG_POLL_SECONDS, min(self.options.long_poll_seconds,
+                                       int(until - self.wall_clock()) - 1))
         res = await api.get_updates(offset, timeout=timeout, deadline=until)
         if res.outcome == OK:
             self.report.updates_ok_at, self.report.updates_error = self._now(), None
@@ -231,6 +247,8 @@ class _ChannelPoll:
         updates = res.updates
         events = [telegram_updates.to_event(u) for u in updates]
         next_offset = telegram_updates.next_offset(updates, offset)
+        if not updates and next_offset == offset:
+            return True  # nothing arrived: nothing to store (an idle pass writes no event)
 
         def ingest(c: Any) -> None:
             now = self._now()

@@ -47,10 +47,17 @@ def test_pi_answers_race_a_real_poll_one_winner_each_and_both_channels_settled(
             handles = [ask(db, f"Decision {i}?") for i in range(ROUNDS)]
             assert run_cli(home, "poll", "--once").returncode == 0  # delivered on Telegram
             _present_in_pi(db, [h.decision_id for h in handles])
+            # Each press is on its own decision's message, as on Telegram (the delivery order
+            # need not be the creation order: decisions opened in the same millisecond).
+            refs = dict(db.conn.execute(
+                "SELECT m.decision_id, p.external_message_ref FROM channel_message_parts p"
+                " JOIN channel_messages m USING (message_id) WHERE m.purpose = 'delivery'"))
         messages = fake.sent_messages(USER)
         assert len(messages) == ROUNDS
-        for handle, message in zip(handles, messages, strict=True):
-            press_button(fake, handle, "stop", int(message["message_id"]))
+        assert sorted(int(r) for r in refs.values()) == sorted(
+            int(m["message_id"]) for m in messages)
+        for handle in handles:
+            press_button(fake, handle, "stop", int(refs[handle.decision_id]))
         targets = [{"decision_id": h.decision_id, "digest": h.request.request_digest}
                    for h in handles]
         ctx = multiprocessing.get_context("spawn")

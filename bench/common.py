@@ -1,0 +1,178 @@
+"""What the benches share: an alternating raw-commit baseline, a loopback TLS front for the fake
+Bot API (so cold starts pay for https as against real Telegram), and fdatasync counting.
+
+Honesty rules the benches follow:
+- the raw durable commit is timed in chunks alternating with the work, on a connection with the
+  same pragmas as `Database`, whose WAL has already wrapped (a fresh WAL appends, a wrapped one
+  overwrites: 1.4-1.7x dearer), so both see the same machine load and the same WAL phase;
+- fdatasync is counted by `strace -f -c` attached to the process for the measured region (the
+  kernel's view; every commit in WAL mode with synchronous=FULL is one, checkpoints add more),
+  and commits by an apsw commit hook; figures name their source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+
+from state.database import COMMON_PRAGMAS
+
+TOKEN = "7123456789:AAF-benchTokenNotASecret_0123456789ab"
+USER = 5123456789
+
+
+class RawCommits:
+    """One-row durable INSERT commits on a WAL file with `Database`'s pragmas, warmed past the
+    first checkpoint so the WAL is in its steady (wrapped) phase before any chunk is timed."""
+
+    def __init__(self, path: Path, warm: int = 3000) -> None:
+        self.conn = apsw.Connection(str(path))
+        self.conn.set_busy_timeout(5000)
+        for name, value in COMMON_PRAGMAS:
+            self.conn.execute(f"PRAGMA {name} = {value}")
+        self.conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)")
+        self.seconds = 0.0
+        self.count = 0
+        self._commit(warm)
+
+    def _commit(self, n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            self.conn.execute("INSERT INTO t (v) VALUES (?)", (os.urandom(32),))
+        return time.perf_counter() - start
+
+    def chunk(self, n: int) -> None:
+        """Time `n` commits (call between chunks of the work)."""
+        self.seconds += self._commit(n)
+        self.count += n
+
+    @property
+    def ms(self) -> float:
+        return self.seconds * 1000 / max(1, self.count)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def count_commits(conn: apsw.Connection) -> list[int]:
+    """Install a commit hook; the returned one-item list counts commits that wrote rows (an
+    empty write transaction writes no WAL frame: no fdatasync)."""
+    counter = [0]
+    seen = [conn.total_changes()]
+
+    def hook() -> bool:
+        if conn.total_changes() != seen[0]:
+            counter[0] += 1
+            seen[0] = conn.total_changes()
+        return False  # never veto
+
+    conn.set_commit_hook(hook)
+    return counter
+
+
+@contextlib.contextmanager
+def fdatasync_counter(pid: int | None = None) -> Iterator[dict[str, int]]:
+    """Count fsync/fdatasync calls of `pid` (default: this process, all threads) with strace;
+    the dict is filled on exit ({} when strace is missing or may not attach)."""
+    counts: dict[str, int] = {}
+    strace = shutil.which("strace")
+    if strace is None:
+        yield counts
+        return
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+        proc = subprocess.Popen(
+            [strace, "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", out.name,
+             "-p", str(pid or os.getpid())], stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None
+        time.sleep(0.5)  # strace reports "Process N attached" once it is
+        try:
+            yield counts
+        finally:
+            time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            proc.wait(10)
+            for line in Path(out.name).read_text().splitlines():
+                m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(fsync|fdatasync)$",
+                             line)
+                if m:
+                    counts[m.group(2)] = int(m.group(1))
+
+
+# -- https ---------------------------------------------------------------------------------------
+
+
+def self_signed(directory: Path) -> tuple[Path, Path, Path]:
+    """(certificate, key, CA bundle) for 127.0.0.1; the bundle is certifi's roots plus this
+    certificate, so a client loads as many roots as it would against api.telegram.org."""
+    import certifi
+
+    cert, key, bundle = directory / "fake.crt", directory / "fake.key", directory / "ca.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    bundle.write_text(Path(certifi.where()).read_text() + cert.read_text())
+    return cert, key, bundle
+
+
+class TlsFront:
+    """A loopback TLS terminator in front of the plain-http fake: https://127.0.0.1:<port>."""
+
+    def __init__(self, upstream_url: str, cert: Path, key: Path) -> None:
+        host, port = upstream_url.removeprefix("http://").rstrip("/").split(":")
+        self._upstream = (host, int(port))
+        self._ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self._ctx.load_cert_chain(cert, key)
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.base_url = f"https://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                raw, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
+
+    def _serve(self, raw: socket.socket) -> None:
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle delay
+        try:
+            client = self._ctx.wrap_socket(raw, server_side=True)
+            upstream = socket.create_connection(self._upstream)
+        except (OSError, ssl.SSLError):
+            raw.close()
+            return
+        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+        _pump(client, upstream)
+
+    def close(self) -> None:
+        self._closed = True
+        self._sock.close()
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except (OSError, ssl.SSLError):
+        pass
+    finally:
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.close()

@@ -1,0 +1,173 @@
+"""History benchmark: the same work on a database holding 100 settled decisions and on one
+holding --history (10,000) of them, alternating, over https against the loopback fake.
+
+The settled history is written by the real record functions (ask run, delivery effect and
+message, a Telegram press resolving it, the settle effect with its outcome post, the finished
+run), in large transactions and without HTTP, so that it is quick to build yet has every row
+a real press leaves behind, all within the last 7 days.
+
+Prints per press end to end (one `poll --once` pass in process per batch of --presses) and the
+cold idle `piw-channels poll --once`, at both sizes; target: 10,000 within 5% of 100.
+
+Run: python bench/history_bench.py [--history N] [--rounds N] [--presses N] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.telegram.fake import FakeBotApiProcess
+from bench import piw
+from bench.common import TOKEN, USER, TlsFront, self_signed
+from channels import inbox, messages, store
+from channels.config.loading import load_config
+from channels.decisions import records, resolution, workflows
+from channels.decisions.resolution import HumanAnswer
+from channels.telegram import deliveries
+from channels.telegram.deliveries import DELIVER, SETTLE
+from channels.telegram.identity import Channel
+from state import effects, leases
+from state.database import Database
+from state.resources import Actor
+
+
+def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner: str,
+                    handles: list[workflows.AskHandle], first_ref: int) -> None:
+    now = db.clock.now_ms()
+    actor = Actor("channel", owner)
+    chat = str(USER)
+    channel_lease = store.claim(conn, channel.channel_id, owner, now, db.entropy)
+    events = []
+    for k, handle in enumerate(handles):
+        decision_id = handle.decision_id
+        ref = str(first_ref + 2 * k)
+        deliveries.reserve_deliveries(conn, channel, [decision_id], actor, now)
+        effect_id = effects.effect_id_for(records.decision_resource(decision_id), DELIVER,
+                                          channel.channel_id)
+        attempt = effects.begin_attempt(conn, effect_id, "channel", owner, now, db.entropy)
+        message_id = messages.message_id_for(channel.channel_id, "delivery", decision_id)
+        messages.ensure_message(conn, message_id, channel.channel_id, decision_id, "delivery",
+                                "decision", now)
+        messages.write_part_intent(conn, message_id, 0, 0, "decision", now)
+        messages.confirm_part(conn, message_id, 0, 0, chat, ref)
+        messages.set_message_status(conn, message_id, "confirmed", now)
+        effects.finish_attempt(conn, attempt, "applied", now, result={"recipients": []})
+        events.append(inbox.InboundEvent(f"u{ref}", "callback", {"callbackId": f"c{ref}"}))
+        answer = HumanAnswer(decision_id, handle.request.request_digest, {"choice": "continue"},
+                             channel.name, f"telegram-user:{USER}", f"u{ref}",
+                             f"{channel.name}:callback:c{ref}")
+        resolution.resolve(conn, answer, now, allowed_channels=[channel.name])
+        settle = effects.effect_id_for(records.decision_resource(decision_id), SETTLE,
+                                       channel.channel_id)
+        attempt = effects.begin_attempt(conn, settle, "channel", owner, now, db.entropy)
+        outcome = messages.message_id_for(channel.channel_id, "settlement", decision_id)
+        messages.ensure_message(conn, outcome, channel.channel_id, decision_id, "settlement",
+                                "Accepted: Continue", now)
+        messages.write_part_intent(conn, outcome, 0, 0, "Accepted: Continue", now)
+        messages.confirm_part(conn, outcome, 0, 0, chat, str(first_ref + 2 * k + 1))
+        messages.set_message_status(conn, outcome, "confirmed", now)
+        effects.finish_attempt(conn, attempt, "applied", now)
+        resolution.apply_continue_locally(conn, decision_id, handle.run.lease, now)
+        leases.release(conn, handle.run.lease, now)
+    inbox.ingest(conn, channel_lease, channel.channel_id, events, now)
+    for event in events:
+        inbox.mark_processed(conn, channel.channel_id, event.external_event_id,
+                             {"result": "won"}, now)
+    leases.release(conn, channel_lease, now)
+
+
+def fill_history(db: Database, count: int) -> None:
+    config = load_config()
+    assert config is not None
+    channel = Channel(next(iter(config.profiles.values())), config)
+    owner = workflows.new_owner_id(db, "history")
+    db.write(lambda c: store.ensure_channel(c, channel.channel_id, "telegram",
+                                            channel.profile.name, db.clock.now_ms()))
+    chunk = 250
+    for start in range(0, count, chunk):
+        handles = []
+        for i in range(start, min(count, start + chunk)):
+            spec = workflows.AskSpec(
+                title=f"Old step {i}?", choices=piw.CHOICES,
+                presentation=workflows.presentation_for(f"Old step {i}?", None, None))
+            handles.append(workflows.create_ask(db, spec, owner))
+        db.write(lambda c, h=handles, s=start: _settle_history(
+            c, db, channel, None, owner, h, 10_000_000 + 2 * s))
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--history", type=int, default=10_000)
+    parser.add_argument("--small", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--presses", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=7, help="cold-start samples (median)")
+    args = parser.parse_args()
+    os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
+    piw.compile_like_an_install()
+    sizes = (args.small, args.history)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        base.chmod(0o700)
+        token_file = base / "fake.token"
+        token_file.write_text(TOKEN)
+        token_file.chmod(0o600)
+        cert, key, bundle = self_signed(base)
+        os.environ["SSL_CERT_FILE"] = str(bundle)
+        fakes = [FakeBotApiProcess(token_file) for _ in sizes]
+        with fakes[0], fakes[1]:
+            fronts = [TlsFront(f.base_url, cert, key) for f in fakes]
+            homes = [piw.make_home(base / f"h{size}", front.base_url)
+                     for size, front in zip(sizes, fronts, strict=True)]
+            for size, home in zip(sizes, homes, strict=True):
+                os.environ["HOME"] = str(home)
+                start = time.perf_counter()
+                with Database.open_writer() as db:
+                    fill_history(db, size)
+                print(f"history of {size} settled decisions built in"
+                      f" {time.perf_counter() - start:.1f} s")
+            envs = [piw.child_env(h, SSL_CERT_FILE=str(bundle)) for h in homes]
+            poll = piw.poll_command()
+            for env in envs:
+                piw.wall(poll, env)
+            per_press: dict[int, list[float]] = {s: [] for s in sizes}
+            done = dict.fromkeys(sizes, 0)
+            for _ in range(args.rounds):
+                for size, home, fake in zip(sizes, homes, fakes, strict=True):
+                    os.environ["HOME"] = str(home)
+                    with Database.open_writer() as db:
+                        handles = piw.open_decisions(db, args.presses, size + done[size])
+                        piw.poll_in_process(db)
+                        piw.push_presses(fake.control, db, handles)
+                        start = time.perf_counter()
+                        piw.poll_in_process(db)
+                        per_press[size].append(
+                            (time.perf_counter() - start) * 1000 / args.presses)
+                        done[size] += args.presses
+                        piw.check_settled(db, size + done[size])
+            cold = piw.alternating_medians(
+                {str(s): (poll, e) for s, e in zip(sizes, envs, strict=True)}, args.runs)
+            for front in fronts:
+                front.close()
+    small, large = (statistics.median(per_press[s]) for s in sizes)
+    print(f"per press end to end ({args.rounds} batches of {args.presses}, median):"
+          f" {small:.3f} ms at {sizes[0]}, {large:.3f} ms at {sizes[1]}:"
+          f" {large / small:.3f}x  (target <= 1.05x)")
+    c_small, c_large = (cold[str(s)] * 1000 for s in sizes)
+    print(f"cold idle `poll --once` over https (median of {args.runs}, alternating):"
+          f" {c_small:.1f} ms at {sizes[0]}, {c_large:.1f} ms at {sizes[1]}:"
+          f" {c_large / c_small:.3f}x  (target <= 1.05x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""piw-channels against a naive python-telegram-bot approval bot (bench/peer_bot.py), both run
+as cron processes over https (a loopback TLS front with a self-signed certificate) against
+their own copy of the same fake Bot API, with the same workload.
+
+Each round, in turn: --presses button presses on delivered decisions handled by one
+`piw-channels poll --once` (resolve, answer the callback, remove the keyboard, post the
+outcome, finish the ask run), then by one peer run without and one with the outcome post;
+then the idle runs of each. Per press = (batch run - idle run) / presses, medians over rounds.
+Also: fsync/fdatasync per press of one batch of each (strace -f -c on the process), and the
+cold (idle) runs against `python -c "import telegram"`.
+
+Targets: piw per press <= 1.0x the peer that posts the outcome; <= 3 fdatasync per press;
+cold piw <= 1.5x `import telegram`.
+
+Run: python bench/peer_bench.py [--rounds N] [--presses N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.telegram.fake import FakeBotApiProcess
+from bench import piw
+from bench.common import TOKEN, USER, TlsFront, self_signed
+from state.database import Database
+
+PEER = [sys.executable, str(Path(__file__).with_name("peer_bot.py"))]
+
+
+class Peer:
+    def __init__(self, state: Path, base_url: str, token_file: Path, env: dict[str, str]) -> None:
+        state.mkdir(mode=0o700)
+        self.args = [*PEER, "--base-url", base_url, "--token-file", str(token_file),
+                     "--state", str(state)]
+        self.env = env
+
+    def setup(self, n: int) -> list[tuple[str, int]]:
+        out = subprocess.run([*self.args, "--setup", str(n), "--chat", str(USER)], env=self.env,
+                             capture_output=True, text=True, check=True)
+        return [(str(d), int(m)) for d, m in json.loads(out.stdout)]
+
+    def argv(self, post: bool) -> list[str]:
+        return [*self.args, "--post"] if post else list(self.args)
+
+
+def push_peer_presses(fake: FakeBotApiProcess, sent: list[tuple[str, int]]) -> None:
+    for decision, message_id in sent:
+        fake.control.push_fixture("callback_press.json", {
+            "user_id": USER, "chat_id": USER, "message_id": message_id,
+            "message_text": "decision", "callback_data": f"{decision}:c"})
+
+
+def strace_syncs(argv: list[str], env: dict[str, str], out: Path) -> int:
+    """fsync + fdatasync calls of one run (all threads and children), by strace -f -c."""
+    subprocess.run(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", "-o", str(out), *argv],
+                   env=env, check=True, capture_output=True)
+    total = 0
+    for line in out.read_text().splitlines():
+        m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(fsync|fdatasync)$", line)
+        if m:
+            total += int(m.group(1))
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--presses", type=int, default=100, help="presses per batch (<= 100)")
+    args = parser.parse_args()
+    n = args.presses
+    os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
+    piw.compile_like_an_install()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        base.chmod(0o700)
+        token_file = base / "fake.token"
+        token_file.write_text(TOKEN)
+        token_file.chmod(0o600)
+        cert, key, bundle = self_signed(base)
+        os.environ["SSL_CERT_FILE"] = str(bundle)  # this process delivers over https too
+        fakes = [FakeBotApiProcess(token_file) for _ in range(3)]  # piw, peer, peer+post
+        with fakes[0] as piw_fake, fakes[1], fakes[2]:
+            piw_tls, *peer_tls = (TlsFront(f.base_url, cert, key) for f in fakes)
+            home = piw.make_home(base / "piw", piw_tls.base_url)
+            os.environ["HOME"] = str(home)
+            env = piw.child_env(home, SSL_CERT_FILE=str(bundle))
+            peers = {post: Peer(base / f"peer-{post}", peer_tls[post].base_url, token_file, env)
+                     for post in (False, True)}
+            poll = piw.poll_command()
+            piw.wall(poll, env)  # creates the database, registers the channel
+            samples: dict[str, list[float]] = {"piw": [], "peer": [], "peer+post": []}
+            idle: dict[str, list[float]] = {k: [] for k in (*samples, "import telegram")}
+            syncs: dict[str, float] = {}
+            done = 0
+            with Database.open_writer() as db:
+                for round_ in range(args.rounds + 1):
+                    handles = piw.open_decisions(db, n, done)
+                    piw.poll_in_process(db)  # delivery: not part of the figure
+                    piw.push_presses(piw_fake.control, db, handles)
+                    done += n
+                    batches: dict[str, tuple[list[str], dict[str, str]]] = {"piw": (poll, env)}
+                    for post, peer in peers.items():
+                        push_peer_presses(fakes[1 + post], peer.setup(n))
+                        batches["peer+post" if post else "peer"] = (peer.argv(post), env)
+                    if round_ == args.rounds:  # the last batch is counted, not timed
+                        if shutil.which("strace") is None:
+                            break
+                        for name, (argv, e) in batches.items():
+                            syncs[name] = strace_syncs(argv, e, base / f"{name}.strace") / n
+                        break
+                    for name, (argv, e) in batches.items():
+                        samples[name].append(piw.wall(argv, e))
+                    piw.check_settled(db, done)
+                    idles = {"piw": (poll, env), "peer": (peers[False].argv(False), env),
+                             "peer+post": (peers[True].argv(True), env),
+                             "import telegram": (piw.IMPORT_TELEGRAM, env)}
+                    for name, seconds in piw.alternating_medians(idles, 3).items():
+                        idle[name].append(seconds)
+                piw.check_settled(db, done)
+            for front in (piw_tls, *peer_tls):
+                front.close()
+
+    med = {k: statistics.median(v) for k, v in idle.items()}
+    per = {k: statistics.median((b - i) * 1000 / n for b, i in zip(v, idle[k], strict=True))
+           for k, v in samples.items()}
+    print(f"over https, {args.rounds} rounds of {n} presses (medians; per press = (batch run -"
+          " idle run) / presses)")
+    for name in samples:
+        print(f"  per press, {name:10s}: {per[name]:7.3f} ms")
+    print(f"  piw / peer (no outcome post):   {per['piw'] / per['peer']:.2f}x")
+    print(f"  piw / peer that posts outcome:  {per['piw'] / per['peer+post']:.2f}x"
+          "  (target <= 1.00x)")
+    for name, value in syncs.items():
+        print(f"  fsync+fdatasync per press in a {n}-press batch, {name:10s}: {value:.2f}"
+              "  (strace -f -c)" + ("  (target <= 3)" if name == "piw" else ""))
+    print("cold (idle cron run):")
+    for name, seconds in med.items():
+        print(f"  {name:16s} {seconds * 1000:7.1f} ms")
+    print(f"  piw / peer: {med['piw'] / med['peer']:.2f}x;"
+          f" piw / import telegram: {med['piw'] / med['import telegram']:.2f}x  (target <= 1.50x)")
+
+
+if __name__ == "__main__":
+    main()
