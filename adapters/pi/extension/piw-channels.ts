@@ -18,6 +18,7 @@ import { type ExtensionAPI, type ExtensionContext, VERSION } from "@mariozechner
 
 const CUSTOM_TYPE = "piw-channels-decision";
 const RESULT_TIMEOUT_MS = 15_000;
+const STDERR_KEPT = 4096;
 
 interface TextInput {
 	name: string;
@@ -69,6 +70,17 @@ function piMode(ctx: ExtensionContext): string {
 	return at >= 0 ? (process.argv[at + 1] ?? "tui") : "tui";
 }
 
+/** "bridge exited (77): <the last lines it printed>": the fix is usually in them. */
+function exitNotice(code: number | null, stderr: string): string {
+	const said = stderr
+		.split("\n")
+		.map((line) => line.trim())
+		.filter((line) => line.length > 0)
+		.slice(-3)
+		.join(" / ");
+	return `piw-channels bridge exited (${code ?? "signal"})${said ? `: ${said}` : ""}`;
+}
+
 function describe(result: Result): string {
 	const winner = result.label ?? result.choice ?? result.reason ?? "";
 	switch (result.result) {
@@ -90,6 +102,7 @@ class Bridge {
 	private readonly queue: Deliver[] = [];
 	private readonly waiting = new Map<string, (result: Result) => void>();
 	private buffer = Buffer.alloc(0);
+	private stderr = "";
 	private stopped = false;
 	private readonly child: ChildProcessWithoutNullStreams;
 
@@ -100,12 +113,16 @@ class Bridge {
 		const bin = process.env.PIW_CHANNELS_BIN || "piw-channels";
 		this.child = spawn(bin, ["pi", "bridge"], { stdio: ["pipe", "pipe", "pipe"] });
 		this.child.on("error", (error) => this.notify(`piw-channels bridge: ${error.message}`, "error"));
-		this.child.on("exit", (code) => {
-			if (!this.stopped && code !== 0) this.notify(`piw-channels bridge exited (${code})`, "error");
+		this.child.on("close", (code) => {
+			if (!this.stopped && code !== 0) this.notify(exitNotice(code, this.stderr), "error");
 		});
-		this.child.stdin.on("error", () => undefined); // the child is gone; "exit" reports it
+		this.child.stdin.on("error", () => undefined); // the child is gone; "close" reports it
 		this.child.stdout.on("data", (chunk: Buffer) => this.receive(chunk));
-		this.child.stderr.on("data", () => undefined); // keep the pipe drained
+		// Keep the pipe drained, and the end of what it said: a bridge that cannot start prints
+		// the fix there (for example `chmod 700 ...`).
+		this.child.stderr.on("data", (chunk: Buffer) => {
+			this.stderr = (this.stderr + chunk.toString("utf8")).slice(-STDERR_KEPT);
+		});
 		this.send({
 			type: "hello",
 			session_id: ctx.sessionManager.getSessionId(),
@@ -188,8 +205,28 @@ class Bridge {
 			let line = this.buffer.subarray(0, at).toString("utf8");
 			this.buffer = this.buffer.subarray(at + 1);
 			if (line.endsWith("\r")) line = line.slice(0, -1);
-			if (line.trim()) this.handle(JSON.parse(line) as Inbound);
+			if (line.trim()) this.handleLine(line);
 			at = this.buffer.indexOf(0x0a);
+		}
+	}
+
+	/** One line from the bridge; anything that is not a protocol message is reported, never fatal. */
+	private handleLine(line: string): void {
+		let message: unknown;
+		try {
+			message = JSON.parse(line);
+		} catch {
+			message = undefined;
+		}
+		if (typeof message !== "object" || message === null || typeof (message as { type?: unknown }).type !== "string") {
+			this.notify(`piw-channels: the bridge printed something that is not a protocol line: ${line.slice(0, 120)}`, "warning");
+			return;
+		}
+		try {
+			this.handle(message as Inbound);
+		} catch (error) {
+			// A line of the right shape with wrong fields must not take Pi down either.
+			this.notify(`piw-channels: could not handle a bridge line: ${(error as Error).message}`, "warning");
 		}
 	}
 
