@@ -19,6 +19,7 @@ import { type ExtensionAPI, type ExtensionContext, VERSION } from "@mariozechner
 const CUSTOM_TYPE = "piw-channels-decision";
 const RESULT_TIMEOUT_MS = 15_000;
 const STDERR_KEPT = 4096;
+const IDLE_POLL_MS = 100;
 
 interface TextInput {
 	name: string;
@@ -103,6 +104,7 @@ class Bridge {
 	private readonly waiting = new Map<string, (result: Result) => void>();
 	private buffer = Buffer.alloc(0);
 	private stderr = "";
+	private flushTimer: ReturnType<typeof setTimeout> | undefined;
 	private stopped = false;
 	private readonly child: ChildProcessWithoutNullStreams;
 
@@ -133,6 +135,7 @@ class Bridge {
 
 	stop(): void {
 		this.stopped = true;
+		if (this.flushTimer) clearTimeout(this.flushTimer);
 		this.child.stdin.end(); // the bridge releases its lease when stdin closes
 	}
 
@@ -166,12 +169,22 @@ class Bridge {
 		});
 	}
 
-	/** Show queued decisions once Pi is idle (a message sent mid-turn would steer the model). */
+	/** Show queued decisions once Pi is idle (a message sent mid-turn would steer the model).
+	 * Pi turns idle only after the `agent_end` listeners return, so while anything is queued
+	 * this looks again shortly instead of waiting for the next event. */
 	flush(ctx?: ExtensionContext): void {
 		if (ctx) this.ctx = ctx;
-		if (!this.ctx.isIdle()) return;
+		if (this.stopped || this.queue.length === 0) return;
+		if (!this.ctx.isIdle()) {
+			this.flushTimer ??= setTimeout(() => {
+				this.flushTimer = undefined;
+				this.flush();
+			}, IDLE_POLL_MS);
+			return;
+		}
 		while (this.queue.length > 0) {
 			const item = this.queue.shift() as Deliver;
+			if (!this.open.has(item.decision_id)) continue; // settled while it waited
 			let entryId = this.findEntry(item.message_id);
 			if (entryId === undefined) {
 				this.pi.sendMessage({
@@ -237,10 +250,13 @@ class Bridge {
 				this.queue.push(message);
 				this.flush();
 				break;
-			case "settle":
+			case "settle": {
 				this.open.delete(message.decision_id);
+				const waiting = this.queue.findIndex((item) => item.decision_id === message.decision_id);
+				if (waiting >= 0) this.queue.splice(waiting, 1);
 				this.notify(message.text.split("\n")[0] ?? message.text, "info");
 				break;
+			}
 			case "result": {
 				const waiter = this.waiting.get(message.event_id);
 				this.waiting.delete(message.event_id);

@@ -89,7 +89,7 @@ class RpcClient:
                 return message
             if message is None and self.proc.poll() is not None:
                 break
-        raise AssertionError(f"no {what}; saw {self.seen[-10:]}")
+        raise AssertionError(f"no {what}; saw {[_brief(m) for m in self.seen[-15:]]}")
 
     def quiet(self, predicate: Callable[[dict[str, Any]], bool], seconds: float) -> None:
         """Read for `seconds`; fail if a matching message shows up."""
@@ -122,6 +122,19 @@ class RpcClient:
             for stream in (self.proc.stdout, self.proc.stderr):
                 if stream is not None:
                     stream.close()
+
+
+def _brief(message: dict[str, Any]) -> str:
+    """A message in a few words, for failure output."""
+    kind = str(message.get("type"))
+    if kind == "extension_ui_request":
+        return f"ui:{message.get('method')}:{str(message.get('message') or message.get('title'))[:80]}"
+    if kind in ("message_start", "message_end"):
+        inner = message.get("message", {})
+        return f"{kind}:{inner.get('role')}:{inner.get('customType', '')}"
+    if kind == "response":
+        return f"response:{message.get('command')}:{message.get('success')}:{message.get('error')}"
+    return kind
 
 
 def bridge_command(tmp_path: Path, *, before: str = "") -> Path:

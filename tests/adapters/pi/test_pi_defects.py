@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from channels import messages
+from channels.decisions import workflows
+from channels.pi import deliveries, sessions
 from state.database import Database
 from tests.adapters.pi.helpers import ask
-from tests.adapters.pi.rpc import RpcClient, bridge_command, is_notice, is_shown, needs_pi
+from tests.adapters.pi.mock_model import MockModel, say
+from tests.adapters.pi.rpc import (
+    RpcClient,
+    bridge_command,
+    is_notice,
+    is_shown,
+    needs_pi,
+    wait_until,
+)
 
 pytestmark = needs_pi
 
@@ -37,5 +52,73 @@ def test_a_bridge_that_cannot_start_shows_its_fix(home: Path, db: Database,
         assert notice["notifyType"] == "error"
     finally:
         state_dir.chmod(0o700)
+        code = client.close()
+    assert code == 0
+
+
+def _delivery_status(db: Database, session_id: str, decision_id: str) -> str | None:
+    channel_id = sessions.session_channel_id(session_id)
+    row = db.read(lambda c: messages.get_message(
+        c, deliveries.delivery_message_id(channel_id, decision_id)))
+    return None if row is None else row.status
+
+
+@pytest.fixture
+def model(home: Path) -> Iterator[MockModel]:
+    server = MockModel([])
+    server.write_agent_dir(home / ".pi" / "agent")
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_decision_that_arrives_during_a_turn_is_shown_after_it(
+        home: Path, db: Database, tmp_path: Path, model: MockModel) -> None:
+    # D1: at `agent_end` Pi is not idle yet; the queued decision must still be shown.
+    gate = threading.Event()
+    busy = say("Working on it.", gate=gate)
+    model.add(busy)
+    client = RpcClient(home, bridge_command(tmp_path))
+    try:
+        session_id = client.session_id()
+        client.send({"id": "go", "type": "prompt", "message": "Do the work"})
+        assert busy.started.wait(30)
+        handle = ask(db)
+        wait_until(lambda: _delivery_status(db, session_id, handle.decision_id) == "pending",
+                   "the bridge to send the decision while the agent is busy")
+        gate.set()
+        client.wait_for(lambda m: m.get("type") == "agent_end", "the end of the turn")
+        client.wait_for(is_shown(handle.decision_id), "the decision, shown after the turn")
+        wait_until(lambda: _delivery_status(db, session_id, handle.decision_id) == "confirmed",
+                   "the delivery to be confirmed")
+    finally:
+        code = client.close()
+    assert code == 0
+
+
+def test_a_decision_resolved_while_it_waited_is_never_shown_as_open(
+        home: Path, db: Database, tmp_path: Path, model: MockModel) -> None:
+    # D2: it was queued during a turn and settled before the turn ended.
+    gate = threading.Event()
+    busy = say("Working on it.", gate=gate)
+    model.add(busy)
+    client = RpcClient(home, bridge_command(tmp_path))
+    try:
+        session_id = client.session_id()
+        client.send({"id": "go", "type": "prompt", "message": "Do the work"})
+        assert busy.started.wait(30)
+        first = ask(db, "Deploy now?")
+        wait_until(lambda: _delivery_status(db, session_id, first.decision_id) == "pending",
+                   "the bridge to send the decision while the agent is busy")
+        workflows.cancel_decision(db, first.decision_id, "withdrawn", "owner-2")
+        client.wait_for(is_notice("Cancelled: withdrawn"), "the settle notice")
+        gate.set()
+        client.wait_for(lambda m: m.get("type") == "agent_end", "the end of the turn")
+        second = ask(db, "Second question?")
+        client.wait_for(is_shown(second.decision_id), "the next decision")
+        assert not any(is_shown(first.decision_id)(m) for m in client.seen)
+        assert _delivery_status(db, session_id, first.decision_id) == "pending"
+    finally:
         code = client.close()
     assert code == 0
