@@ -345,7 +345,7 @@ class Bridge:
         lease, channel_id, session_id = self._owner()
         skip = frozenset(self.sent)
         found = self.db.read(lambda c: deliveries.undelivered(
-            c, channel_id, session_id, config, skip, now=self._now()))
+            c, channel_id, session_id, config, skip, now=self._now(), include_confirmed=True))
         if not found:
             return
         recorded = self.db.write(lambda c: deliveries.record_deliveries(

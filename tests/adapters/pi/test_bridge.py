@@ -25,6 +25,7 @@ from channels.decisions.resolution import HumanAnswer
 from channels.decisions.workflows import AskHandle
 from channels.pi import deliveries, sessions, settlement
 from state import leases
+from state.clock import ManualClock
 from state.database import Database
 from tests.adapters.pi.helpers import SESSION, BridgeProcess, ask, count, route_to_telegram
 from tests.paths import FIXTURES as _ALL_FIXTURES
@@ -241,11 +242,15 @@ def test_stdin_closed_mid_conversation_releases_the_lease(home: Path, db: Databa
     assert channel_lease_is_free(db)
 
 
-def test_a_second_bridge_for_the_session_waits_for_the_lease(home: Path, db: Database,
-                                                            decision: AskHandle) -> None:
+def test_a_second_bridge_for_the_session_waits_for_the_lease(
+        home: Path, db: Database, clock: ManualClock, decision: AskHandle) -> None:
     conversation = Conversation(home, {"session_id": SESSION, **names_for(decision)}, {})
-    conversation.actions["open_second_decision"] = lambda: conversation.names.update(
-        names_for(ask(db, "Second question"), "_2"))
+
+    def open_second() -> None:
+        clock.advance(1000)  # created later, so delivered after the first one
+        conversation.names.update(names_for(ask(db, "Second question"), "_2"))
+
+    conversation.actions["open_second_decision"] = open_second
     conversation.run("second_bridge_waits.jsonl")
     channel_id = sessions.session_channel_id(SESSION)
     assert count(db, "SELECT count(*) FROM channel_messages WHERE channel_id = ?"

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from channels import messages
-from channels.decisions import workflows
+from channels import messages, store
+from channels.decisions import records, workflows
 from channels.pi import deliveries, sessions
+from state import leases
 from state.database import Database
 from tests.adapters.pi.helpers import ask
 from tests.adapters.pi.mock_model import MockModel, say
@@ -119,6 +120,68 @@ def test_a_decision_resolved_while_it_waited_is_never_shown_as_open(
         client.wait_for(is_shown(second.decision_id), "the next decision")
         assert not any(is_shown(first.decision_id)(m) for m in client.seen)
         assert _delivery_status(db, session_id, first.decision_id) == "pending"
+    finally:
+        code = client.close()
+    assert code == 0
+
+
+def _owner_of(db: Database, session_id: str) -> str | None:
+    state = db.read(lambda c: leases.read(
+        c, store.channel_resource(sessions.session_channel_id(session_id))))
+    return None if state is None or not state.is_live(db.clock.now_ms()) else state.owner_id
+
+
+def _answer_through_decision(client: RpcClient, title: str) -> None:
+    client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
+    picked = client.answer_dialog("select", f"1. {title}")
+    assert picked["options"] == [f"1. {title}"]
+    client.answer_dialog("select", "1. Continue")
+    client.wait_for(is_notice("Accepted: Continue"), "the accepted notice")
+
+
+def test_after_reload_a_decision_shown_before_is_still_answerable(
+        home: Path, db: Database, tmp_path: Path) -> None:
+    # D3: the new bridge skipped confirmed deliveries, so /decision had nothing to offer.
+    handle = ask(db)
+    client = RpcClient(home, bridge_command(tmp_path))
+    try:
+        session_id = client.session_id()
+        client.wait_for(is_shown(handle.decision_id), "the decision")
+        wait_until(lambda: _delivery_status(db, session_id, handle.decision_id) == "confirmed",
+                   "the delivery to be confirmed")
+        first_owner = _owner_of(db, session_id)
+        client.send({"id": "reload", "type": "prompt", "message": "/test-reload"})
+        wait_until(lambda: _owner_of(db, session_id) not in (None, first_owner),
+                   "the new bridge to serve the session", timeout=30)
+        _answer_through_decision(client, "Approve the plan?")
+        assert sum(1 for m in client.seen if is_shown(handle.decision_id)(m)) == 1
+    finally:
+        code = client.close()
+    assert code == 0
+    assert db.read(lambda c: records.resolution_of(c, handle.decision_id)) is not None
+
+
+def test_after_continue_a_decision_shown_before_is_still_answerable(
+        home: Path, db: Database, tmp_path: Path, model: MockModel) -> None:
+    model.add(say("Hello."))
+    bridge = bridge_command(tmp_path)
+    client = RpcClient(home, bridge, session=())
+    try:
+        session_id = client.session_id()
+        client.send({"id": "go", "type": "prompt", "message": "Hi"})
+        client.wait_for(lambda m: m.get("type") == "agent_end", "the first turn")
+        handle = ask(db)
+        client.wait_for(is_shown(handle.decision_id), "the decision")
+        wait_until(lambda: _delivery_status(db, session_id, handle.decision_id) == "confirmed",
+                   "the delivery to be confirmed")
+    finally:
+        assert client.close() == 0
+    client = RpcClient(home, bridge, session=("--continue",))
+    try:
+        assert client.session_id() == session_id
+        wait_until(lambda: _owner_of(db, session_id) is not None, "the bridge to serve it")
+        _answer_through_decision(client, "Approve the plan?")
+        assert not any(is_shown(handle.decision_id)(m) for m in client.seen)
     finally:
         code = client.close()
     assert code == 0
