@@ -8,8 +8,10 @@ stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits 
     delivered {message_id, entry_id}                    title, text, choices, deadline_at}
     answer {decision_id, request_digest,       settle {decision_id, outcome, provenance, text}
             choice, input, event_id, source}   result {event_id, decision_id, result, message,
-                                                       outcome, choice, label, reason, duplicate}
-                                               error {code, message, event_id?}
+    ask {event_id, title, summary?, blocks?,           outcome, choice, label, reason, duplicate}
+         choices, timeout_minutes?,            asked {event_id, decision_id, delivered_to}
+         default_choice?, audience?}           turn {turn_intent_id, decision_id, content}
+    turned {turn_intent_id, entry_id}          error {code, message, event_id?}
 
 After `hello` the bridge claims the lease of the session's channel (`pi-` + hash of the
 session id); while another live bridge holds it, this one says so once (`error lease_held`)
@@ -17,15 +19,16 @@ and waits. As owner it delivers open decisions routed to `pi` (the session's own
 records each delivery with the Pi entry id the extension reports, accepts answers only with
 `source: "interactive"` (others are recorded and rejected), dedupes them by
 `<session_id>:<event_id>`, and sends `settle` for every decision it showed once it is resolved
-anywhere. Malformed lines get an `error` reply and are never fatal. It notices other writers
+anywhere. `ask` opens a decision in a waiting run bound to the session (`run_bindings`);
+once it is resolved, the session gets a `turn` (a `turn_intents` row) until the extension
+reports the Pi entry that received it (`turned`). Malformed lines get an `error` reply and
+are never fatal. It notices other writers
 through `PRAGMA data_version` (a counter read without touching any table), polls stdin with
 `select`, and exits cleanly, releasing the lease, when stdin closes.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import select
 import signal
@@ -36,12 +39,22 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from adapters.pi import asking
+from adapters.pi.framing import (
+    MAX_LINE_BYTES,
+    LineWriter,
+    ProtocolError,
+    _identifier,
+    _text,
+    parse_line,
+)
 from channels import store
 from channels.config import loading
 from channels.config.errors import ConfigError
 from channels.config.model import ChannelsConfig
+from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.pi import answers, deliveries, sessions, settlement
+from channels.pi import answers, deliveries, sessions, settlement, turns
 from channels.pi.answers import AnswerEvent
 from channels.pi.deliveries import Delivery
 from channels.pi.settlement import Settlement
@@ -52,94 +65,9 @@ from state.leases import Lease
 
 TICK_SECONDS = 0.5
 RESYNC_SECONDS = 5.0
-MAX_LINE_BYTES = 1 << 20
-MAX_ID_LENGTH = 200
 INTERACTIVE = "interactive"
 
 ConfigLoader = Callable[[], ChannelsConfig | None]
-
-
-class ProtocolError(Exception):
-    """A line the bridge cannot act on; answered with `error {code, message}`."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-# -- framing -----------------------------------------------------------------------------------
-
-
-def encode(message: dict[str, Any]) -> bytes:
-    """One protocol line: compact, ASCII-only JSON and a single LF."""
-    text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return text.encode("ascii") + b"\n"
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    # JSON numbers must fit a JavaScript double: the database's canonical JSON needs that.
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:20]} is out of range")
-    return value
-
-
-def _bounded_int(text: str) -> int:
-    _finite(text)
-    return int(text)
-
-
-def parse_line(raw: bytes) -> dict[str, Any]:
-    """Decode one line (without its LF) into a message with a string `type`."""
-    line = raw[:-1] if raw.endswith(b"\r") else raw
-    try:
-        value = json.loads(line.decode("utf-8"), parse_constant=_no_constant,
-                           parse_float=_finite, parse_int=_bounded_int)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError("malformed", f"not a JSON line: {exc}") from None
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-        raise ProtocolError("malformed", "a message is a JSON object with a string type")
-    return value
-
-
-class LineWriter:
-    """Writes protocol lines to a descriptor; remembers when the reader has gone."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.closed = False
-
-    def send(self, message: dict[str, Any]) -> bool:
-        """Write one line; False when the pipe is closed (the line was not delivered)."""
-        if self.closed:
-            return False
-        data = encode(message)
-        try:
-            while data:
-                data = data[os.write(self.fd, data):]
-        except OSError:  # EPIPE or EBADF: the extension is gone
-            self.closed = True
-            return False
-        return True
-
-
-def _text(message: dict[str, Any], name: str) -> str:
-    value = message.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise ProtocolError("malformed", f"{message['type']}.{name} must be a non-empty string")
-    return value
-
-
-def _identifier(message: dict[str, Any], name: str) -> str:
-    value = _text(message, name)
-    if len(value) > MAX_ID_LENGTH or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
-        raise ProtocolError("malformed", f"{message['type']}.{name} is not a valid identifier")
-    return value
 
 
 # -- the bridge --------------------------------------------------------------------------------
@@ -158,6 +86,7 @@ class Bridge:
     hello: dict[str, str] = field(default_factory=dict)
     lease: Lease | None = None
     sent: set[str] = field(default_factory=set)  # decisions this process delivered
+    offered: set[str] = field(default_factory=set)  # turn intents this process sent
     waiting_announced: bool = False
     config_problem: str | None = None
     seen_version: int = -1
@@ -191,7 +120,7 @@ class Bridge:
         kind = message["type"]
         if kind == "hello":
             self._hello(message)
-        elif kind not in ("delivered", "answer"):
+        elif kind not in ("delivered", "answer", "ask", "turned"):
             raise ProtocolError("unknown_type", f"unknown message type {kind!r}")
         elif self.session_id is None:
             raise ProtocolError("hello_required", "send hello {session_id, pi_version, mode} first")
@@ -199,6 +128,10 @@ class Bridge:
             raise ProtocolError("not_ready", "another bridge still serves this Pi session")
         elif kind == "delivered":
             self._delivered(message)
+        elif kind == "ask":
+            self._ask(message)
+        elif kind == "turned":
+            self._turned(message)
         else:
             self._answer(message)
 
@@ -256,6 +189,32 @@ class Bridge:
         self.out.send({"type": "result", "event_id": event_id, **report.to_json(),
                        "duplicate": report.duplicate})
         self.sync()  # our own commit does not move data_version: settle right away
+
+    def _ask(self, message: dict[str, Any]) -> None:
+        event_id = _identifier(message, "event_id")
+        _, _, session_id = self._owner()
+        spec = asking.ask_spec(message, session_id)
+        usable, config = self._config()
+        if not usable:
+            raise ProtocolError("config_invalid", f"cannot route decisions: {self.config_problem}")
+        handle = workflows.create_ask(self.db, spec, self.owner_id)
+        # Like `ask` without --wait: the run waits with no live owner, so the deadline and the
+        # continuation are applied by whoever runs the expiry step next.
+        workflows.release_run(self.db, handle.run.lease)
+        self.out.send({"type": "asked", "event_id": event_id, "decision_id": handle.decision_id,
+                       "delivered_to": asking.delivered_to(config, spec.audience)})
+        self.sync()
+
+    def _turned(self, message: dict[str, Any]) -> None:
+        turn_intent_id = _identifier(message, "turn_intent_id")
+        entry_id = _identifier(message, "entry_id")
+        lease, channel_id, session_id = self._owner()
+        try:
+            self.db.write(lambda c: turns.confirm_turn(
+                c, lease, channel_id, session_id, turn_intent_id, entry_id, self._now()))
+        except KeyError:
+            raise ProtocolError("unknown_turn",
+                                f"{turn_intent_id} is not a turn of this Pi session") from None
 
     # -- lease ---------------------------------------------------------------------------------
 
@@ -340,6 +299,7 @@ class Bridge:
         if usable:
             self._deliver(config)
         self._settle()
+        self._offer_turns()
 
     def _deliver(self, config: ChannelsConfig | None) -> None:
         lease, channel_id, session_id = self._owner()
@@ -359,6 +319,16 @@ class Bridge:
         due = self.db.read(lambda c: settlement.due_settlements(c, channel_id, self._now()))
         for item in due:
             self._settle_one(lease, channel_id, item)
+
+    def _offer_turns(self) -> None:
+        # Offered until the extension reports the entry: it looks in the session first, so
+        # offering again (a new bridge, a lost line) never adds a second turn.
+        _, _, session_id = self._owner()
+        for item in self.db.read(lambda c: turns.due_turns(c, session_id, self._now())):
+            if item.turn_intent_id not in self.offered:
+                self.offered.add(item.turn_intent_id)
+                self.out.send({"type": "turn", "turn_intent_id": item.turn_intent_id,
+                               "decision_id": item.decision_id, "content": item.content})
 
     def _settle_one(self, lease: Lease, channel_id: str, item: Settlement) -> None:
         # Three steps so that no transaction is open while the line is written.

@@ -45,6 +45,7 @@ class AskSpec:
     audience: str = "operator"
     timeout_ms: int | None = None
     default_choice: str | None = None
+    origin_session_id: str | None = None  # a Pi session: its answer goes back there as a turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,7 @@ def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
         run_id=run_id, workflow_name=ASK_WORKFLOW,
         definition={"name": ASK_WORKFLOW, "nodes": [{"id": ASK_NODE, "type": "human_decision"}]},
         input={"title": spec.title}, node_id=ASK_NODE, title=spec.title, source_ref=ASK_WORKFLOW,
+        origin_session_id=spec.origin_session_id,
     )
 
     def command(conn: apsw.Connection) -> runs.RunHandle:

@@ -1,5 +1,5 @@
 /**
- * piw-channels for Pi: shows Pi Workflows human decisions in this session and answers them.
+ * piw-channels for Pi: human decisions in this session, asked by the agent or answered here.
  *
  * On session start it spawns `piw-channels pi bridge` (or `$PIW_CHANNELS_BIN pi bridge`) and
  * talks to it in strict JSON lines (LF only; Node's readline is avoided because it also splits
@@ -8,18 +8,26 @@
  * opens Pi's select and input dialogs and sends the answer with `source: "interactive"`: only
  * a person using these dialogs answers; the model has no tool to do so.
  *
+ * The model asks with the `ask_human` tool (a person with `/ask`): the decision is bound to
+ * this session, and its answer comes back as a follow-up message that starts a model turn.
+ * That message carries the turn intent's id in `details`; the session is searched for it
+ * before anything is sent, so a restart or `/reload` never delivers an answer twice.
+ *
  * Protocol (see adapters/pi/bridge.py):
- *   to the bridge:   hello, delivered, answer
- *   from the bridge: deliver, settle, result, error
+ *   to the bridge:   hello, delivered, answer, ask, turned
+ *   from the bridge: deliver, settle, result, asked, turn, error
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { type ExtensionAPI, type ExtensionContext, VERSION } from "@mariozechner/pi-coding-agent";
+import { Type } from "typebox";
 
 const CUSTOM_TYPE = "piw-channels-decision";
+const TURN_TYPE = "piw-channels-answer";
 const RESULT_TIMEOUT_MS = 15_000;
 const STDERR_KEPT = 4096;
 const IDLE_POLL_MS = 100;
+const TURN_RETRY_MS = 10_000;
 
 interface TextInput {
 	name: string;
@@ -55,11 +63,36 @@ interface Result {
 	reason: string | null;
 }
 
+interface Asked {
+	type: "asked";
+	event_id: string;
+	decision_id: string;
+	delivered_to: string[];
+}
+
+interface Turn {
+	type: "turn";
+	turn_intent_id: string;
+	decision_id: string;
+	content: string;
+}
+
+interface Failure {
+	type: "error";
+	code: string;
+	message: string;
+	event_id?: string;
+}
+
 type Inbound =
 	| Deliver
 	| Result
+	| Asked
+	| Turn
 	| { type: "settle"; decision_id: string; outcome: string; text: string }
-	| { type: "error"; code: string; message: string; event_id?: string };
+	| Failure;
+
+type Reply = Result | Asked | Failure;
 
 function piVersion(): string {
 	return typeof VERSION === "string" && VERSION ? VERSION : "unknown";
@@ -82,18 +115,19 @@ function exitNotice(code: number | null, stderr: string): string {
 	return `piw-channels bridge exited (${code ?? "signal"})${said ? `: ${said}` : ""}`;
 }
 
-function describe(result: Result): string {
-	const winner = result.label ?? result.choice ?? result.reason ?? "";
-	switch (result.result) {
+function describe(reply: Reply): string {
+	if (reply.type !== "result") return `Rejected: ${reply.type === "error" ? reply.message : "unexpected reply"}`;
+	const winner = reply.label ?? reply.choice ?? reply.reason ?? "";
+	switch (reply.result) {
 		case "won":
 		case "adopted":
 			return `Accepted: ${winner}`;
 		case "already_resolved":
-			return `Already decided: ${result.outcome === "accepted" ? winner : `cancelled (${winner})`}`;
+			return `Already decided: ${reply.outcome === "accepted" ? winner : `cancelled (${winner})`}`;
 		case "stale":
-			return `Stale: ${result.message}`;
+			return `Stale: ${reply.message}`;
 		default:
-			return `Rejected: ${result.message}`;
+			return `Rejected: ${reply.message}`;
 	}
 }
 
@@ -101,10 +135,12 @@ function describe(result: Result): string {
 class Bridge {
 	readonly open = new Map<string, Deliver>();
 	private readonly queue: Deliver[] = [];
-	private readonly waiting = new Map<string, (result: Result) => void>();
+	private readonly turns: Turn[] = [];
+	private turnSent: { id: string; at: number } | undefined;
+	private readonly waiting = new Map<string, (reply: Reply) => void>();
 	private buffer = Buffer.alloc(0);
 	private stderr = "";
-	private flushTimer: ReturnType<typeof setTimeout> | undefined;
+	private timer: ReturnType<typeof setTimeout> | undefined;
 	private stopped = false;
 	private readonly child: ChildProcessWithoutNullStreams;
 
@@ -135,7 +171,7 @@ class Bridge {
 
 	stop(): void {
 		this.stopped = true;
-		if (this.flushTimer) clearTimeout(this.flushTimer);
+		if (this.timer) clearTimeout(this.timer);
 		this.child.stdin.end(); // the bridge releases its lease when stdin closes
 	}
 
@@ -143,49 +179,73 @@ class Bridge {
 		if (!this.stopped) this.child.stdin.write(`${JSON.stringify(message)}\n`);
 	}
 
-	/** Send an answer and wait for its result. */
-	answer(decision: Deliver, choice: Choice, text: string | undefined): Promise<Result | undefined> {
-		// "ui." marks an answer from this extension's dialogs; the dot also keeps the stored key
-		// `<session uuid>:ui.<uuid>` from looking like a Bot API token (`<digits>:<secret>`).
-		const eventId = `ui.${randomUUID()}`;
+	/** Send a line that names an event, and wait for the reply to it (undefined: no reply in time). */
+	request(message: Record<string, unknown> & { event_id: string }): Promise<Reply | undefined> {
+		const eventId = message.event_id;
 		return new Promise((resolve) => {
 			const timer = setTimeout(() => {
 				this.waiting.delete(eventId);
 				resolve(undefined);
 			}, RESULT_TIMEOUT_MS);
-			this.waiting.set(eventId, (result) => {
+			this.waiting.set(eventId, (reply) => {
 				clearTimeout(timer);
-				resolve(result);
+				resolve(reply);
 			});
-			this.send({
-				type: "answer",
-				decision_id: decision.decision_id,
-				request_digest: decision.request_digest,
-				choice: choice.id,
-				input: text ?? null,
-				event_id: eventId,
-				source: "interactive",
-			});
+			this.send(message);
 		});
 	}
 
-	/** Show queued decisions once Pi is idle (a message sent mid-turn would steer the model).
-	 * Pi turns idle only after the `agent_end` listeners return, so while anything is queued
-	 * this looks again shortly instead of waiting for the next event. */
-	flush(ctx?: ExtensionContext): void {
+	/** Send an answer and wait for its result. */
+	answer(decision: Deliver, choice: Choice, text: string | undefined): Promise<Reply | undefined> {
+		// "ui." marks an answer from this extension's dialogs; the dot also keeps the stored key
+		// `<session uuid>:ui.<uuid>` from looking like a Bot API token (`<digits>:<secret>`).
+		return this.request({
+			type: "answer",
+			decision_id: decision.decision_id,
+			request_digest: decision.request_digest,
+			choice: choice.id,
+			input: text ?? null,
+			event_id: `ui.${randomUUID()}`,
+			source: "interactive",
+		});
+	}
+
+	/** Open a decision bound to this session; the answer comes back as a turn. */
+	ask(question: Record<string, unknown>): Promise<Reply | undefined> {
+		return this.request({ ...question, type: "ask", event_id: `ask.${randomUUID()}` });
+	}
+
+	/**
+	 * Show queued decisions and answers once Pi is idle (a message sent mid-turn would steer
+	 * the model). Pi turns idle only after the `agent_end` listeners return, so while anything
+	 * waits this looks again shortly instead of waiting for the next event.
+	 */
+	pump(ctx?: ExtensionContext): void {
 		if (ctx) this.ctx = ctx;
-		if (this.stopped || this.queue.length === 0) return;
-		if (!this.ctx.isIdle()) {
-			this.flushTimer ??= setTimeout(() => {
-				this.flushTimer = undefined;
-				this.flush();
-			}, IDLE_POLL_MS);
-			return;
+		if (this.stopped) return;
+		this.reportTurns();
+		if (this.queue.length === 0 && this.turns.length === 0) return;
+		if (this.ctx.isIdle() && this.turnSent === undefined) {
+			this.showDecisions();
+			this.startTurn();
+		} else if (this.turnSent && this.ctx.isIdle() && Date.now() - this.turnSent.at > TURN_RETRY_MS) {
+			// Idle, and the answer never reached the session (the turn could not start): try again.
+			this.notify("piw-channels: an answer could not start a turn; trying again", "warning");
+			this.turnSent = undefined;
 		}
+		if (this.queue.length > 0 || this.turns.length > 0) {
+			this.timer ??= setTimeout(() => {
+				this.timer = undefined;
+				this.pump();
+			}, IDLE_POLL_MS);
+		}
+	}
+
+	private showDecisions(): void {
 		while (this.queue.length > 0) {
 			const item = this.queue.shift() as Deliver;
 			if (!this.open.has(item.decision_id)) continue; // settled while it waited
-			let entryId = this.findEntry(item.message_id);
+			let entryId = this.findEntry(CUSTOM_TYPE, "messageId", item.message_id);
 			if (entryId === undefined) {
 				this.pi.sendMessage({
 					customType: CUSTOM_TYPE,
@@ -193,18 +253,46 @@ class Bridge {
 					display: true,
 					details: { messageId: item.message_id, decisionId: item.decision_id },
 				});
-				entryId = this.findEntry(item.message_id);
+				entryId = this.findEntry(CUSTOM_TYPE, "messageId", item.message_id);
 			}
 			if (entryId !== undefined) this.send({ type: "delivered", message_id: item.message_id, entry_id: entryId });
 		}
 	}
 
-	/** The entry that already shows this delivery (a restarted bridge may deliver it again). */
-	private findEntry(messageId: string): string | undefined {
+	/** Start the model turn of the first waiting answer (one at a time: each starts a turn). */
+	private startTurn(): void {
+		const next = this.turns[0];
+		if (!next) return;
+		this.turnSent = { id: next.turn_intent_id, at: Date.now() };
+		this.pi.sendMessage(
+			{
+				customType: TURN_TYPE,
+				content: next.content,
+				display: true,
+				details: { turnIntentId: next.turn_intent_id, decisionId: next.decision_id },
+			},
+			{ deliverAs: "followUp", triggerTurn: true },
+		);
+	}
+
+	/** Report every waiting answer that is already in the session (the receipt is its entry id). */
+	private reportTurns(): void {
+		while (this.turns.length > 0) {
+			const first = this.turns[0] as Turn;
+			const entryId = this.findEntry(TURN_TYPE, "turnIntentId", first.turn_intent_id);
+			if (entryId === undefined) return;
+			this.send({ type: "turned", turn_intent_id: first.turn_intent_id, entry_id: entryId });
+			this.turns.shift();
+			if (this.turnSent?.id === first.turn_intent_id) this.turnSent = undefined;
+		}
+	}
+
+	/** The entry of ours that carries this id (a restarted bridge may send it again). */
+	private findEntry(customType: string, key: "messageId" | "turnIntentId", id: string): string | undefined {
 		const branch = this.ctx.sessionManager.getBranch();
 		for (let i = branch.length - 1; i >= 0; i--) {
-			const entry = branch[i] as { type: string; id: string; customType?: string; details?: { messageId?: string } };
-			if (entry.type === "custom_message" && entry.customType === CUSTOM_TYPE && entry.details?.messageId === messageId) {
+			const entry = branch[i] as { type: string; id: string; customType?: string; details?: Record<string, unknown> };
+			if (entry.type === "custom_message" && entry.customType === customType && entry.details?.[key] === id) {
 				return entry.id;
 			}
 		}
@@ -248,7 +336,7 @@ class Bridge {
 			case "deliver":
 				this.open.set(message.decision_id, message);
 				this.queue.push(message);
-				this.flush();
+				this.pump();
 				break;
 			case "settle": {
 				this.open.delete(message.decision_id);
@@ -257,38 +345,85 @@ class Bridge {
 				this.notify(message.text.split("\n")[0] ?? message.text, "info");
 				break;
 			}
-			case "result": {
-				const waiter = this.waiting.get(message.event_id);
-				this.waiting.delete(message.event_id);
-				waiter?.(message);
+			case "turn":
+				if (!this.turns.some((turn) => turn.turn_intent_id === message.turn_intent_id)) this.turns.push(message);
+				this.pump();
 				break;
-			}
-			case "error": {
-				const waiter = message.event_id === undefined ? undefined : this.waiting.get(message.event_id);
-				if (waiter && message.event_id !== undefined) {
-					// The answer was not taken at all (for example another bridge still serves this session).
-					this.waiting.delete(message.event_id);
-					waiter({
-						type: "result",
-						event_id: message.event_id,
-						result: "rejected",
-						message: message.message,
-						outcome: null,
-						label: null,
-						choice: null,
-						reason: null,
-					});
+			case "result":
+			case "asked":
+				this.reply(message.event_id, message);
+				break;
+			case "error":
+				// An error naming an event answers that request (for example: another bridge still
+				// serves this session); any other is news for the person.
+				if (message.event_id !== undefined && this.waiting.has(message.event_id)) {
+					this.reply(message.event_id, message);
 					break;
 				}
 				this.notify(`piw-channels: ${message.message}`, message.code === "lease_held" ? "warning" : "error");
 				break;
-			}
 		}
+	}
+
+	private reply(eventId: string, message: Reply): void {
+		const waiter = this.waiting.get(eventId);
+		this.waiting.delete(eventId);
+		waiter?.(message);
 	}
 
 	private notify(text: string, kind: "info" | "warning" | "error"): void {
 		if (this.ctx.hasUI) this.ctx.ui.notify(text, kind);
 	}
+}
+
+const ChoiceParam = Type.Object({
+	id: Type.String({ description: "Short id: a letter or _, then letters, digits, _ or -" }),
+	label: Type.String({ description: "What the person sees" }),
+	text_prompt: Type.Optional(
+		Type.String({ description: "Set to ask the person for text with this choice: the prompt they see" }),
+	),
+	min_length: Type.Optional(Type.Integer({ description: "Fewest characters of text (default 1)" })),
+	max_length: Type.Optional(Type.Integer({ description: "Most characters of text (default 4000)" })),
+});
+
+const AskParams = Type.Object({
+	title: Type.String({ description: "The question, one line" }),
+	summary: Type.Optional(Type.String({ description: "What the person should know to decide" })),
+	blocks: Type.Optional(
+		Type.Array(Type.Any(), {
+			description: "Optional presentation blocks: {kind:'paragraph'|'preformatted', text}, {kind:'section', title}, {kind:'bullets', items}",
+		}),
+	),
+	choices: Type.Array(ChoiceParam, { minItems: 1, description: "The answers the person can pick" }),
+	timeout_minutes: Type.Optional(Type.Number({ description: "Give up after this long (default: wait)" })),
+	default_choice: Type.Optional(Type.String({ description: "Choice id taken when the timeout passes" })),
+	audience: Type.Optional(Type.String({ description: "Who decides (default: operator)" })),
+});
+
+function askedText(reply: Reply | undefined): { text: string; ok: boolean } {
+	if (reply === undefined) return { text: "piw-channels did not answer in time; the question was not asked.", ok: false };
+	if (reply.type === "asked") {
+		return {
+			text:
+				`Asked the person: decision ${reply.decision_id}, delivered to ${reply.delivered_to.join(", ")}. ` +
+				"Their answer will arrive as a new message that starts your next turn; do not wait or poll for it. " +
+				"End your turn now unless there is other work that does not depend on the answer.",
+			ok: true,
+		};
+	}
+	return { text: `The question was not asked: ${reply.type === "error" ? reply.message : reply.type}`, ok: false };
+}
+
+/** Choice ids from labels: lowercase words joined by "-", unique. */
+function choiceIds(labels: string[]): { id: string; label: string }[] {
+	const used = new Set<string>();
+	return labels.map((label, i) => {
+		let id = label.toLowerCase().replace(/[^a-z0-9_]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40);
+		if (!/^[a-z_]/.test(id)) id = `c${i + 1}${id ? `-${id}` : ""}`;
+		while (used.has(id)) id = `${id}-${i + 1}`;
+		used.add(id);
+		return { id, label };
+	});
 }
 
 export default function piwChannels(pi: ExtensionAPI): void {
@@ -302,7 +437,49 @@ export default function piwChannels(pi: ExtensionAPI): void {
 		bridge?.stop();
 		bridge = undefined;
 	});
-	pi.on("agent_end", async (_event, ctx) => bridge?.flush(ctx));
+	pi.on("agent_end", async (_event, ctx) => bridge?.pump(ctx));
+
+	pi.registerTool({
+		name: "ask_human",
+		label: "Ask a person",
+		description:
+			"Ask the person a question and carry on without waiting: it is shown in this Pi session " +
+			"(and on Telegram when configured). Returns at once with the decision id. When the person " +
+			"answers, the answer (outcome, choice, exact text, who answered and where) arrives as a new " +
+			"message that starts your next turn. You cannot answer it yourself.",
+		promptSnippet: "ask_human: ask the person a question; the answer arrives later as a new message",
+		parameters: AskParams,
+		async execute(_toolCallId, params) {
+			const reply = bridge ? await bridge.ask(params as Record<string, unknown>) : undefined;
+			const { text, ok } = bridge
+				? askedText(reply)
+				: { text: "piw-channels is not running in this session; the question was not asked.", ok: false };
+			return {
+				content: [{ type: "text", text }],
+				details: { decisionId: reply?.type === "asked" ? reply.decision_id : null, ok },
+			};
+		},
+	});
+
+	pi.registerCommand("ask", {
+		description: "Ask a question (on Telegram too, when configured); the answer starts a model turn here",
+		handler: async (args, ctx) => {
+			if (!bridge) {
+				ctx.ui.notify("piw-channels is not running in this session", "error");
+				return;
+			}
+			const title = args.trim() || (await ctx.ui.input("Question", "one line"))?.trim();
+			if (!title) return;
+			const typed = await ctx.ui.input("Choices, separated by commas", "Yes, No");
+			if (typed === undefined) return;
+			const labels = (typed.trim() ? typed : "Yes, No")
+				.split(",")
+				.map((label) => label.trim())
+				.filter((label) => label.length > 0);
+			const { text, ok } = askedText(await bridge.ask({ title, choices: choiceIds(labels) }));
+			ctx.ui.notify(text.split(". ")[0] ?? text, ok ? "info" : "error");
+		},
+	});
 
 	pi.registerCommand("decision", {
 		description: "Answer an open Pi Workflows decision",

@@ -23,7 +23,7 @@ from channels import inbox, messages, store
 from channels.decisions import records, resolution, views
 from channels.decisions.resolution import HumanAnswer
 from channels.decisions.workflows import AskHandle
-from channels.pi import deliveries, sessions, settlement
+from channels.pi import deliveries, sessions, settlement, turns
 from state import leases
 from state.clock import ManualClock
 from state.database import Database
@@ -260,3 +260,51 @@ def test_a_second_bridge_for_the_session_waits_for_the_lease(
                                  (store.channel_resource(channel_id),)).get
     assert generation == 2 and channel_lease_is_free(db)
     assert count(db, "SELECT count(*) FROM channel_inbox") == 1  # `not_ready` wrote nothing
+
+
+def test_ask_opens_a_bound_decision_and_its_answer_comes_back_as_a_turn(
+        home: Path, db: Database) -> None:
+    bridge = BridgeProcess(home)
+    try:
+        bridge.send({"type": "hello", "session_id": SESSION, "pi_version": "0.73.1",
+                     "mode": "rpc"})
+        bridge.send({"type": "ask", "event_id": "a-1", "title": "Ship it?",
+                     "choices": [{"id": "ship", "label": "Ship"},
+                                 {"id": "why", "label": "Not yet", "text_prompt": "Why?"}]})
+        asked = bridge.read()
+        assert asked is not None and asked["type"] == "asked" and asked["event_id"] == "a-1"
+        assert asked["delivered_to"] == ["this Pi session"]
+        decision_id = asked["decision_id"]
+        shown = bridge.read()
+        assert shown is not None and (shown["type"], shown["decision_id"]) == (
+            "deliver", decision_id)
+        bridge.send({"type": "ask", "event_id": "a-2", "title": "Bad", "choices": [
+            {"id": "9 lives", "label": "Nine"}]})
+        refused = bridge.read()
+        assert refused is not None and (refused["type"], refused["code"], refused["event_id"]) \
+            == ("error", "invalid_request", "a-2")
+        bridge.send({"type": "turned", "turn_intent_id": "turn-nope", "entry_id": "a1b2c3d4"})
+        unknown = bridge.read()
+        assert unknown is not None and unknown["code"] == "unknown_turn"
+        assert db.conn.execute("SELECT origin_session_id FROM run_bindings b JOIN"
+                               " human_decisions d USING (run_id) WHERE d.decision_id = ?",
+                               (decision_id,)).get == SESSION
+        bridge.send({"type": "answer", "decision_id": decision_id,
+                     "request_digest": shown["request_digest"], "choice": "why",
+                     "input": "Tests are red", "event_id": "e-1", "source": "interactive"})
+        got = [bridge.read() for _ in range(3)]
+        kinds = {m["type"]: m for m in got if m is not None}
+        assert set(kinds) == {"result", "settle", "turn"}
+        turn = kinds["turn"]
+        assert turn["turn_intent_id"] == turns.turn_intent_id_for(decision_id)
+        assert 'Text input (exact JSON): {"text": "Tests are red"}' in turn["content"]
+        bridge.send({"type": "turned", "turn_intent_id": turn["turn_intent_id"],
+                     "entry_id": "0badc0de"})
+        bridge.close_stdin()
+        assert bridge.wait() == 0
+    finally:
+        bridge.kill()
+    assert db.read(lambda c: turns.turn_entry(c, turns.turn_intent_id_for(decision_id))) \
+        == "0badc0de"
+    for raw in bridge.lines:
+        assert_wire_format(raw)
