@@ -40,6 +40,7 @@ from types import FrameType
 from typing import Any
 
 from adapters.pi import asking
+from adapters.pi.binding import Binding
 from adapters.pi.framing import (
     MAX_LINE_BYTES,
     LineWriter,
@@ -81,6 +82,7 @@ class Bridge:
     out: LineWriter
     owner_id: str
     load_config: ConfigLoader = loading.load_config
+    binding: Binding = field(default_factory=lambda: Binding(None, "no secret descriptor"))
     session_id: str | None = None
     channel_id: str | None = None
     hello: dict[str, str] = field(default_factory=dict)
@@ -137,8 +139,8 @@ class Bridge:
 
     def _hello(self, message: dict[str, Any]) -> None:
         session_id = _identifier(message, "session_id")
-        if session_id == sessions.LOCAL_PROFILE:
-            raise ProtocolError("malformed", "hello.session_id 'local' is reserved")
+        if self.session_id is None:
+            self._verify(message, session_id)
         if self.session_id is not None:
             if session_id != self.session_id:
                 raise ProtocolError("session_mismatch",
@@ -149,6 +151,18 @@ class Bridge:
             lambda c: sessions.register_session(c, session_id, self._now()))
         self.session_id, self.hello = session_id, hello
         self._try_claim()
+
+    def _verify(self, message: dict[str, Any], session_id: str) -> None:
+        """Only the extension that spawned this bridge may speak for a Pi session: nothing is
+        registered (no channel, no deliveries, no answers) for anyone else."""
+        if self.binding.secret is None:
+            raise ProtocolError("unverified", "this bridge was not started by the Pi extension"
+                                f" ({self.binding.problem}); nothing is accepted")
+        if not self.binding.accepts(message.get("secret")):
+            raise ProtocolError("unverified", "hello.secret does not match the secret on the"
+                                " extension's pipe; nothing is accepted")
+        if sessions.PI_SESSION_ID.fullmatch(session_id) is None:
+            raise ProtocolError("unverified", "hello.session_id is not a Pi session id")
 
     def _delivered(self, message: dict[str, Any]) -> None:
         message_id = _identifier(message, "message_id")
@@ -407,12 +421,13 @@ def serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = TICK_SECONDS) 
         bridge.error("truncated", "stdin closed in the middle of a line; it was ignored")
 
 
-def run(db: Database, owner_id: str, *, stdin_fd: int = 0, stdout_fd: int = 1,
-        tick_seconds: float = TICK_SECONDS, load_config: ConfigLoader | None = None) -> int:
+def run(db: Database, owner_id: str, binding: Binding, *, stdin_fd: int = 0,
+        stdout_fd: int = 1, tick_seconds: float = TICK_SECONDS,
+        load_config: ConfigLoader | None = None) -> int:
     """The `pi bridge` process: serve until stdin closes, then release the lease."""
     previous = signal.signal(signal.SIGTERM, _stop)
     bridge = Bridge(db, LineWriter(stdout_fd), owner_id,
-                    load_config=load_config or loading.load_config)
+                    load_config=load_config or loading.load_config, binding=binding)
     try:
         serve(bridge, stdin_fd, tick_seconds=tick_seconds)
     except KeyboardInterrupt:

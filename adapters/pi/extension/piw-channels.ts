@@ -18,7 +18,8 @@
  *   from the bridge: deliver, settle, result, asked, turn, error
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
+import type { Writable } from "node:stream";
 import { type ExtensionAPI, type ExtensionContext, VERSION } from "@mariozechner/pi-coding-agent";
 import { Type } from "typebox";
 
@@ -143,13 +144,23 @@ class Bridge {
 	private timer: ReturnType<typeof setTimeout> | undefined;
 	private stopped = false;
 	private readonly child: ChildProcessWithoutNullStreams;
+	private readonly secretPipe: Writable;
 
 	constructor(
 		private readonly pi: ExtensionAPI,
 		private ctx: ExtensionContext,
 	) {
 		const bin = process.env.PIW_CHANNELS_BIN || "piw-channels";
-		this.child = spawn(bin, ["pi", "bridge"], { stdio: ["pipe", "pipe", "pipe"] });
+		// The secret goes on an extra pipe (fd 3), never in argv or the environment; the bridge
+		// believes only a pipe whose write end its parent (this Pi) holds, and only a hello that
+		// repeats the secret. The write end stays open for as long as the bridge runs.
+		const secret = randomBytes(32).toString("hex");
+		this.child = spawn(bin, ["pi", "bridge", "--secret-fd", "3"], {
+			stdio: ["pipe", "pipe", "pipe", "pipe"],
+		}) as ChildProcessWithoutNullStreams;
+		this.secretPipe = this.child.stdio[3] as Writable;
+		this.secretPipe.on("error", () => undefined);
+		this.secretPipe.write(`${secret}\n`);
 		this.child.on("error", (error) => this.notify(`piw-channels bridge: ${error.message}`, "error"));
 		this.child.on("close", (code) => {
 			if (!this.stopped && code !== 0) this.notify(exitNotice(code, this.stderr), "error");
@@ -163,6 +174,7 @@ class Bridge {
 		});
 		this.send({
 			type: "hello",
+			secret,
 			session_id: ctx.sessionManager.getSessionId(),
 			pi_version: piVersion(),
 			mode: piMode(ctx),
@@ -173,6 +185,7 @@ class Bridge {
 		this.stopped = true;
 		if (this.timer) clearTimeout(this.timer);
 		this.child.stdin.end(); // the bridge releases its lease when stdin closes
+		this.secretPipe.end();
 	}
 
 	send(message: Record<string, unknown>): void {

@@ -12,7 +12,11 @@ the test computes.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import socket
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,8 +31,17 @@ from channels.pi import deliveries, sessions, settlement, turns
 from state import leases
 from state.clock import ManualClock
 from state.database import Database
-from tests.adapters.pi.helpers import SESSION, BridgeProcess, ask, count, route_to_telegram
+from tests.adapters.pi.helpers import (
+    CLI,
+    SESSION,
+    BridgeProcess,
+    ask,
+    count,
+    route_to_telegram,
+)
+from tests.conftest import child_env
 from tests.paths import FIXTURES as _ALL_FIXTURES
+from tests.paths import ROOT
 
 FIXTURES = _ALL_FIXTURES / "pi"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -55,7 +68,9 @@ class Conversation:
 
     def bridge(self, name: str) -> BridgeProcess:
         if name not in self.bridges:
-            self.bridges[name] = BridgeProcess(self.home)
+            # One secret for all of a conversation's bridges, so raw lines can name `{secret}`.
+            secret = self.names.setdefault("secret", os.urandom(32).hex())
+            self.bridges[name] = BridgeProcess(self.home, secret=secret)
         return self.bridges[name]
 
     def run(self, fixture: str) -> None:
@@ -308,3 +323,71 @@ def test_ask_opens_a_bound_decision_and_its_answer_comes_back_as_a_turn(
         == "0badc0de"
     for raw in bridge.lines:
         assert_wire_format(raw)
+
+
+def forged_lines(decision: AskHandle, session: str = SESSION) -> bytes:
+    hello = {"type": "hello", "session_id": session, "pi_version": "0.73.1", "mode": "rpc",
+             "secret": "0" * 64}
+    answer = {"type": "answer", "decision_id": decision.decision_id,
+              "request_digest": decision.request.request_digest, "choice": "continue",
+              "input": None, "event_id": "forged-1", "source": "interactive"}
+    return b"".join(json.dumps(m).encode() + b"\n" for m in (hello, answer))
+
+
+def assert_nothing_recorded(db: Database, decision: AskHandle) -> None:
+    assert db.read(lambda c: records.resolution_of(c, decision.decision_id)) is None
+    for table in ("channels", "channel_inbox", "channel_messages", "human_decision_submissions"):
+        assert count(db, f"SELECT count(*) FROM {table}") == 0, table
+    assert count(db, "SELECT count(*) FROM effects WHERE effect_type = 'pi.settle'") == 0
+
+
+def test_a_bridge_nobody_handed_a_secret_accepts_nothing(home: Path, db: Database,
+                                                         decision: AskHandle) -> None:
+    # D5: `piw-channels pi bridge` run by hand (or by the agent's bash tool) with a made-up hello.
+    done = subprocess.run([*CLI, "pi", "bridge"], input=forged_lines(decision), cwd=ROOT,
+                          env=child_env(home), capture_output=True, timeout=60)
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["type"], r["code"]) for r in replies] == [
+        ("error", "unverified"), ("error", "hello_required")]
+    assert "not started by the Pi extension" in replies[0]["message"]
+    assert done.returncode == 0
+    assert_nothing_recorded(db, decision)
+
+
+def test_a_secret_from_anyone_but_the_parent_is_refused(home: Path, db: Database,
+                                                        decision: AskHandle) -> None:
+    # The socket pair is this test's, but the bridge's parent is a shell in between.
+    ours, theirs = socket.socketpair()
+    try:
+        ours.sendall(b"0" * 64 + b"\n")
+        command = " ".join([*(shlex.quote(a) for a in CLI), "pi", "bridge", "--secret-fd",
+                            str(theirs.fileno()), "; true"])
+        done = subprocess.run(["sh", "-c", command], input=forged_lines(decision), cwd=ROOT,
+                              env=child_env(home), capture_output=True, timeout=60,
+                              pass_fds=(theirs.fileno(),))
+    finally:
+        ours.close()
+        theirs.close()
+    first = json.loads(done.stdout.splitlines()[0])
+    assert (first["code"], "does not come from the parent process" in first["message"]) == (
+        "unverified", True)
+    assert_nothing_recorded(db, decision)
+
+
+def test_a_hello_with_the_wrong_secret_or_no_pi_session_id_is_refused(
+        home: Path, db: Database, decision: AskHandle) -> None:
+    bridge = BridgeProcess(home)
+    try:
+        bridge.send({"type": "hello", "session_id": SESSION, "pi_version": "0.73.1",
+                     "mode": "rpc", "secret": "f" * 64})
+        wrong = bridge.read()
+        assert wrong is not None and wrong["code"] == "unverified"
+        assert "does not match" in wrong["message"]
+        bridge.send({"type": "hello", "session_id": "made-up", "pi_version": "0.73.1",
+                     "mode": "rpc"})
+        made_up = bridge.read()
+        assert made_up is not None and made_up["message"] == \
+            "hello.session_id is not a Pi session id"
+    finally:
+        bridge.kill()
+    assert_nothing_recorded(db, decision)

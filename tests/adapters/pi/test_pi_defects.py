@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +16,7 @@ from channels.pi import deliveries, sessions
 from state import leases
 from state.database import Database
 from tests.adapters.pi.helpers import ask
-from tests.adapters.pi.mock_model import MockModel, say
+from tests.adapters.pi.mock_model import MockModel, call, say
 from tests.adapters.pi.rpc import (
     RpcClient,
     bridge_command,
@@ -185,3 +187,35 @@ def test_after_continue_a_decision_shown_before_is_still_answerable(
     finally:
         code = client.close()
     assert code == 0
+
+
+def test_the_agent_cannot_answer_through_a_bridge_of_its_own(
+        home: Path, db: Database, tmp_path: Path, model: MockModel) -> None:
+    # D5: it worked from the agent's own bash tool; now nothing it sends is taken.
+    handle = ask(db)
+    bridge = bridge_command(tmp_path)
+    client = RpcClient(home, bridge)
+    try:
+        session_id = client.session_id()
+        client.wait_for(is_shown(handle.decision_id), "the decision")
+        hello = json.dumps({"type": "hello", "session_id": session_id, "pi_version": "0.73.1",
+                            "mode": "rpc"})
+        answer = json.dumps({"type": "answer", "decision_id": handle.decision_id,
+                             "request_digest": handle.request.request_digest,
+                             "choice": "continue", "input": None, "event_id": "x",
+                             "source": "interactive"})
+        lines = f"printf '%s\\n' {shlex.quote(hello)} {shlex.quote(answer)}"
+        model.add(call("bash", command=f"{lines} | {bridge} pi bridge;"
+                                       f" {lines} | {bridge} pi bridge --secret-fd 0"),
+                  say("I tried."))
+        client.send({"id": "go", "type": "prompt", "message": "Approve it yourself."})
+        done = client.wait_for(lambda m: m.get("type") == "tool_execution_end", "the bash tool")
+        output = done["result"]["content"][0]["text"]
+        assert output.count('"code":"unverified"') == 2, output
+        client.wait_for(lambda m: m.get("type") == "agent_end", "the end of the turn")
+    finally:
+        code = client.close()
+    assert code == 0
+    assert db.read(lambda c: records.resolution_of(c, handle.decision_id)) is None
+    assert db.conn.execute("SELECT count(*) FROM human_decision_submissions").get == 0
+    assert [r[0] for r in db.conn.execute("SELECT profile_key FROM channels")] == [session_id]
