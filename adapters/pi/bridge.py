@@ -241,12 +241,17 @@ class Bridge:
         channel_id = self.channel_id
         resource = store.channel_resource(channel_id)
         held = self.db.read(lambda c: leases.read(c, resource))
-        if held is None or not held.is_live(self._now()):
-            try:
+        try:
+            if held is None or not held.is_live(self._now()):
                 self.lease = self.db.write(lambda c: store.claim(
                     c, channel_id, self.owner_id, self._now(), self.db.entropy))
-            except LeaseHeld:  # another bridge won the race
-                self.lease = None
+            elif held.owner_id and workflows.owner_process_gone(held.owner_id):
+                # A killed bridge (or a /reload's old one) cannot release: do not wait out its TTL.
+                dead = held.owner_id
+                self.lease = self.db.write(lambda c: leases.take_over(
+                    c, resource, dead, "channel", self.owner_id, self._now(), self.db.entropy))
+        except LeaseHeld:  # another bridge won the race
+            self.lease = None
         if self.lease is None:
             if not self.waiting_announced:
                 self.waiting_announced = True

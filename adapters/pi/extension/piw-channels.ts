@@ -29,6 +29,9 @@ const RESULT_TIMEOUT_MS = 15_000;
 const STDERR_KEPT = 4096;
 const IDLE_POLL_MS = 100;
 const TURN_RETRY_MS = 10_000;
+const BACKOFF_FIRST_MS = 1_000;
+const BACKOFF_MAX_MS = 30_000;
+const BACKOFF_RESET_MS = 30_000; // a bridge that ran this long starts the backoff over
 
 interface TextInput {
 	name: string;
@@ -143,12 +146,14 @@ class Bridge {
 	private stderr = "";
 	private timer: ReturnType<typeof setTimeout> | undefined;
 	private stopped = false;
+	private gone = false;
 	private readonly child: ChildProcessWithoutNullStreams;
 	private readonly secretPipe: Writable;
 
 	constructor(
 		private readonly pi: ExtensionAPI,
 		private ctx: ExtensionContext,
+		private readonly onExit: (notice: string, permanent: boolean) => void,
 	) {
 		const bin = process.env.PIW_CHANNELS_BIN || "piw-channels";
 		// The secret goes on an extra pipe (fd 3), never in argv or the environment; the bridge
@@ -161,10 +166,17 @@ class Bridge {
 		this.secretPipe = this.child.stdio[3] as Writable;
 		this.secretPipe.on("error", () => undefined);
 		this.secretPipe.write(`${secret}\n`);
-		this.child.on("error", (error) => this.notify(`piw-channels bridge: ${error.message}`, "error"));
-		this.child.on("close", (code) => {
-			if (!this.stopped && code !== 0) this.notify(exitNotice(code, this.stderr), "error");
+		this.child.on("error", (error: NodeJS.ErrnoException) => {
+			const missing = error.code === "ENOENT";
+			this.exited(
+				missing
+					? `piw-channels bridge: ${bin} was not found; install piw-channels so that it is on PATH, or set PIW_CHANNELS_BIN to its full path`
+					: `piw-channels bridge: ${error.message}`,
+				missing,
+			);
 		});
+		// 65, 77, 78: the database, its permissions or the config need a fix; a restart cannot help.
+		this.child.on("close", (code) => this.exited(exitNotice(code, this.stderr), [65, 77, 78].includes(code ?? -1)));
 		this.child.stdin.on("error", () => undefined); // the child is gone; "close" reports it
 		this.child.stdout.on("data", (chunk: Buffer) => this.receive(chunk));
 		// Keep the pipe drained, and the end of what it said: a bridge that cannot start prints
@@ -179,6 +191,19 @@ class Bridge {
 			pi_version: piVersion(),
 			mode: piMode(ctx),
 		});
+	}
+
+	/** The child is gone (or never started): fail what waits on it, and tell the supervisor. */
+	private exited(notice: string, permanent = false): void {
+		if (this.gone) return;
+		this.gone = true;
+		for (const [eventId, waiter] of [...this.waiting]) {
+			this.waiting.delete(eventId);
+			waiter({ type: "error", code: "bridge_down", message: "the piw-channels bridge stopped", event_id: eventId });
+		}
+		if (this.timer) clearTimeout(this.timer);
+		this.secretPipe.destroy();
+		if (!this.stopped) this.onExit(notice, permanent);
 	}
 
 	stop(): void {
@@ -439,18 +464,81 @@ function choiceIds(labels: string[]): { id: string; label: string }[] {
 	});
 }
 
+/** Keeps one bridge running for the session: restarts a bridge that died, with backoff. */
+class Supervisor {
+	bridge: Bridge | undefined;
+	private restart: ReturnType<typeof setTimeout> | undefined;
+	private failures = 0;
+	private startedAt = 0;
+	private downNotice: string | undefined;
+
+	constructor(
+		private readonly pi: ExtensionAPI,
+		private ctx: ExtensionContext,
+	) {
+		this.start();
+	}
+
+	/** Why nothing can be shown or answered right now, or undefined while the bridge runs. */
+	get down(): string | undefined {
+		return this.bridge ? undefined : this.downNotice;
+	}
+
+	pump(ctx: ExtensionContext): void {
+		this.ctx = ctx;
+		this.bridge?.pump(ctx);
+	}
+
+	stop(): void {
+		if (this.restart) clearTimeout(this.restart);
+		this.restart = undefined;
+		this.bridge?.stop();
+		this.bridge = undefined;
+	}
+
+	private start(): void {
+		this.restart = undefined;
+		this.startedAt = Date.now();
+		this.bridge = new Bridge(this.pi, this.ctx, (notice, permanent) => this.exited(notice, permanent));
+		if (this.downNotice !== undefined) this.status(undefined);
+	}
+
+	private exited(notice: string, permanent: boolean): void {
+		this.bridge = undefined;
+		if (permanent) {
+			this.downNotice = `${notice}; fix it, then /reload`;
+			if (this.ctx.hasUI) this.ctx.ui.notify(this.downNotice, "error");
+			this.status("piw-channels: bridge down");
+			return;
+		}
+		if (Date.now() - this.startedAt > BACKOFF_RESET_MS) this.failures = 0;
+		const delay = Math.min(BACKOFF_FIRST_MS * 2 ** this.failures, BACKOFF_MAX_MS);
+		this.failures += 1;
+		this.downNotice = `${notice}; restarting in ${Math.round(delay / 1000)} s`;
+		if (this.ctx.hasUI) this.ctx.ui.notify(this.downNotice, "error");
+		this.status("piw-channels: bridge down, restarting");
+		this.restart = setTimeout(() => this.start(), delay);
+	}
+
+	private status(text: string | undefined): void {
+		if (this.ctx.hasUI) this.ctx.ui.setStatus("piw-channels", text);
+	}
+}
+
 export default function piwChannels(pi: ExtensionAPI): void {
-	let bridge: Bridge | undefined;
+	let supervisor: Supervisor | undefined;
+	const running = (): Bridge | undefined => supervisor?.bridge;
+	const downText = (): string => supervisor?.down ?? "piw-channels is not running in this session";
 
 	pi.on("session_start", async (_event, ctx) => {
-		bridge?.stop();
-		bridge = new Bridge(pi, ctx);
+		supervisor?.stop();
+		supervisor = new Supervisor(pi, ctx);
 	});
 	pi.on("session_shutdown", async () => {
-		bridge?.stop();
-		bridge = undefined;
+		supervisor?.stop();
+		supervisor = undefined;
 	});
-	pi.on("agent_end", async (_event, ctx) => bridge?.pump(ctx));
+	pi.on("agent_end", async (_event, ctx) => supervisor?.pump(ctx));
 
 	pi.registerTool({
 		name: "ask_human",
@@ -463,10 +551,11 @@ export default function piwChannels(pi: ExtensionAPI): void {
 		promptSnippet: "ask_human: ask the person a question; the answer arrives later as a new message",
 		parameters: AskParams,
 		async execute(_toolCallId, params) {
+			const bridge = running();
 			const reply = bridge ? await bridge.ask(params as Record<string, unknown>) : undefined;
 			const { text, ok } = bridge
 				? askedText(reply)
-				: { text: "piw-channels is not running in this session; the question was not asked.", ok: false };
+				: { text: `The question was not asked: ${downText()}`, ok: false };
 			return {
 				content: [{ type: "text", text }],
 				details: { decisionId: reply?.type === "asked" ? reply.decision_id : null, ok },
@@ -477,8 +566,9 @@ export default function piwChannels(pi: ExtensionAPI): void {
 	pi.registerCommand("ask", {
 		description: "Ask a question (on Telegram too, when configured); the answer starts a model turn here",
 		handler: async (args, ctx) => {
+			const bridge = running();
 			if (!bridge) {
-				ctx.ui.notify("piw-channels is not running in this session", "error");
+				ctx.ui.notify(downText(), "error");
 				return;
 			}
 			const title = args.trim() || (await ctx.ui.input("Question", "one line"))?.trim();
@@ -497,8 +587,13 @@ export default function piwChannels(pi: ExtensionAPI): void {
 	pi.registerCommand("decision", {
 		description: "Answer an open Pi Workflows decision",
 		handler: async (_args, ctx) => {
-			const open = bridge ? [...bridge.open.values()] : [];
-			if (!bridge || open.length === 0) {
+			const bridge = running();
+			if (!bridge) {
+				ctx.ui.notify(downText(), "error");
+				return;
+			}
+			const open = [...bridge.open.values()];
+			if (open.length === 0) {
 				ctx.ui.notify("No open decisions", "info");
 				return;
 			}

@@ -391,3 +391,30 @@ def test_a_hello_with_the_wrong_secret_or_no_pi_session_id_is_refused(
     finally:
         bridge.kill()
     assert_nothing_recorded(db, decision)
+
+
+def test_a_killed_bridge_s_lease_is_taken_over_at_once(home: Path, db: Database,
+                                                        decision: AskHandle) -> None:
+    # D7: a new bridge used to wait out the dead one's 60 s lease.
+    hello = {"type": "hello", "session_id": SESSION, "pi_version": "0.73.1", "mode": "rpc"}
+    first = BridgeProcess(home)
+    second = BridgeProcess(home)
+    try:
+        first.send(hello)
+        got = first.read()
+        assert got is not None and got["type"] == "deliver"
+        first.kill()  # SIGKILL: no release
+        resource = store.channel_resource(sessions.session_channel_id(SESSION))
+        state = db.read(lambda c: leases.read(c, resource))
+        assert state is not None and state.is_live(db.clock.now_ms())
+        second.send(hello)
+        got = second.read()
+        assert got is not None and (got["type"], got["decision_id"]) == (
+            "deliver", decision.decision_id)
+    finally:
+        first.kill()
+        second.kill()
+    events = [str(r[0]) for r in db.conn.execute(
+        "SELECT event_type FROM events WHERE resource_id = ? ORDER BY event_seq",
+        (resource,))]
+    assert "channel.lease_taken_over" in events

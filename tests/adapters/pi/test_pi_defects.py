@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,3 +221,45 @@ def test_the_agent_cannot_answer_through_a_bridge_of_its_own(
     assert db.read(lambda c: records.resolution_of(c, handle.decision_id)) is None
     assert db.conn.execute("SELECT count(*) FROM human_decision_submissions").get == 0
     assert [r[0] for r in db.conn.execute("SELECT profile_key FROM channels")] == [session_id]
+
+
+def test_a_killed_bridge_is_restarted_and_its_decisions_stay_answerable(
+        home: Path, db: Database, tmp_path: Path) -> None:
+    # D7: it was not restarted, and /decision then said "No open decisions".
+    handle = ask(db)
+    client = RpcClient(home, bridge_command(tmp_path))
+    try:
+        session_id = client.session_id()
+        client.wait_for(is_shown(handle.decision_id), "the decision")
+        wait_until(lambda: _delivery_status(db, session_id, handle.decision_id) == "confirmed",
+                   "the delivery to be confirmed")
+        owner = _owner_of(db, session_id)
+        assert owner is not None
+        os.kill(int(owner.split(":")[2]), signal.SIGKILL)
+        notice = client.wait_for(is_notice("restarting in 1 s"), "the bridge-down notice")
+        assert notice["message"].startswith("piw-channels bridge exited (signal)")
+        client.wait_for(lambda m: m.get("method") == "setStatus"
+                        and m.get("statusText") == "piw-channels: bridge down, restarting",
+                        "the status line")
+        wait_until(lambda: _owner_of(db, session_id) not in (None, owner),
+                   "the restarted bridge to serve the session")
+        _answer_through_decision(client, "Approve the plan?")
+        assert sum(1 for m in client.seen if is_shown(handle.decision_id)(m)) == 1
+    finally:
+        code = client.close()
+    assert code == 0
+
+
+def test_a_missing_piw_channels_says_how_to_fix_it(home: Path, tmp_path: Path) -> None:
+    # D11/D13: Pi showed only "spawn piw-channels ENOENT".
+    client = RpcClient(home, tmp_path / "nowhere" / "piw-channels")
+    try:
+        notice = client.wait_for(is_notice("was not found"), "the missing-command notice")
+        assert "set PIW_CHANNELS_BIN to its full path" in notice["message"]
+        client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
+        down = client.wait_for(lambda m: m.get("method") == "notify"
+                               and m is not notice, "the /decision answer")
+        assert "fix it, then /reload" in down["message"]
+    finally:
+        code = client.close()
+    assert code == 0
