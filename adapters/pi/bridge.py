@@ -3,15 +3,17 @@
 Framing is strict JSON lines: one compact JSON object per line, LF only (a trailing CR is
 stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits on them.
 
-    extension -> bridge                        bridge -> extension
-    hello {session_id, pi_version, mode}       deliver {message_id, decision_id, request_digest,
-    delivered {message_id, entry_id}                    title, text, choices, deadline_at}
-    answer {decision_id, request_digest,       settle {decision_id, outcome, provenance, text}
-            choice, input, event_id, source}   result {event_id, decision_id, result, message,
-    ask {event_id, title, summary?, blocks?,           outcome, choice, label, reason, duplicate}
-         choices, timeout_minutes?,            asked {event_id, decision_id, delivered_to}
-         default_choice?, audience?}           turn {turn_intent_id, decision_id, content}
-    turned {turn_intent_id, entry_id}          error {code, message, event_id?}
+    extension -> bridge                    bridge -> extension
+    hello {secret, session_id,             deliver {message_id, decision_id, request_digest,
+           pi_version, mode}                        title, text, choices, deadline_at}
+    delivered {message_id, entry_id}       settle {decision_id, outcome, provenance, text,
+    answer {decision_id, request_digest,           title, channel}
+            choice, input, event_id,       result {event_id, decision_id, result, message,
+            source}                                outcome, choice, label, reason, duplicate}
+    ask {event_id, title, summary?,        asked {event_id, decision_id, delivered_to}
+         blocks?, choices, audience?,      turn {turn_intent_id, decision_id, content}
+         timeout_minutes?, default_choice?} error {code, message, event_id?}
+    turned {turn_intent_id, entry_id}
 
 After `hello` the bridge claims the lease of the session's channel (`pi-` + hash of the
 session id); while another live bridge holds it, this one says so once (`error lease_held`)
@@ -391,7 +393,8 @@ def deliver_message(item: Delivery) -> dict[str, Any]:
 def settle_message(item: Settlement) -> dict[str, Any]:
     """The `settle` line of one resolved decision."""
     return {"type": "settle", "decision_id": item.decision_id, "outcome": item.outcome,
-            "provenance": item.provenance, "text": item.text}
+            "provenance": item.provenance, "text": item.text, "title": item.title,
+            "channel": item.channel}
 
 
 # -- the process -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import { Type } from "typebox";
 
 const CUSTOM_TYPE = "piw-channels-decision";
 const TURN_TYPE = "piw-channels-answer";
+const SETTLED_TYPE = "piw-channels-settled";
 const RESULT_TIMEOUT_MS = 15_000;
 const STDERR_KEPT = 4096;
 const IDLE_POLL_MS = 100;
@@ -81,6 +82,16 @@ interface Turn {
 	content: string;
 }
 
+interface Settle {
+	type: "settle";
+	decision_id: string;
+	outcome: string;
+	provenance: string;
+	text: string;
+	title?: string;
+	channel?: string | null;
+}
+
 interface Failure {
 	type: "error";
 	code: string;
@@ -93,7 +104,7 @@ type Inbound =
 	| Result
 	| Asked
 	| Turn
-	| { type: "settle"; decision_id: string; outcome: string; text: string }
+	| Settle
 	| Failure;
 
 type Reply = Result | Asked | Failure;
@@ -119,6 +130,17 @@ function exitNotice(code: number | null, stderr: string): string {
 	return `piw-channels bridge exited (${code ?? "signal"})${said ? `: ${said}` : ""}`;
 }
 
+/** "Approve the plan?: Accepted: Ship (answered on telegram:default)". */
+function settleNotice(settle: Settle): string {
+	const line = settle.text.split("\n")[0] ?? settle.text;
+	let where = "";
+	if (settle.channel === "pi") where = " (answered in Pi)";
+	else if (settle.channel) where = ` (answered on ${settle.channel})`;
+	else if (settle.provenance === "explicit_cancel") where = " (cancelled with piw-channels cancel)";
+	else if (settle.provenance === "expired_no_default") where = " (its deadline passed)";
+	return settle.title ? `${settle.title}: ${line}${where}` : `${line}${where}`;
+}
+
 function describe(reply: Reply): string {
 	if (reply.type !== "result") return `Rejected: ${reply.type === "error" ? reply.message : "unexpected reply"}`;
 	const winner = reply.label ?? reply.choice ?? reply.reason ?? "";
@@ -140,6 +162,9 @@ class Bridge {
 	readonly open = new Map<string, Deliver>();
 	private readonly queue: Deliver[] = [];
 	private readonly turns: Turn[] = [];
+	private readonly settled: { decision_id: string; notice: string }[] = [];
+	/** Open `/decision` dialogs by decision: closed when the decision is settled elsewhere. */
+	readonly dialogs = new Map<string, { controller: AbortController; settledBy?: string }>();
 	private turnSent: { id: string; at: number } | undefined;
 	private readonly waiting = new Map<string, (reply: Reply) => void>();
 	private buffer = Buffer.alloc(0);
@@ -262,16 +287,17 @@ class Bridge {
 		if (ctx) this.ctx = ctx;
 		if (this.stopped) return;
 		this.reportTurns();
-		if (this.queue.length === 0 && this.turns.length === 0) return;
+		if (this.queue.length === 0 && this.turns.length === 0 && this.settled.length === 0) return;
 		if (this.ctx.isIdle() && this.turnSent === undefined) {
 			this.showDecisions();
+			this.showSettled();
 			this.startTurn();
 		} else if (this.turnSent && this.ctx.isIdle() && Date.now() - this.turnSent.at > TURN_RETRY_MS) {
 			// Idle, and the answer never reached the session (the turn could not start): try again.
 			this.notify("piw-channels: an answer could not start a turn; trying again", "warning");
 			this.turnSent = undefined;
 		}
-		if (this.queue.length > 0 || this.turns.length > 0) {
+		if (this.queue.length > 0 || this.turns.length > 0 || this.settled.length > 0) {
 			this.timer ??= setTimeout(() => {
 				this.timer = undefined;
 				this.pump();
@@ -294,6 +320,21 @@ class Bridge {
 				entryId = this.findEntry(CUSTOM_TYPE, "messageId", item.message_id);
 			}
 			if (entryId !== undefined) this.send({ type: "delivered", message_id: item.message_id, entry_id: entryId });
+		}
+	}
+
+	/** Mark decisions shown here as decided, in the session itself (the message that asked
+	 * "Answer with /decision" cannot be edited). */
+	private showSettled(): void {
+		while (this.settled.length > 0) {
+			const item = this.settled.shift() as { decision_id: string; notice: string };
+			if (this.findEntry(SETTLED_TYPE, "settledDecisionId", item.decision_id) !== undefined) continue;
+			this.pi.sendMessage({
+				customType: SETTLED_TYPE,
+				content: `Decided: ${item.notice}. Nothing to answer any more.`,
+				display: true,
+				details: { settledDecisionId: item.decision_id },
+			});
 		}
 	}
 
@@ -326,7 +367,11 @@ class Bridge {
 	}
 
 	/** The entry of ours that carries this id (a restarted bridge may send it again). */
-	private findEntry(customType: string, key: "messageId" | "turnIntentId", id: string): string | undefined {
+	private findEntry(
+		customType: string,
+		key: "messageId" | "turnIntentId" | "settledDecisionId",
+		id: string,
+	): string | undefined {
 		const branch = this.ctx.sessionManager.getBranch();
 		for (let i = branch.length - 1; i >= 0; i--) {
 			const entry = branch[i] as { type: string; id: string; customType?: string; details?: Record<string, unknown> };
@@ -377,10 +422,23 @@ class Bridge {
 				this.pump();
 				break;
 			case "settle": {
+				const shown = this.open.get(message.decision_id);
 				this.open.delete(message.decision_id);
 				const waiting = this.queue.findIndex((item) => item.decision_id === message.decision_id);
 				if (waiting >= 0) this.queue.splice(waiting, 1);
-				this.notify(message.text.split("\n")[0] ?? message.text, "info");
+				const notice = settleNotice(message);
+				const dialog = this.dialogs.get(message.decision_id);
+				if (dialog) {
+					// Someone else decided while the person had the dialog open: close it.
+					dialog.settledBy = notice;
+					dialog.controller.abort();
+				} else {
+					this.notify(notice, "info");
+				}
+				if (shown && this.findEntry(CUSTOM_TYPE, "messageId", shown.message_id) !== undefined) {
+					this.settled.push({ decision_id: message.decision_id, notice });
+					this.pump();
+				}
 				break;
 			}
 			case "turn":
@@ -525,6 +583,23 @@ class Supervisor {
 	}
 }
 
+/** The person's choice and text for one decision, or undefined when they cancel. */
+async function pickAnswer(
+	ctx: ExtensionContext,
+	decision: Deliver,
+	signal: AbortSignal,
+): Promise<{ choice: Choice; text: string | undefined } | undefined> {
+	const labels = decision.choices.map((c, i) => `${i + 1}. ${c.label}`);
+	const pickedLabel = await ctx.ui.select(decision.title, labels, { signal });
+	const choice = decision.choices[labels.indexOf(pickedLabel ?? "")];
+	if (!choice || signal.aborted) return undefined;
+	if (!choice.input) return { choice, text: undefined };
+	const limits = `${choice.input.min_length}-${choice.input.max_length} characters`;
+	const text = await ctx.ui.input(choice.input.prompt, limits, { signal });
+	if (text === undefined || signal.aborted) return undefined;
+	return { choice, text };
+}
+
 export default function piwChannels(pi: ExtensionAPI): void {
 	let supervisor: Supervisor | undefined;
 	const running = (): Bridge | undefined => supervisor?.bridge;
@@ -601,17 +676,20 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			const pickedTitle = await ctx.ui.select("Open decisions", titles);
 			const decision = open[titles.indexOf(pickedTitle ?? "")];
 			if (!decision) return;
-			const labels = decision.choices.map((c, i) => `${i + 1}. ${c.label}`);
-			const pickedLabel = await ctx.ui.select(decision.title, labels);
-			const choice = decision.choices[labels.indexOf(pickedLabel ?? "")];
-			if (!choice) return;
-			let text: string | undefined;
-			if (choice.input) {
-				const limits = `${choice.input.min_length}-${choice.input.max_length} characters`;
-				text = await ctx.ui.input(choice.input.prompt, limits);
-				if (text === undefined) return;
+			const dialog = { controller: new AbortController(), settledBy: undefined as string | undefined };
+			bridge.dialogs.set(decision.decision_id, dialog);
+			let picked: { choice: Choice; text: string | undefined } | undefined;
+			try {
+				picked = await pickAnswer(ctx, decision, dialog.controller.signal);
+			} finally {
+				bridge.dialogs.delete(decision.decision_id);
 			}
-			const result = await bridge.answer(decision, choice, text);
+			if (dialog.settledBy !== undefined) {
+				ctx.ui.notify(`Already decided: ${dialog.settledBy}`, "info");
+				return;
+			}
+			if (!picked) return;
+			const result = await bridge.answer(decision, picked.choice, picked.text);
 			ctx.ui.notify(result ? describe(result) : "piw-channels did not answer in time", result ? "info" : "error");
 		},
 	});

@@ -28,6 +28,7 @@ EXTENSION = ROOT / "adapters" / "pi" / "extension" / "piw-channels.ts"
 RELOAD_EXTENSION = Path(__file__).with_name("reload-ext.ts")
 CUSTOM_TYPE = "piw-channels-decision"
 TURN_TYPE = "piw-channels-answer"
+SETTLED_TYPE = "piw-channels-settled"
 
 
 def pi_executable() -> str | None:

@@ -9,17 +9,20 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from channels import messages, store
-from channels.decisions import records, workflows
+from channels.decisions import records, resolution, workflows
+from channels.decisions.resolution import HumanAnswer
 from channels.pi import deliveries, sessions
 from state import leases
 from state.database import Database
-from tests.adapters.pi.helpers import ask
+from tests.adapters.pi.helpers import ask, route_to_telegram
 from tests.adapters.pi.mock_model import MockModel, call, say
 from tests.adapters.pi.rpc import (
+    SETTLED_TYPE,
     RpcClient,
     bridge_command,
     is_notice,
@@ -263,3 +266,40 @@ def test_a_missing_piw_channels_says_how_to_fix_it(home: Path, tmp_path: Path) -
     finally:
         code = client.close()
     assert code == 0
+
+
+def test_a_telegram_answer_closes_the_open_dialog_and_marks_the_decision_decided(
+        home: Path, db: Database, tmp_path: Path) -> None:
+    # D8: the dialog stayed open, the notice had no title or channel, the history kept
+    # saying "Answer with /decision".
+    route_to_telegram(home)
+    handle = ask(db)
+    client = RpcClient(home, bridge_command(tmp_path))
+    try:
+        client.wait_for(is_shown(handle.decision_id), "the decision")
+        client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
+        client.answer_dialog("select", "1. Approve the plan?")
+        choices = client.wait_for(lambda m: m.get("method") == "select"
+                                  and m.get("title") == "Approve the plan?", "the choices")
+        verdict = db.write(lambda c: resolution.resolve(c, HumanAnswer(
+            handle.decision_id, handle.request.request_digest, {"choice": "continue"},
+            "telegram:default", "telegram-user:42", "callback:1", "callback:1"),
+            db.clock.now_ms(), allowed_channels=("pi", "telegram:default")))
+        assert verdict.result.value == "won"
+        client.wait_for(is_notice("Already decided: Approve the plan?: Accepted: Continue"
+                                  " (answered on telegram:default)"), "the dialog's close")
+        def is_mark(m: dict[str, Any]) -> bool:
+            return m.get("type") == "message_end" \
+                and m["message"].get("customType") == SETTLED_TYPE
+
+        marked = next((m for m in client.seen if is_mark(m)), None) \
+            or client.wait_for(is_mark, "the decided mark in the session")
+        assert marked["message"]["content"].startswith("Decided: Approve the plan?: Accepted")
+        # The closed dialog's late answer changes nothing; the list is empty now.
+        client.send({"type": "extension_ui_response", "id": choices["id"], "value": "3. Stop"})
+        client.send({"id": "cmd2", "type": "prompt", "message": "/decision"})
+        client.wait_for(is_notice("No open decisions"), "an empty list")
+    finally:
+        code = client.close()
+    assert code == 0
+    assert db.conn.execute("SELECT count(*) FROM human_decision_submissions").get == 1
