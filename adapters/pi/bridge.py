@@ -91,6 +91,7 @@ class Bridge:
     lease: Lease | None = None
     sent: set[str] = field(default_factory=set)  # decisions this process delivered
     offered: set[str] = field(default_factory=set)  # turn intents this process sent
+    deadlines: dict[str, int] = field(default_factory=dict)  # shown decisions' deadlines
     waiting_announced: bool = False
     config_problem: str | None = None
     seen_version: int = -1
@@ -298,6 +299,7 @@ class Bridge:
             self._renew()
             if self.lease is None:
                 return
+            self._apply_deadlines()
             version = self._data_version()
             if version != self.seen_version or time.monotonic() - self.last_sync >= RESYNC_SECONDS:
                 self.sync()
@@ -305,6 +307,16 @@ class Bridge:
             self._lost()
         except (StateError, ChannelsError) as exc:
             self.error(exc.code, str(exc))
+
+    def _apply_deadlines(self) -> None:
+        """A decision shown here must not look answerable past its deadline until cron runs:
+        apply due deadlines (and finish ask runs) as `poll` does, then settle right away."""
+        now = self._now()
+        if not any(at <= now for at in self.deadlines.values()):
+            return
+        self.deadlines = {d: at for d, at in self.deadlines.items() if at > now}
+        workflows.expire_overdue(self.db, self.owner_id)
+        self.sync()
 
     def _data_version(self) -> int:
         # Changes whenever another connection commits; our own commits leave it alone.
@@ -333,6 +345,8 @@ class Bridge:
             c, lease, channel_id, found, self._now()))
         for item in recorded:
             self.sent.add(item.decision.decision_id)
+            if item.decision.deadline_at is not None:
+                self.deadlines[item.decision.decision_id] = item.decision.deadline_at
             self.out.send(deliver_message(item))
 
     def _settle(self) -> None:

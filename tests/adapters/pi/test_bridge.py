@@ -418,3 +418,26 @@ def test_a_killed_bridge_s_lease_is_taken_over_at_once(home: Path, db: Database,
         "SELECT event_type FROM events WHERE resource_id = ? ORDER BY event_seq",
         (resource,))]
     assert "channel.lease_taken_over" in events
+
+
+def test_the_bridge_applies_a_shown_decision_s_deadline_without_cron(
+        home: Path, db: Database) -> None:
+    # D9: past its deadline a decision looked answerable in Pi until cron ran `expire`.
+    bridge = BridgeProcess(home)
+    try:
+        bridge.send({"type": "hello", "session_id": SESSION, "pi_version": "0.73.1",
+                     "mode": "rpc"})
+        bridge.send({"type": "ask", "event_id": "a-1", "title": "Ship it?",
+                     "timeout_minutes": 0.02, "default_choice": "ship",
+                     "choices": [{"id": "ship", "label": "Ship"}, {"id": "no", "label": "No"}]})
+        asked, shown = bridge.read(), bridge.read()
+        assert asked is not None and shown is not None and shown["type"] == "deliver"
+        got = [bridge.read(timeout=20) for _ in range(2)]
+        kinds = {m["type"]: m for m in got if m is not None}
+        assert (kinds["settle"]["outcome"], kinds["settle"]["provenance"]) == (
+            "accepted", "timeout_policy")
+        assert "Outcome: accepted (timed out; the default was taken)" in kinds["turn"]["content"]
+    finally:
+        bridge.kill()
+    assert db.conn.execute("SELECT status FROM runs r JOIN human_decisions d USING (run_id)"
+                           " WHERE d.decision_id = ?", (asked["decision_id"],)).get == "completed"
