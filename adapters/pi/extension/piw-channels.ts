@@ -21,6 +21,7 @@ import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
 import type { Writable } from "node:stream";
 import { type ExtensionAPI, type ExtensionContext, VERSION } from "@mariozechner/pi-coding-agent";
+import { Box, Text } from "@mariozechner/pi-tui";
 import { Type } from "typebox";
 
 const CUSTOM_TYPE = "piw-channels-decision";
@@ -594,10 +595,16 @@ async function pickAnswer(
 	const choice = decision.choices[labels.indexOf(pickedLabel ?? "")];
 	if (!choice || signal.aborted) return undefined;
 	if (!choice.input) return { choice, text: undefined };
-	const limits = `${choice.input.min_length}-${choice.input.max_length} characters`;
-	const text = await ctx.ui.input(choice.input.prompt, limits, { signal });
-	if (text === undefined || signal.aborted) return undefined;
-	return { choice, text };
+	const { min_length: min, max_length: max } = choice.input;
+	// The limits go in the title: a placeholder disappears as soon as the person types.
+	const title = `${choice.input.prompt} (${min}-${max} characters)`;
+	for (;;) {
+		const text = await ctx.ui.input(title, `${min}-${max} characters`, { signal });
+		if (text === undefined || signal.aborted) return undefined;
+		if (text.length >= min && text.length <= max) return { choice, text };
+		// Too short (an empty answer included) or too long: say so and ask again.
+		ctx.ui.notify(`The text needs ${min} to ${max} characters; it has ${text.length}.`, "warning");
+	}
 }
 
 export default function piwChannels(pi: ExtensionAPI): void {
@@ -614,6 +621,21 @@ export default function piwChannels(pi: ExtensionAPI): void {
 		supervisor = undefined;
 	});
 	pi.on("agent_end", async (_event, ctx) => supervisor?.pump(ctx));
+
+	// A readable label instead of the raw custom type ("[piw-channels-decision]") in the TUI.
+	const labels: [string, string, "accent" | "success" | "muted"][] = [
+		[CUSTOM_TYPE, "Decision for you", "accent"],
+		[TURN_TYPE, "A person answered", "success"],
+		[SETTLED_TYPE, "Decided", "muted"],
+	];
+	for (const [customType, label, color] of labels) {
+		pi.registerMessageRenderer(customType, (message, _options, theme) => {
+			const body = typeof message.content === "string" ? message.content : "";
+			const box = new Box(1, 1, (text) => theme.bg("customMessageBg", text));
+			box.addChild(new Text(`${theme.fg(color, theme.bold(label))}\n${body}`, 0, 0));
+			return box;
+		});
+	}
 
 	pi.registerTool({
 		name: "ask_human",

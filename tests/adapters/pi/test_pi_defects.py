@@ -19,7 +19,7 @@ from channels.decisions.resolution import HumanAnswer
 from channels.pi import deliveries, sessions
 from state import leases
 from state.database import Database
-from tests.adapters.pi.helpers import ask, route_to_telegram
+from tests.adapters.pi.helpers import CHOICES, ask, route_to_telegram
 from tests.adapters.pi.mock_model import MockModel, call, say
 from tests.adapters.pi.rpc import (
     SETTLED_TYPE,
@@ -302,4 +302,35 @@ def test_a_telegram_answer_closes_the_open_dialog_and_marks_the_decision_decided
     finally:
         code = client.close()
     assert code == 0
+    assert db.conn.execute("SELECT count(*) FROM human_decision_submissions").get == 1
+
+
+def test_the_text_dialog_shows_its_limits_and_asks_again_for_empty_or_long_text(
+        home: Path, db: Database, tmp_path: Path) -> None:
+    # D13: the length hint was invisible and an empty answer ended the dialog.
+    spec = workflows.AskSpec(title="Approve the plan?", presentation=workflows.presentation_for(
+        "Approve the plan?", None, None), choices=CHOICES)
+    handle = workflows.create_ask(db, spec, "owner-1")
+    workflows.release_run(db, handle.run.lease)
+    client = RpcClient(home, bridge_command(tmp_path))
+    try:
+        shown = client.wait_for(is_shown(handle.decision_id), "the decision")
+        # No summary: the title is shown once.
+        assert shown["message"]["content"].count("Approve the plan?") == 1
+        client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
+        client.answer_dialog("select", "1. Approve the plan?")
+        client.answer_dialog("select", "2. Replan")
+        first = client.answer_dialog("input", "")
+        assert first["title"] == "What should change? (1-20 characters)"
+        client.wait_for(is_notice("The text needs 1 to 20 characters; it has 0."), "the hint")
+        client.answer_dialog("input", "x" * 21)
+        client.wait_for(is_notice("it has 21."), "the hint again")
+        client.answer_dialog("input", "Smaller")
+        client.wait_for(is_notice("Accepted: Replan"), "the accepted answer")
+    finally:
+        code = client.close()
+    assert code == 0
+    resolved = db.read(lambda c: records.resolution_of(c, handle.decision_id))
+    assert resolved is not None and resolved.response == {
+        "choice": "replan", "input": {"text": "Smaller"}}
     assert db.conn.execute("SELECT count(*) FROM human_decision_submissions").get == 1

@@ -49,7 +49,7 @@ def test_real_pi_shows_the_decision_and_answers_it_through_decision(
         choices = client.answer_dialog("select", "2. Replan")
         assert choices["options"] == ["1. Continue", "2. Replan", "3. Stop"]
         prompt = client.answer_dialog("input", "Ship a smaller plan")
-        assert prompt["title"] == "What should change?"
+        assert prompt["title"] == "What should change? (1-20 characters)"
         client.wait_for(lambda m: m.get("method") == "notify"
                         and m.get("message") == "Accepted: Replan", "the accepted notice")
     finally:
