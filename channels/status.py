@@ -32,8 +32,10 @@ def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
         state = "held" if lease.is_live(now) else "expired"
     backlog, total = inbox.inbox_counts(conn, channel_id)
     error = store.last_provider_error(conn, channel_id)
+    # Session ids stay private: a Pi session is named by a few hex of its channel's hash,
+    # enough to tell the lines apart.
     name = f"telegram:{profile}" if adapter == "telegram" else (
-        "pi:local" if profile == "local" else "pi:session")  # session ids stay private
+        "pi:local" if profile == "local" else f"pi:session:{channel_id[3:11]}")
     return {
         "channel": name,
         "adapter": adapter,
@@ -56,7 +58,10 @@ def render_status(report: dict[str, Any]) -> str:
         "active leases: " + _counts(d["active_leases"]),
         "unsettled effects: " + _counts(d["unsettled_effects"]),
     ]
+    closed = [c for c in report["channels"] if _closed_pi_session(c)]
     for c in report["channels"]:
+        if _closed_pi_session(c):
+            continue
         lease = c["lease"]
         lines.append(
             f"{c['channel']}: lease {lease['state']} (generation {lease['generation']}),"
@@ -65,7 +70,17 @@ def render_status(report: dict[str, Any]) -> str:
         if c["last_error"]:
             e = c["last_error"]
             lines.append(f"  last provider error: {e['method']} {e['code']} {e['description']}")
+    if closed:
+        lines.append(f"pi sessions not running, with nothing waiting: {len(closed)}")
     return "\n".join(lines)
+
+
+def _closed_pi_session(channel: dict[str, Any]) -> bool:
+    """A Pi session no bridge serves now, with no backlog or pending delivery: every
+    `pi --no-session` start leaves one, so they are counted, not listed."""
+    return (str(channel["channel"]).startswith("pi:session:")
+            and channel["lease"]["state"] != "held" and channel["inbox"]["backlog"] == 0
+            and not channel["deliveries"].get("pending") and not channel["last_error"])
 
 
 def _counts(counts: dict[str, int]) -> str:

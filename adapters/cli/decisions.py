@@ -131,8 +131,9 @@ def cmd_decisions(args: argparse.Namespace) -> int:
         print("no open decisions" if not args.all else "no decisions")
     for v in listed:
         outcome = v.choice_label or v.reason or ""
+        where = f" ({v.decided_by})" if v.decided_by else ""
         print(f"{v.decision_id}  {v.display_status:<32}  {v.title}"
-              + (f"  -> {outcome}" if outcome else ""))
+              + (f"  -> {outcome}{where}" if outcome else ""))
     return EXIT_OK
 
 
@@ -155,6 +156,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if view.status != "open":
         print(f"provenance: {view.provenance}")
         print(f"outcome: {view.choice_label or view.reason}")
+        print(f"decided by: {view.decided_by}")
     counts = ", ".join(f"{k} {n}" for k, n in sorted(view.submissions.items())) or "none"
     print(f"submissions: {counts}")
     return EXIT_OK
