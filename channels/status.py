@@ -37,8 +37,10 @@ def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
         state = "held" if lease.is_live(now) else "expired"
     backlog, total = inbox.inbox_counts(conn, channel_id)
     error = store.last_provider_error(conn, channel_id)
+    # Session ids stay private: a Pi session is named by a few hex of its channel's hash,
+    # enough to tell the lines apart.
     name = f"telegram:{profile}" if adapter == "telegram" else (
-        "pi:local" if profile == "local" else "pi:session")  # session ids stay private
+        "pi:local" if profile == "local" else f"pi:session:{channel_id[3:11]}")  # never the id
     report: dict[str, Any] = {
         "channel": name,
         "adapter": adapter,

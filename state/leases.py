@@ -158,6 +158,28 @@ def claim(
     return lease
 
 
+def take_over(
+    conn: apsw.Connection,
+    resource_id: str,
+    dead_owner_id: str,
+    owner_type: OwnerType,
+    owner_id: str,
+    now: int,
+    entropy: Entropy,
+) -> Lease:
+    """Claim a lease whose live-looking owner the caller knows is dead (its process is gone),
+    recording `<type>.lease_taken_over`; LeaseHeld when someone else holds it by now."""
+    state = read(conn, resource_id)
+    if state is not None and state.is_live(now) and state.owner_id != dead_owner_id:
+        raise LeaseHeld(f"{resource_id} is held by a live owner until {state.expires_at}")
+    if state is not None and state.is_live(now):
+        clear_row(conn, resource_id)
+        resources.bump_current(conn, resource_id, f"{_resource_type(conn, resource_id)}"
+                               ".lease_taken_over", Actor(owner_type, owner_id), now,
+                               lease_generation=state.generation)
+    return claim(conn, resource_id, owner_type, owner_id, now, entropy)
+
+
 def verify(conn: apsw.Connection, lease: Lease, now: int, *, allow_expired: bool = False) -> None:
     """Raise StaleLease unless `lease` is still the current, unexpired ownership."""
     row = conn.execute(

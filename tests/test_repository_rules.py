@@ -19,6 +19,7 @@ TABLE_OWNERS = {
     "runs": "channels/decisions/runs.py",
     "node_attempts": "channels/decisions/runs.py",
     "run_bindings": "channels/decisions/runs.py",
+    "turn_intents": "channels/pi/turns.py",
     "channels": "channels/store.py",
     "channel_cursors": "channels/store.py",
     "channel_inbox": "channels/inbox.py",

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli.errors import UsageError
-from adapters.pi import bridge, operator
+from adapters.pi import binding, bridge, operator
 from channels.config.loading import load_config
 from channels.config.model import ChannelsConfig
 from channels.decisions import views, workflows
@@ -167,8 +167,10 @@ def cmd_extension_path(args: argparse.Namespace) -> int:
 
 def cmd_bridge(args: argparse.Namespace) -> int:
     """Serve one Pi session over JSON lines on stdin/stdout until stdin closes."""
+    # The secret pipe is read first, while the extension that made it is surely still there.
+    found = binding.read_binding(args.secret_fd)
     with Database.open_writer() as db:
-        return bridge.run(db, workflows.new_owner_id(db, "pi-bridge"),
+        return bridge.run(db, workflows.new_owner_id(db, "pi-bridge"), found,
                           tick_seconds=args.tick)
 
 
@@ -202,6 +204,8 @@ def register(sub: Any) -> None:
     q = pi_sub.add_parser("bridge", help="JSON-lines bridge for one Pi session (run by the Pi"
                           " extension)")
     q.add_argument("--tick", type=float, default=bridge.TICK_SECONDS, help=argparse.SUPPRESS)
+    q.add_argument("--secret-fd", type=int, metavar="FD",
+                   help="the inherited pipe the Pi extension writes its secret on")
     q.set_defaults(handler=cmd_bridge)
 
     q = pi_sub.add_parser("extension-path", help="print the path of the Pi extension file")

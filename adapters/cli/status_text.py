@@ -35,8 +35,13 @@ def render_status(report: dict[str, Any], config_dir: str) -> str:
     count = int(d["open_decisions"])
     lines = [f"Database {d['path']}: {_size(int(d['size_bytes']))}, schema {d['schema']},"
              f" {count} open decision{'' if count == 1 else 's'}."]
+    closed = [c for c in report["channels"] if _closed_pi_session(c)]
     for channel in report["channels"]:
+        if channel in closed:
+            continue
         lines += _telegram(channel, now) if channel["adapter"] == "telegram" else _pi(channel)
+    if closed:
+        lines.append(f"Closed Pi sessions with nothing waiting: {len(closed)}.")
     attention = report.get("needs_attention") or []
     if attention:
         lines.append("Needs attention:")
@@ -77,6 +82,14 @@ def _pi(c: dict[str, Any]) -> list[str]:
     connected = "a Pi session is connected" if c["lease"]["state"] == "held" else \
         "no Pi session connected"
     return [f"{c['channel']}: {connected}", "  " + _traffic(c)]
+
+
+def _closed_pi_session(channel: dict[str, Any]) -> bool:
+    """A Pi session no bridge serves now, with no backlog or pending delivery: every
+    `pi --no-session` start leaves one, so they are counted, not listed."""
+    return (str(channel["channel"]).startswith("pi:session:")
+            and channel["lease"]["state"] != "held" and channel["inbox"]["backlog"] == 0
+            and not channel["deliveries"].get("pending") and not channel.get("last_error"))
 
 
 def _traffic(c: dict[str, Any]) -> str:

@@ -3,13 +3,17 @@
 Framing is strict JSON lines: one compact JSON object per line, LF only (a trailing CR is
 stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits on them.
 
-    extension -> bridge                        bridge -> extension
-    hello {session_id, pi_version, mode}       deliver {message_id, decision_id, request_digest,
-    delivered {message_id, entry_id}                    title, text, choices, deadline_at}
-    answer {decision_id, request_digest,       settle {decision_id, outcome, provenance, text}
-            choice, input, event_id, source}   result {event_id, decision_id, result, message,
-                                                       outcome, choice, label, reason, duplicate}
-                                               error {code, message, event_id?}
+    extension -> bridge                    bridge -> extension
+    hello {secret, session_id,             deliver {message_id, decision_id, request_digest,
+           pi_version, mode}                        title, text, choices, deadline_at}
+    delivered {message_id, entry_id}       settle {decision_id, outcome, provenance, text,
+    answer {decision_id, request_digest,           title, channel}
+            choice, input, event_id,       result {event_id, decision_id, result, message,
+            source}                                outcome, choice, label, reason, duplicate}
+    ask {event_id, title, summary?,        asked {event_id, decision_id, delivered_to}
+         blocks?, choices, audience?,      turn {turn_intent_id, decision_id, content}
+         timeout_minutes?, default_choice?} error {code, message, event_id?}
+    turned {turn_intent_id, entry_id}
 
 After `hello` the bridge claims the lease of the session's channel (`pi-` + hash of the
 session id); while another live bridge holds it, this one says so once (`error lease_held`)
@@ -17,15 +21,16 @@ and waits. As owner it delivers open decisions routed to `pi` (the session's own
 records each delivery with the Pi entry id the extension reports, accepts answers only with
 `source: "interactive"` (others are recorded and rejected), dedupes them by
 `<session_id>:<event_id>`, and sends `settle` for every decision it showed once it is resolved
-anywhere. Malformed lines get an `error` reply and are never fatal. It notices other writers
+anywhere. `ask` opens a decision in a waiting run bound to the session (`run_bindings`);
+once it is resolved, the session gets a `turn` (a `turn_intents` row) until the extension
+reports the Pi entry that received it (`turned`). Malformed lines get an `error` reply and
+are never fatal. It notices other writers
 through `PRAGMA data_version` (a counter read without touching any table), polls stdin with
 `select`, and exits cleanly, releasing the lease, when stdin closes.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import select
 import signal
@@ -36,12 +41,23 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from adapters.pi import asking
+from adapters.pi.binding import Binding
+from adapters.pi.framing import (
+    MAX_LINE_BYTES,
+    LineWriter,
+    ProtocolError,
+    _identifier,
+    _text,
+    parse_line,
+)
 from channels import store
 from channels.config import loading
 from channels.config.errors import ConfigError
 from channels.config.model import ChannelsConfig
+from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.pi import answers, deliveries, sessions, settlement
+from channels.pi import answers, deliveries, sessions, settlement, turns
 from channels.pi.answers import AnswerEvent
 from channels.pi.deliveries import Delivery
 from channels.pi.settlement import Settlement
@@ -52,94 +68,9 @@ from state.leases import Lease
 
 TICK_SECONDS = 0.5
 RESYNC_SECONDS = 5.0
-MAX_LINE_BYTES = 1 << 20
-MAX_ID_LENGTH = 200
 INTERACTIVE = "interactive"
 
 ConfigLoader = Callable[[], ChannelsConfig | None]
-
-
-class ProtocolError(Exception):
-    """A line the bridge cannot act on; answered with `error {code, message}`."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-# -- framing -----------------------------------------------------------------------------------
-
-
-def encode(message: dict[str, Any]) -> bytes:
-    """One protocol line: compact, ASCII-only JSON and a single LF."""
-    text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return text.encode("ascii") + b"\n"
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite(text: str) -> float:
-    # JSON numbers must fit a JavaScript double: the database's canonical JSON needs that.
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:20]} is out of range")
-    return value
-
-
-def _bounded_int(text: str) -> int:
-    _finite(text)
-    return int(text)
-
-
-def parse_line(raw: bytes) -> dict[str, Any]:
-    """Decode one line (without its LF) into a message with a string `type`."""
-    line = raw[:-1] if raw.endswith(b"\r") else raw
-    try:
-        value = json.loads(line.decode("utf-8"), parse_constant=_no_constant,
-                           parse_float=_finite, parse_int=_bounded_int)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError("malformed", f"not a JSON line: {exc}") from None
-    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
-        raise ProtocolError("malformed", "a message is a JSON object with a string type")
-    return value
-
-
-class LineWriter:
-    """Writes protocol lines to a descriptor; remembers when the reader has gone."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.closed = False
-
-    def send(self, message: dict[str, Any]) -> bool:
-        """Write one line; False when the pipe is closed (the line was not delivered)."""
-        if self.closed:
-            return False
-        data = encode(message)
-        try:
-            while data:
-                data = data[os.write(self.fd, data):]
-        except OSError:  # EPIPE or EBADF: the extension is gone
-            self.closed = True
-            return False
-        return True
-
-
-def _text(message: dict[str, Any], name: str) -> str:
-    value = message.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise ProtocolError("malformed", f"{message['type']}.{name} must be a non-empty string")
-    return value
-
-
-def _identifier(message: dict[str, Any], name: str) -> str:
-    value = _text(message, name)
-    if len(value) > MAX_ID_LENGTH or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
-        raise ProtocolError("malformed", f"{message['type']}.{name} is not a valid identifier")
-    return value
 
 
 # -- the bridge --------------------------------------------------------------------------------
@@ -153,11 +84,14 @@ class Bridge:
     out: LineWriter
     owner_id: str
     load_config: ConfigLoader = loading.load_config
+    binding: Binding = field(default_factory=lambda: Binding(None, "no secret descriptor"))
     session_id: str | None = None
     channel_id: str | None = None
     hello: dict[str, str] = field(default_factory=dict)
     lease: Lease | None = None
     sent: set[str] = field(default_factory=set)  # decisions this process delivered
+    offered: set[str] = field(default_factory=set)  # turn intents this process sent
+    deadlines: dict[str, int] = field(default_factory=dict)  # shown decisions' deadlines
     waiting_announced: bool = False
     config_problem: str | None = None
     seen_version: int = -1
@@ -191,7 +125,7 @@ class Bridge:
         kind = message["type"]
         if kind == "hello":
             self._hello(message)
-        elif kind not in ("delivered", "answer"):
+        elif kind not in ("delivered", "answer", "ask", "turned"):
             raise ProtocolError("unknown_type", f"unknown message type {kind!r}")
         elif self.session_id is None:
             raise ProtocolError("hello_required", "send hello {session_id, pi_version, mode} first")
@@ -199,13 +133,17 @@ class Bridge:
             raise ProtocolError("not_ready", "another bridge still serves this Pi session")
         elif kind == "delivered":
             self._delivered(message)
+        elif kind == "ask":
+            self._ask(message)
+        elif kind == "turned":
+            self._turned(message)
         else:
             self._answer(message)
 
     def _hello(self, message: dict[str, Any]) -> None:
         session_id = _identifier(message, "session_id")
-        if session_id == sessions.LOCAL_PROFILE:
-            raise ProtocolError("malformed", "hello.session_id 'local' is reserved")
+        if self.session_id is None:
+            self._verify(message, session_id)
         if self.session_id is not None:
             if session_id != self.session_id:
                 raise ProtocolError("session_mismatch",
@@ -216,6 +154,18 @@ class Bridge:
             lambda c: sessions.register_session(c, session_id, self._now()))
         self.session_id, self.hello = session_id, hello
         self._try_claim()
+
+    def _verify(self, message: dict[str, Any], session_id: str) -> None:
+        """Only the extension that spawned this bridge may speak for a Pi session: nothing is
+        registered (no channel, no deliveries, no answers) for anyone else."""
+        if self.binding.secret is None:
+            raise ProtocolError("unverified", "this bridge was not started by the Pi extension"
+                                f" ({self.binding.problem}); nothing is accepted")
+        if not self.binding.accepts(message.get("secret")):
+            raise ProtocolError("unverified", "hello.secret does not match the secret on the"
+                                " extension's pipe; nothing is accepted")
+        if sessions.PI_SESSION_ID.fullmatch(session_id) is None:
+            raise ProtocolError("unverified", "hello.session_id is not a Pi session id")
 
     def _delivered(self, message: dict[str, Any]) -> None:
         message_id = _identifier(message, "message_id")
@@ -257,6 +207,32 @@ class Bridge:
                        "duplicate": report.duplicate})
         self.sync()  # our own commit does not move data_version: settle right away
 
+    def _ask(self, message: dict[str, Any]) -> None:
+        event_id = _identifier(message, "event_id")
+        _, _, session_id = self._owner()
+        spec = asking.ask_spec(message, session_id)
+        usable, config = self._config()
+        if not usable:
+            raise ProtocolError("config_invalid", f"cannot route decisions: {self.config_problem}")
+        handle = workflows.create_ask(self.db, spec, self.owner_id)
+        # Like `ask` without --wait: the run waits with no live owner, so the deadline and the
+        # continuation are applied by whoever runs the expiry step next.
+        workflows.release_run(self.db, handle.run.lease)
+        self.out.send({"type": "asked", "event_id": event_id, "decision_id": handle.decision_id,
+                       "delivered_to": asking.delivered_to(config, spec.audience)})
+        self.sync()
+
+    def _turned(self, message: dict[str, Any]) -> None:
+        turn_intent_id = _identifier(message, "turn_intent_id")
+        entry_id = _identifier(message, "entry_id")
+        lease, channel_id, session_id = self._owner()
+        try:
+            self.db.write(lambda c: turns.confirm_turn(
+                c, lease, channel_id, session_id, turn_intent_id, entry_id, self._now()))
+        except KeyError:
+            raise ProtocolError("unknown_turn",
+                                f"{turn_intent_id} is not a turn of this Pi session") from None
+
     # -- lease ---------------------------------------------------------------------------------
 
     def _owner(self) -> tuple[Lease, str, str]:
@@ -268,12 +244,17 @@ class Bridge:
         channel_id = self.channel_id
         resource = store.channel_resource(channel_id)
         held = self.db.read(lambda c: leases.read(c, resource))
-        if held is None or not held.is_live(self._now()):
-            try:
+        try:
+            if held is None or not held.is_live(self._now()):
                 self.lease = self.db.write(lambda c: store.claim(
                     c, channel_id, self.owner_id, self._now(), self.db.entropy))
-            except LeaseHeld:  # another bridge won the race
-                self.lease = None
+            elif held.owner_id and workflows.owner_process_gone(held.owner_id):
+                # A killed bridge (or a /reload's old one) cannot release: do not wait out its TTL.
+                dead = held.owner_id
+                self.lease = self.db.write(lambda c: leases.take_over(
+                    c, resource, dead, "channel", self.owner_id, self._now(), self.db.entropy))
+        except LeaseHeld:  # another bridge won the race
+            self.lease = None
         if self.lease is None:
             if not self.waiting_announced:
                 self.waiting_announced = True
@@ -318,6 +299,7 @@ class Bridge:
             self._renew()
             if self.lease is None:
                 return
+            self._apply_deadlines()
             version = self._data_version()
             if version != self.seen_version or time.monotonic() - self.last_sync >= RESYNC_SECONDS:
                 self.sync()
@@ -325,6 +307,16 @@ class Bridge:
             self._lost()
         except (StateError, ChannelsError) as exc:
             self.error(exc.code, str(exc))
+
+    def _apply_deadlines(self) -> None:
+        """A decision shown here must not look answerable past its deadline until cron runs:
+        apply due deadlines (and finish ask runs) as `poll` does, then settle right away."""
+        now = self._now()
+        if not any(at <= now for at in self.deadlines.values()):
+            return
+        self.deadlines = {d: at for d, at in self.deadlines.items() if at > now}
+        workflows.expire_overdue(self.db, self.owner_id)
+        self.sync()
 
     def _data_version(self) -> int:
         # Changes whenever another connection commits; our own commits leave it alone.
@@ -340,18 +332,21 @@ class Bridge:
         if usable:
             self._deliver(config)
         self._settle()
+        self._offer_turns()
 
     def _deliver(self, config: ChannelsConfig | None) -> None:
         lease, channel_id, session_id = self._owner()
         skip = frozenset(self.sent)
         found = self.db.read(lambda c: deliveries.undelivered(
-            c, channel_id, session_id, config, skip, now=self._now()))
+            c, channel_id, session_id, config, skip, now=self._now(), include_confirmed=True))
         if not found:
             return
         recorded = self.db.write(lambda c: deliveries.record_deliveries(
             c, lease, channel_id, found, self._now()))
         for item in recorded:
             self.sent.add(item.decision.decision_id)
+            if item.decision.deadline_at is not None:
+                self.deadlines[item.decision.decision_id] = item.decision.deadline_at
             self.out.send(deliver_message(item))
 
     def _settle(self) -> None:
@@ -359,6 +354,16 @@ class Bridge:
         due = self.db.read(lambda c: settlement.due_settlements(c, channel_id, self._now()))
         for item in due:
             self._settle_one(lease, channel_id, item)
+
+    def _offer_turns(self) -> None:
+        # Offered until the extension reports the entry: it looks in the session first, so
+        # offering again (a new bridge, a lost line) never adds a second turn.
+        _, _, session_id = self._owner()
+        for item in self.db.read(lambda c: turns.due_turns(c, session_id, self._now())):
+            if item.turn_intent_id not in self.offered:
+                self.offered.add(item.turn_intent_id)
+                self.out.send({"type": "turn", "turn_intent_id": item.turn_intent_id,
+                               "decision_id": item.decision_id, "content": item.content})
 
     def _settle_one(self, lease: Lease, channel_id: str, item: Settlement) -> None:
         # Three steps so that no transaction is open while the line is written.
@@ -402,7 +407,8 @@ def deliver_message(item: Delivery) -> dict[str, Any]:
 def settle_message(item: Settlement) -> dict[str, Any]:
     """The `settle` line of one resolved decision."""
     return {"type": "settle", "decision_id": item.decision_id, "outcome": item.outcome,
-            "provenance": item.provenance, "text": item.text}
+            "provenance": item.provenance, "text": item.text, "title": item.title,
+            "channel": item.channel}
 
 
 # -- the process -------------------------------------------------------------------------------
@@ -437,12 +443,13 @@ def serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = TICK_SECONDS) 
         bridge.error("truncated", "stdin closed in the middle of a line; it was ignored")
 
 
-def run(db: Database, owner_id: str, *, stdin_fd: int = 0, stdout_fd: int = 1,
-        tick_seconds: float = TICK_SECONDS, load_config: ConfigLoader | None = None) -> int:
+def run(db: Database, owner_id: str, binding: Binding, *, stdin_fd: int = 0,
+        stdout_fd: int = 1, tick_seconds: float = TICK_SECONDS,
+        load_config: ConfigLoader | None = None) -> int:
     """The `pi bridge` process: serve until stdin closes, then release the lease."""
     previous = signal.signal(signal.SIGTERM, _stop)
     bridge = Bridge(db, LineWriter(stdout_fd), owner_id,
-                    load_config=load_config or loading.load_config)
+                    load_config=load_config or loading.load_config, binding=binding)
     try:
         serve(bridge, stdin_fd, tick_seconds=tick_seconds)
     except KeyboardInterrupt:

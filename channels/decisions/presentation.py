@@ -233,9 +233,12 @@ def _require_exact_keys(value: Mapping[str, Any], allowed: tuple[str, ...], labe
 def decision_segments(request: Mapping[str, Any]) -> list[Segment]:
     """The document segments of a request or channel-request document, in display order."""
     presentation: Presentation = request["presentation"]
+    # A summary that only repeats the title (`ask` without --summary) is not shown twice.
+    summary = [] if presentation["summary"] == request["title"] else [
+        Segment("summary", presentation["summary"])]
     segments = [
         Segment("title", request["title"]),
-        Segment("summary", presentation["summary"]),
+        *summary,
         *(_block_segment(block) for block in presentation["blocks"]),
     ]
     default = _default_notice(request)

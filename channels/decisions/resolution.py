@@ -25,6 +25,7 @@ from channels.decisions.request import (
     timeout_answer_digest,
 )
 from channels.errors import DecisionError, DecisionRefused, InvalidDigest
+from channels.pi import turns
 from state import blobs, effects, resources
 from state.canonical import canonical_bytes, sha256
 from state.leases import Lease
@@ -336,6 +337,7 @@ def _win(
     resolution = Resolution(decision.decision_id, outcome, provenance, response, reason, now,
                             digest)
     _reserve_follow_ups(conn, decision, resolution, revision, actor, now)
+    _reserve_turn_intent(conn, decision, resolution, revision, actor, now, human)
     return resolution
 
 
@@ -368,6 +370,45 @@ def _reserve_follow_ups(
         )
     for effect in _pending_presentations(conn, decision.resource_id):
         effects.cancel(conn, effect, actor, now, "decision resolved before delivery")
+
+
+def _reserve_turn_intent(
+    conn: apsw.Connection,
+    decision: StoredDecision,
+    resolution: Resolution,
+    revision: int,
+    actor: Actor,
+    now: int,
+    human: HumanAnswer | None,
+) -> None:
+    """A run bound to a Pi session gets its answer back there as a deferred model turn."""
+    session_id = runs.origin_session(conn, decision.run_id)
+    if session_id is None:
+        return
+    turns.reserve_turn_intent(
+        conn, source_resource_id=decision.resource_id, source_revision=revision,
+        run_id=decision.run_id, target_session_id=session_id,
+        facts=turn_facts(decision, resolution, actor, human), actor=actor, now=now,
+    )
+
+
+def turn_facts(decision: StoredDecision, resolution: Resolution, actor: Actor,
+               human: HumanAnswer | None) -> dict[str, Any]:
+    """The safe facts a deferred turn tells the model (no request internals, no tokens)."""
+    response = resolution.response or {}
+    known = decision.request.choices.get(str(response.get("choice", "")))
+    return {
+        "decisionId": decision.decision_id,
+        "title": str(decision.request.document["title"]),
+        "outcome": resolution.outcome, "provenance": resolution.provenance,
+        "choice": response.get("choice"),
+        "choiceLabel": None if known is None else str(known["label"]),
+        "input": response.get("input"), "reason": resolution.reason,
+        "channel": None if human is None else human.channel,
+        # A person's channel identity; otherwise only the kind (policy, control): owner ids
+        # are private.
+        "actor": human.actor_id if human is not None else actor.type,
+    }
 
 
 def _presenting_channels(conn: apsw.Connection, decision_id: str) -> list[tuple[str, str]]:

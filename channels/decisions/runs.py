@@ -118,6 +118,14 @@ def create_waiting_run(
     return RunHandle(spec.run_id, attempt_id, lease)
 
 
+def origin_session(conn: apsw.Connection, run_id: str) -> str | None:
+    """The Pi session an interactive run is bound to (its answer goes back there), or None."""
+    value = conn.execute(
+        "SELECT origin_session_id FROM run_bindings WHERE run_id = ?"
+        " AND execution_mode = 'interactive'", (run_id,)).get
+    return None if value is None else str(value)
+
+
 def verify_owner(conn: apsw.Connection, lease: Lease, run_id: str, now: int,
                  operation: str = "run.write") -> None:
     """The lease must be the live lease of this run (checked again in this transaction)."""

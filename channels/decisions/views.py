@@ -54,6 +54,7 @@ class DecisionView:
     created_at: int
     resolved_at: int | None
     submissions: dict[str, int] = field(default_factory=dict)
+    decided_by: str | None = None  # the winning channel's name, or timeout/cancel/expired
 
     @property
     def display_status(self) -> str:
@@ -69,7 +70,7 @@ class DecisionView:
             "provenance": self.provenance, "reason": self.reason,
             "deadline_at": self.deadline_at, "default_choice": self.default_choice,
             "created_at": self.created_at, "resolved_at": self.resolved_at,
-            "submissions": dict(self.submissions),
+            "submissions": dict(self.submissions), "decided_by": self.decided_by,
         }
 
 
@@ -194,6 +195,17 @@ def pending_continuations(conn: apsw.Connection, workflow_ref: str) -> list[str]
         " ORDER BY e.created_at", (RUN_CONTINUE, workflow_ref))]
 
 
+_ENDED_BY = {"timeout_policy": "timeout", "expired_no_default": "expired",
+             "explicit_cancel": "cancel"}
+
+
+def _decided_by(conn: apsw.Connection, decision_id: str, provenance: str) -> str:
+    """The channel name of a person's winning answer (no actor ids), or how it ended."""
+    channel = conn.execute("SELECT channel FROM human_decision_resolutions WHERE decision_id = ?",
+                           (decision_id,)).get
+    return str(channel) if channel else _ENDED_BY.get(provenance, provenance)
+
+
 def _view(
     conn: apsw.Connection, decision: StoredDecision, resolution: Resolution | None
 ) -> DecisionView:
@@ -210,6 +222,8 @@ def _view(
         ).get
         continuation = "applied" if status == "applied" else "pending"
     choice = resolution.choice if resolution else None
+    decided_by = None if resolution is None else _decided_by(conn, decision.decision_id,
+                                                              resolution.provenance)
     choices = decision.request.choices
     default = decision.request.default_response
     return DecisionView(
@@ -229,6 +243,7 @@ def _view(
         created_at=decision.created_at,
         resolved_at=resolution.resolved_at if resolution else None,
         submissions=dict(counts),
+        decided_by=decided_by,
     )
 
 

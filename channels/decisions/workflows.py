@@ -35,6 +35,21 @@ def new_owner_id(db: Database, role: str) -> str:
     return f"{role}:{socket.gethostname()}:{os.getpid()}:{db.entropy.token_bytes(6).hex()}"
 
 
+def owner_process_gone(owner_id: str) -> bool:
+    """True when `owner_id` (as `new_owner_id` makes it) names a process of this host that no
+    longer exists: its lease may be taken over before it expires. Unsure means False."""
+    parts = owner_id.split(":")
+    if len(parts) != 4 or parts[1] != socket.gethostname() or not parts[2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists (perhaps as another user's process): wait for the expiry
+    return False
+
+
 @dataclass(frozen=True, slots=True)
 class AskSpec:
     """Everything `piw-channels ask` collects from its arguments."""
@@ -45,6 +60,7 @@ class AskSpec:
     audience: str = "operator"
     timeout_ms: int | None = None
     default_choice: str | None = None
+    origin_session_id: str | None = None  # a Pi session: its answer goes back there as a turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +96,7 @@ def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
         run_id=run_id, workflow_name=ASK_WORKFLOW,
         definition={"name": ASK_WORKFLOW, "nodes": [{"id": ASK_NODE, "type": "human_decision"}]},
         input={"title": spec.title}, node_id=ASK_NODE, title=spec.title, source_ref=ASK_WORKFLOW,
+        origin_session_id=spec.origin_session_id,
     )
 
     def command(conn: apsw.Connection) -> runs.RunHandle:
@@ -271,6 +288,7 @@ def summarize(outcome: Verdict) -> str:
 __all__ = [
     "ASK_WORKFLOW", "AskHandle", "AskSpec", "ExpiryReport", "apply_continuation",
     "apply_deadline", "cancel_decision", "create_ask", "expire_overdue", "new_owner_id",
+    "owner_process_gone",
     "presentation_for", "release_run", "resolve_id", "summarize", "wait_for_resolution",
 ]
 

@@ -73,12 +73,16 @@ def _open_rows(
     conn: apsw.Connection, session_id: str | None, now: int | None
 ) -> list[tuple[str, str]]:
     """(decision_id, audience) of every open decision; runs started from `session_id` first.
-    With `now`, decisions past their deadline are left out: an answer could only be stale."""
+    With `session_id`, a decision bound to another session is left out (it is shown where it
+    was asked); unbound ones go to every session. With `now`, decisions past their deadline are
+    left out: an answer could only be stale."""
     rows = conn.execute(
         "SELECT d.decision_id, d.audience FROM human_decisions d"
         " LEFT JOIN run_bindings b ON b.run_id = d.run_id"
         " WHERE NOT EXISTS (SELECT 1 FROM human_decision_resolutions r"
         " WHERE r.decision_id = d.decision_id)"
+        " AND (:session IS NULL OR b.origin_session_id IS NULL"
+        " OR b.origin_session_id = :session)"
         " AND (:now IS NULL OR d.deadline_at IS NULL OR d.deadline_at > :now)"
         " ORDER BY coalesce(b.origin_session_id = :session, 0) DESC, d.created_at, d.decision_id",
         {"session": session_id, "now": now},

@@ -49,13 +49,20 @@ def undelivered(
     skip: frozenset[str] = frozenset(),
     *,
     now: int | None = None,
+    include_confirmed: bool = False,
 ) -> list[Delivery]:
     """Open decisions routed to `pi` that this session has not confirmed (and that are not in
-    `skip`, the ones this bridge already sent). Only these are loaded and rendered."""
+    `skip`, the ones this bridge already sent). Only these are loaded and rendered.
+
+    A new bridge asks `include_confirmed`: the extension (after `/reload` or `pi --continue`)
+    knows only what its bridge sends, so decisions it already shows must be sent again to be
+    answerable; it finds their entries in the session and does not show them twice.
+    """
     statuses = delivery_statuses(conn, channel_id)
     found = []
     for decision_id, audience in _open_rows(conn, session_id, now):
-        if statuses.get(decision_id) == "confirmed" or decision_id in skip:
+        confirmed = statuses.get(decision_id) == "confirmed" and not include_confirmed
+        if confirmed or decision_id in skip:
             continue
         if routes_to_pi(config, audience):
             found.append(Delivery(delivery_message_id(channel_id, decision_id),

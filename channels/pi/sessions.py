@@ -5,6 +5,7 @@ Channel ids are `pi-` + 40 hex of SHA-256(session id or `local`).
 
 from __future__ import annotations
 
+import re
 import time
 
 import apsw
@@ -23,6 +24,8 @@ def pi_channel_id(session_id: str | None) -> str:
 
 
 LOCAL_PROFILE = "local"
+# Pi names sessions with UUIDs (v7 since 0.70); anything else in a hello is not a Pi session.
+PI_SESSION_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def local_channel_id() -> str:

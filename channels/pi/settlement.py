@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import apsw
 
 from channels import store
+from channels.decisions import records
 from state import effects
 from state.clock import Entropy
 from state.effects import Attempt, Effect
@@ -25,6 +26,8 @@ class Settlement:
     outcome: str
     provenance: str
     text: str
+    title: str = ""
+    channel: str | None = None  # the channel of a person's winning answer
 
 
 def due_settlements(conn: apsw.Connection, channel_id: str, now: int) -> list[Settlement]:
@@ -34,9 +37,18 @@ def due_settlements(conn: apsw.Connection, channel_id: str, now: int) -> list[Se
         if effect.idempotency_key != channel_id:
             continue
         body = effects.payload(conn, effect)
-        found.append(Settlement(effect.effect_id, str(body["decisionId"]), str(body["outcome"]),
-                                str(body["provenance"]), str(body["text"])))
+        decision_id = str(body["decisionId"])
+        found.append(Settlement(effect.effect_id, decision_id, str(body["outcome"]),
+                                str(body["provenance"]), str(body["text"]),
+                                title=records.load(conn, decision_id).request.document["title"],
+                                channel=_winning_channel(conn, decision_id)))
     return found
+
+
+def _winning_channel(conn: apsw.Connection, decision_id: str) -> str | None:
+    value = conn.execute("SELECT channel FROM human_decision_resolutions WHERE decision_id = ?",
+                         (decision_id,)).get
+    return None if value is None else str(value)
 
 
 def begin_settlement(

@@ -1,5 +1,5 @@
 /**
- * piw-channels for Pi: shows Pi Workflows human decisions in this session and answers them.
+ * piw-channels for Pi: human decisions in this session, asked by the agent or answered here.
  *
  * On session start it spawns `piw-channels pi bridge` (or `$PIW_CHANNELS_BIN pi bridge`) and
  * talks to it in strict JSON lines (LF only; Node's readline is avoided because it also splits
@@ -8,16 +8,32 @@
  * opens Pi's select and input dialogs and sends the answer with `source: "interactive"`: only
  * a person using these dialogs answers; the model has no tool to do so.
  *
+ * The model asks with the `ask_human` tool (a person with `/ask`): the decision is bound to
+ * this session, and its answer comes back as a follow-up message that starts a model turn.
+ * That message carries the turn intent's id in `details`; the session is searched for it
+ * before anything is sent, so a restart or `/reload` never delivers an answer twice.
+ *
  * Protocol (see adapters/pi/bridge.py):
- *   to the bridge:   hello, delivered, answer
- *   from the bridge: deliver, settle, result, error
+ *   to the bridge:   hello, delivered, answer, ask, turned
+ *   from the bridge: deliver, settle, result, asked, turn, error
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
+import type { Writable } from "node:stream";
 import { type ExtensionAPI, type ExtensionContext, VERSION } from "@mariozechner/pi-coding-agent";
+import { Box, Text } from "@mariozechner/pi-tui";
+import { Type } from "typebox";
 
 const CUSTOM_TYPE = "piw-channels-decision";
+const TURN_TYPE = "piw-channels-answer";
+const SETTLED_TYPE = "piw-channels-settled";
 const RESULT_TIMEOUT_MS = 15_000;
+const STDERR_KEPT = 4096;
+const IDLE_POLL_MS = 100;
+const TURN_RETRY_MS = 10_000;
+const BACKOFF_FIRST_MS = 1_000;
+const BACKOFF_MAX_MS = 30_000;
+const BACKOFF_RESET_MS = 30_000; // a bridge that ran this long starts the backoff over
 
 interface TextInput {
 	name: string;
@@ -53,11 +69,46 @@ interface Result {
 	reason: string | null;
 }
 
+interface Asked {
+	type: "asked";
+	event_id: string;
+	decision_id: string;
+	delivered_to: string[];
+}
+
+interface Turn {
+	type: "turn";
+	turn_intent_id: string;
+	decision_id: string;
+	content: string;
+}
+
+interface Settle {
+	type: "settle";
+	decision_id: string;
+	outcome: string;
+	provenance: string;
+	text: string;
+	title?: string;
+	channel?: string | null;
+}
+
+interface Failure {
+	type: "error";
+	code: string;
+	message: string;
+	event_id?: string;
+}
+
 type Inbound =
 	| Deliver
 	| Result
-	| { type: "settle"; decision_id: string; outcome: string; text: string }
-	| { type: "error"; code: string; message: string; event_id?: string };
+	| Asked
+	| Turn
+	| Settle
+	| Failure;
+
+type Reply = Result | Asked | Failure;
 
 function piVersion(): string {
 	return typeof VERSION === "string" && VERSION ? VERSION : "unknown";
@@ -69,18 +120,41 @@ function piMode(ctx: ExtensionContext): string {
 	return at >= 0 ? (process.argv[at + 1] ?? "tui") : "tui";
 }
 
-function describe(result: Result): string {
-	const winner = result.label ?? result.choice ?? result.reason ?? "";
-	switch (result.result) {
+/** "bridge exited (77): <the last lines it printed>": the fix is usually in them. */
+function exitNotice(code: number | null, stderr: string): string {
+	const said = stderr
+		.split("\n")
+		.map((line) => line.trim())
+		.filter((line) => line.length > 0)
+		.slice(-3)
+		.join(" / ");
+	return `piw-channels bridge exited (${code ?? "signal"})${said ? `: ${said}` : ""}`;
+}
+
+/** "Approve the plan?: Accepted: Ship (answered on telegram:default)". */
+function settleNotice(settle: Settle): string {
+	const line = settle.text.split("\n")[0] ?? settle.text;
+	let where = "";
+	if (settle.channel === "pi") where = " (answered in Pi)";
+	else if (settle.channel) where = ` (answered on ${settle.channel})`;
+	else if (settle.provenance === "explicit_cancel") where = " (cancelled with piw-channels cancel)";
+	else if (settle.provenance === "expired_no_default") where = " (its deadline passed)";
+	return settle.title ? `${settle.title}: ${line}${where}` : `${line}${where}`;
+}
+
+function describe(reply: Reply): string {
+	if (reply.type !== "result") return `Rejected: ${reply.type === "error" ? reply.message : "unexpected reply"}`;
+	const winner = reply.label ?? reply.choice ?? reply.reason ?? "";
+	switch (reply.result) {
 		case "won":
 		case "adopted":
 			return `Accepted: ${winner}`;
 		case "already_resolved":
-			return `Already decided: ${result.outcome === "accepted" ? winner : `cancelled (${winner})`}`;
+			return `Already decided: ${reply.outcome === "accepted" ? winner : `cancelled (${winner})`}`;
 		case "stale":
-			return `Stale: ${result.message}`;
+			return `Stale: ${reply.message}`;
 		default:
-			return `Rejected: ${result.message}`;
+			return `Rejected: ${reply.message}`;
 	}
 }
 
@@ -88,74 +162,155 @@ function describe(result: Result): string {
 class Bridge {
 	readonly open = new Map<string, Deliver>();
 	private readonly queue: Deliver[] = [];
-	private readonly waiting = new Map<string, (result: Result) => void>();
+	private readonly turns: Turn[] = [];
+	private readonly settled: { decision_id: string; notice: string }[] = [];
+	/** Open `/decision` dialogs by decision: closed when the decision is settled elsewhere. */
+	readonly dialogs = new Map<string, { controller: AbortController; settledBy?: string }>();
+	private turnSent: { id: string; at: number } | undefined;
+	private readonly waiting = new Map<string, (reply: Reply) => void>();
 	private buffer = Buffer.alloc(0);
+	private stderr = "";
+	private timer: ReturnType<typeof setTimeout> | undefined;
 	private stopped = false;
+	private gone = false;
 	private readonly child: ChildProcessWithoutNullStreams;
+	private readonly secretPipe: Writable;
 
 	constructor(
 		private readonly pi: ExtensionAPI,
 		private ctx: ExtensionContext,
+		private readonly onExit: (notice: string, permanent: boolean) => void,
 	) {
 		const bin = process.env.PIW_CHANNELS_BIN || "piw-channels";
-		this.child = spawn(bin, ["pi", "bridge"], { stdio: ["pipe", "pipe", "pipe"] });
-		this.child.on("error", (error) => this.notify(`piw-channels bridge: ${error.message}`, "error"));
-		this.child.on("exit", (code) => {
-			if (!this.stopped && code !== 0) this.notify(`piw-channels bridge exited (${code})`, "error");
+		// The secret goes on an extra pipe (fd 3), never in argv or the environment; the bridge
+		// believes only a pipe whose write end its parent (this Pi) holds, and only a hello that
+		// repeats the secret. The write end stays open for as long as the bridge runs.
+		const secret = randomBytes(32).toString("hex");
+		this.child = spawn(bin, ["pi", "bridge", "--secret-fd", "3"], {
+			stdio: ["pipe", "pipe", "pipe", "pipe"],
+		}) as ChildProcessWithoutNullStreams;
+		this.secretPipe = this.child.stdio[3] as Writable;
+		this.secretPipe.on("error", () => undefined);
+		this.secretPipe.write(`${secret}\n`);
+		this.child.on("error", (error: NodeJS.ErrnoException) => {
+			const missing = error.code === "ENOENT";
+			this.exited(
+				missing
+					? `piw-channels bridge: ${bin} was not found; install piw-channels so that it is on PATH, or set PIW_CHANNELS_BIN to its full path`
+					: `piw-channels bridge: ${error.message}`,
+				missing,
+			);
 		});
-		this.child.stdin.on("error", () => undefined); // the child is gone; "exit" reports it
+		// 65, 77, 78: the database, its permissions or the config need a fix; a restart cannot help.
+		this.child.on("close", (code) => this.exited(exitNotice(code, this.stderr), [65, 77, 78].includes(code ?? -1)));
+		this.child.stdin.on("error", () => undefined); // the child is gone; "close" reports it
 		this.child.stdout.on("data", (chunk: Buffer) => this.receive(chunk));
-		this.child.stderr.on("data", () => undefined); // keep the pipe drained
+		// Keep the pipe drained, and the end of what it said: a bridge that cannot start prints
+		// the fix there (for example `chmod 700 ...`).
+		this.child.stderr.on("data", (chunk: Buffer) => {
+			this.stderr = (this.stderr + chunk.toString("utf8")).slice(-STDERR_KEPT);
+		});
 		this.send({
 			type: "hello",
+			secret,
 			session_id: ctx.sessionManager.getSessionId(),
 			pi_version: piVersion(),
 			mode: piMode(ctx),
 		});
 	}
 
+	/** The child is gone (or never started): fail what waits on it, and tell the supervisor. */
+	private exited(notice: string, permanent = false): void {
+		if (this.gone) return;
+		this.gone = true;
+		for (const [eventId, waiter] of [...this.waiting]) {
+			this.waiting.delete(eventId);
+			waiter({ type: "error", code: "bridge_down", message: "the piw-channels bridge stopped", event_id: eventId });
+		}
+		if (this.timer) clearTimeout(this.timer);
+		this.secretPipe.destroy();
+		if (!this.stopped) this.onExit(notice, permanent);
+	}
+
 	stop(): void {
 		this.stopped = true;
+		if (this.timer) clearTimeout(this.timer);
 		this.child.stdin.end(); // the bridge releases its lease when stdin closes
+		this.secretPipe.end();
 	}
 
 	send(message: Record<string, unknown>): void {
 		if (!this.stopped) this.child.stdin.write(`${JSON.stringify(message)}\n`);
 	}
 
-	/** Send an answer and wait for its result. */
-	answer(decision: Deliver, choice: Choice, text: string | undefined): Promise<Result | undefined> {
-		// "ui." marks an answer from this extension's dialogs; the dot also keeps the stored key
-		// `<session uuid>:ui.<uuid>` from looking like a Bot API token (`<digits>:<secret>`).
-		const eventId = `ui.${randomUUID()}`;
+	/** Send a line that names an event, and wait for the reply to it (undefined: no reply in time). */
+	request(message: Record<string, unknown> & { event_id: string }): Promise<Reply | undefined> {
+		const eventId = message.event_id;
 		return new Promise((resolve) => {
 			const timer = setTimeout(() => {
 				this.waiting.delete(eventId);
 				resolve(undefined);
 			}, RESULT_TIMEOUT_MS);
-			this.waiting.set(eventId, (result) => {
+			this.waiting.set(eventId, (reply) => {
 				clearTimeout(timer);
-				resolve(result);
+				resolve(reply);
 			});
-			this.send({
-				type: "answer",
-				decision_id: decision.decision_id,
-				request_digest: decision.request_digest,
-				choice: choice.id,
-				input: text ?? null,
-				event_id: eventId,
-				source: "interactive",
-			});
+			this.send(message);
 		});
 	}
 
-	/** Show queued decisions once Pi is idle (a message sent mid-turn would steer the model). */
-	flush(ctx?: ExtensionContext): void {
+	/** Send an answer and wait for its result. */
+	answer(decision: Deliver, choice: Choice, text: string | undefined): Promise<Reply | undefined> {
+		// "ui." marks an answer from this extension's dialogs; the dot also keeps the stored key
+		// `<session uuid>:ui.<uuid>` from looking like a Bot API token (`<digits>:<secret>`).
+		return this.request({
+			type: "answer",
+			decision_id: decision.decision_id,
+			request_digest: decision.request_digest,
+			choice: choice.id,
+			input: text ?? null,
+			event_id: `ui.${randomUUID()}`,
+			source: "interactive",
+		});
+	}
+
+	/** Open a decision bound to this session; the answer comes back as a turn. */
+	ask(question: Record<string, unknown>): Promise<Reply | undefined> {
+		return this.request({ ...question, type: "ask", event_id: `ask.${randomUUID()}` });
+	}
+
+	/**
+	 * Show queued decisions and answers once Pi is idle (a message sent mid-turn would steer
+	 * the model). Pi turns idle only after the `agent_end` listeners return, so while anything
+	 * waits this looks again shortly instead of waiting for the next event.
+	 */
+	pump(ctx?: ExtensionContext): void {
 		if (ctx) this.ctx = ctx;
-		if (!this.ctx.isIdle()) return;
+		if (this.stopped) return;
+		this.reportTurns();
+		if (this.queue.length === 0 && this.turns.length === 0 && this.settled.length === 0) return;
+		if (this.ctx.isIdle() && this.turnSent === undefined) {
+			this.showDecisions();
+			this.showSettled();
+			this.startTurn();
+		} else if (this.turnSent && this.ctx.isIdle() && Date.now() - this.turnSent.at > TURN_RETRY_MS) {
+			// Idle, and the answer never reached the session (the turn could not start): try again.
+			this.notify("piw-channels: an answer could not start a turn; trying again", "warning");
+			this.turnSent = undefined;
+		}
+		if (this.queue.length > 0 || this.turns.length > 0 || this.settled.length > 0) {
+			this.timer ??= setTimeout(() => {
+				this.timer = undefined;
+				this.pump();
+			}, IDLE_POLL_MS);
+		}
+	}
+
+	private showDecisions(): void {
 		while (this.queue.length > 0) {
 			const item = this.queue.shift() as Deliver;
-			let entryId = this.findEntry(item.message_id);
+			if (!this.open.has(item.decision_id)) continue; // settled while it waited
+			let entryId = this.findEntry(CUSTOM_TYPE, "messageId", item.message_id);
 			if (entryId === undefined) {
 				this.pi.sendMessage({
 					customType: CUSTOM_TYPE,
@@ -163,18 +318,65 @@ class Bridge {
 					display: true,
 					details: { messageId: item.message_id, decisionId: item.decision_id },
 				});
-				entryId = this.findEntry(item.message_id);
+				entryId = this.findEntry(CUSTOM_TYPE, "messageId", item.message_id);
 			}
 			if (entryId !== undefined) this.send({ type: "delivered", message_id: item.message_id, entry_id: entryId });
 		}
 	}
 
-	/** The entry that already shows this delivery (a restarted bridge may deliver it again). */
-	private findEntry(messageId: string): string | undefined {
+	/** Mark decisions shown here as decided, in the session itself (the message that asked
+	 * "Answer with /decision" cannot be edited). */
+	private showSettled(): void {
+		while (this.settled.length > 0) {
+			const item = this.settled.shift() as { decision_id: string; notice: string };
+			if (this.findEntry(SETTLED_TYPE, "settledDecisionId", item.decision_id) !== undefined) continue;
+			this.pi.sendMessage({
+				customType: SETTLED_TYPE,
+				content: `Decided: ${item.notice}. Nothing to answer any more.`,
+				display: true,
+				details: { settledDecisionId: item.decision_id },
+			});
+		}
+	}
+
+	/** Start the model turn of the first waiting answer (one at a time: each starts a turn). */
+	private startTurn(): void {
+		const next = this.turns[0];
+		if (!next) return;
+		this.turnSent = { id: next.turn_intent_id, at: Date.now() };
+		this.pi.sendMessage(
+			{
+				customType: TURN_TYPE,
+				content: next.content,
+				display: true,
+				details: { turnIntentId: next.turn_intent_id, decisionId: next.decision_id },
+			},
+			{ deliverAs: "followUp", triggerTurn: true },
+		);
+	}
+
+	/** Report every waiting answer that is already in the session (the receipt is its entry id). */
+	private reportTurns(): void {
+		while (this.turns.length > 0) {
+			const first = this.turns[0] as Turn;
+			const entryId = this.findEntry(TURN_TYPE, "turnIntentId", first.turn_intent_id);
+			if (entryId === undefined) return;
+			this.send({ type: "turned", turn_intent_id: first.turn_intent_id, entry_id: entryId });
+			this.turns.shift();
+			if (this.turnSent?.id === first.turn_intent_id) this.turnSent = undefined;
+		}
+	}
+
+	/** The entry of ours that carries this id (a restarted bridge may send it again). */
+	private findEntry(
+		customType: string,
+		key: "messageId" | "turnIntentId" | "settledDecisionId",
+		id: string,
+	): string | undefined {
 		const branch = this.ctx.sessionManager.getBranch();
 		for (let i = branch.length - 1; i >= 0; i--) {
-			const entry = branch[i] as { type: string; id: string; customType?: string; details?: { messageId?: string } };
-			if (entry.type === "custom_message" && entry.customType === CUSTOM_TYPE && entry.details?.messageId === messageId) {
+			const entry = branch[i] as { type: string; id: string; customType?: string; details?: Record<string, unknown> };
+			if (entry.type === "custom_message" && entry.customType === customType && entry.details?.[key] === id) {
 				return entry.id;
 			}
 		}
@@ -188,8 +390,28 @@ class Bridge {
 			let line = this.buffer.subarray(0, at).toString("utf8");
 			this.buffer = this.buffer.subarray(at + 1);
 			if (line.endsWith("\r")) line = line.slice(0, -1);
-			if (line.trim()) this.handle(JSON.parse(line) as Inbound);
+			if (line.trim()) this.handleLine(line);
 			at = this.buffer.indexOf(0x0a);
+		}
+	}
+
+	/** One line from the bridge; anything that is not a protocol message is reported, never fatal. */
+	private handleLine(line: string): void {
+		let message: unknown;
+		try {
+			message = JSON.parse(line);
+		} catch {
+			message = undefined;
+		}
+		if (typeof message !== "object" || message === null || typeof (message as { type?: unknown }).type !== "string") {
+			this.notify(`piw-channels: the bridge printed something that is not a protocol line: ${line.slice(0, 120)}`, "warning");
+			return;
+		}
+		try {
+			this.handle(message as Inbound);
+		} catch (error) {
+			// A line of the right shape with wrong fields must not take Pi down either.
+			this.notify(`piw-channels: could not handle a bridge line: ${(error as Error).message}`, "warning");
 		}
 	}
 
@@ -198,39 +420,52 @@ class Bridge {
 			case "deliver":
 				this.open.set(message.decision_id, message);
 				this.queue.push(message);
-				this.flush();
+				this.pump();
 				break;
-			case "settle":
+			case "settle": {
+				const shown = this.open.get(message.decision_id);
 				this.open.delete(message.decision_id);
-				this.notify(message.text.split("\n")[0] ?? message.text, "info");
-				break;
-			case "result": {
-				const waiter = this.waiting.get(message.event_id);
-				this.waiting.delete(message.event_id);
-				waiter?.(message);
+				const waiting = this.queue.findIndex((item) => item.decision_id === message.decision_id);
+				if (waiting >= 0) this.queue.splice(waiting, 1);
+				const notice = settleNotice(message);
+				const dialog = this.dialogs.get(message.decision_id);
+				if (dialog) {
+					// Someone else decided while the person had the dialog open: close it.
+					dialog.settledBy = notice;
+					dialog.controller.abort();
+				} else {
+					this.notify(notice, "info");
+				}
+				if (shown && this.findEntry(CUSTOM_TYPE, "messageId", shown.message_id) !== undefined) {
+					this.settled.push({ decision_id: message.decision_id, notice });
+					this.pump();
+				}
 				break;
 			}
-			case "error": {
-				const waiter = message.event_id === undefined ? undefined : this.waiting.get(message.event_id);
-				if (waiter && message.event_id !== undefined) {
-					// The answer was not taken at all (for example another bridge still serves this session).
-					this.waiting.delete(message.event_id);
-					waiter({
-						type: "result",
-						event_id: message.event_id,
-						result: "rejected",
-						message: message.message,
-						outcome: null,
-						label: null,
-						choice: null,
-						reason: null,
-					});
+			case "turn":
+				if (!this.turns.some((turn) => turn.turn_intent_id === message.turn_intent_id)) this.turns.push(message);
+				this.pump();
+				break;
+			case "result":
+			case "asked":
+				this.reply(message.event_id, message);
+				break;
+			case "error":
+				// An error naming an event answers that request (for example: another bridge still
+				// serves this session); any other is news for the person.
+				if (message.event_id !== undefined && this.waiting.has(message.event_id)) {
+					this.reply(message.event_id, message);
 					break;
 				}
 				this.notify(`piw-channels: ${message.message}`, message.code === "lease_held" ? "warning" : "error");
 				break;
-			}
 		}
+	}
+
+	private reply(eventId: string, message: Reply): void {
+		const waiter = this.waiting.get(eventId);
+		this.waiting.delete(eventId);
+		waiter?.(message);
 	}
 
 	private notify(text: string, kind: "info" | "warning" | "error"): void {
@@ -238,24 +473,224 @@ class Bridge {
 	}
 }
 
+const ChoiceParam = Type.Object({
+	id: Type.String({ description: "Short id: a letter or _, then letters, digits, _ or -" }),
+	label: Type.String({ description: "What the person sees" }),
+	text_prompt: Type.Optional(
+		Type.String({ description: "Set to ask the person for text with this choice: the prompt they see" }),
+	),
+	min_length: Type.Optional(Type.Integer({ description: "Fewest characters of text (default 1)" })),
+	max_length: Type.Optional(Type.Integer({ description: "Most characters of text (default 4000)" })),
+});
+
+const AskParams = Type.Object({
+	title: Type.String({ description: "The question, one line" }),
+	summary: Type.Optional(Type.String({ description: "What the person should know to decide" })),
+	blocks: Type.Optional(
+		Type.Array(Type.Any(), {
+			description: "Optional presentation blocks: {kind:'paragraph'|'preformatted', text}, {kind:'section', title}, {kind:'bullets', items}",
+		}),
+	),
+	choices: Type.Array(ChoiceParam, { minItems: 1, description: "The answers the person can pick" }),
+	timeout_minutes: Type.Optional(Type.Number({ description: "Give up after this long (default: wait)" })),
+	default_choice: Type.Optional(Type.String({ description: "Choice id taken when the timeout passes" })),
+	audience: Type.Optional(Type.String({ description: "Who decides (default: operator)" })),
+});
+
+function askedText(reply: Reply | undefined): { text: string; ok: boolean } {
+	if (reply === undefined) return { text: "piw-channels did not answer in time; the question was not asked.", ok: false };
+	if (reply.type === "asked") {
+		return {
+			text:
+				`Asked the person: decision ${reply.decision_id}, delivered to ${reply.delivered_to.join(", ")}. ` +
+				"Their answer will arrive as a new message that starts your next turn; do not wait or poll for it. " +
+				"End your turn now unless there is other work that does not depend on the answer.",
+			ok: true,
+		};
+	}
+	return { text: `The question was not asked: ${reply.type === "error" ? reply.message : reply.type}`, ok: false };
+}
+
+/** Choice ids from labels: lowercase words joined by "-", unique. */
+function choiceIds(labels: string[]): { id: string; label: string }[] {
+	const used = new Set<string>();
+	return labels.map((label, i) => {
+		let id = label.toLowerCase().replace(/[^a-z0-9_]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40);
+		if (!/^[a-z_]/.test(id)) id = `c${i + 1}${id ? `-${id}` : ""}`;
+		while (used.has(id)) id = `${id}-${i + 1}`;
+		used.add(id);
+		return { id, label };
+	});
+}
+
+/** Keeps one bridge running for the session: restarts a bridge that died, with backoff. */
+class Supervisor {
+	bridge: Bridge | undefined;
+	private restart: ReturnType<typeof setTimeout> | undefined;
+	private failures = 0;
+	private startedAt = 0;
+	private downNotice: string | undefined;
+
+	constructor(
+		private readonly pi: ExtensionAPI,
+		private ctx: ExtensionContext,
+	) {
+		this.start();
+	}
+
+	/** Why nothing can be shown or answered right now, or undefined while the bridge runs. */
+	get down(): string | undefined {
+		return this.bridge ? undefined : this.downNotice;
+	}
+
+	pump(ctx: ExtensionContext): void {
+		this.ctx = ctx;
+		this.bridge?.pump(ctx);
+	}
+
+	stop(): void {
+		if (this.restart) clearTimeout(this.restart);
+		this.restart = undefined;
+		this.bridge?.stop();
+		this.bridge = undefined;
+	}
+
+	private start(): void {
+		this.restart = undefined;
+		this.startedAt = Date.now();
+		this.bridge = new Bridge(this.pi, this.ctx, (notice, permanent) => this.exited(notice, permanent));
+		if (this.downNotice !== undefined) this.status(undefined);
+	}
+
+	private exited(notice: string, permanent: boolean): void {
+		this.bridge = undefined;
+		if (permanent) {
+			this.downNotice = `${notice}; fix it, then /reload`;
+			if (this.ctx.hasUI) this.ctx.ui.notify(this.downNotice, "error");
+			this.status("piw-channels: bridge down");
+			return;
+		}
+		if (Date.now() - this.startedAt > BACKOFF_RESET_MS) this.failures = 0;
+		const delay = Math.min(BACKOFF_FIRST_MS * 2 ** this.failures, BACKOFF_MAX_MS);
+		this.failures += 1;
+		this.downNotice = `${notice}; restarting in ${Math.round(delay / 1000)} s`;
+		if (this.ctx.hasUI) this.ctx.ui.notify(this.downNotice, "error");
+		this.status("piw-channels: bridge down, restarting");
+		this.restart = setTimeout(() => this.start(), delay);
+	}
+
+	private status(text: string | undefined): void {
+		if (this.ctx.hasUI) this.ctx.ui.setStatus("piw-channels", text);
+	}
+}
+
+/** The person's choice and text for one decision, or undefined when they cancel. */
+async function pickAnswer(
+	ctx: ExtensionContext,
+	decision: Deliver,
+	signal: AbortSignal,
+): Promise<{ choice: Choice; text: string | undefined } | undefined> {
+	const labels = decision.choices.map((c, i) => `${i + 1}. ${c.label}`);
+	const pickedLabel = await ctx.ui.select(decision.title, labels, { signal });
+	const choice = decision.choices[labels.indexOf(pickedLabel ?? "")];
+	if (!choice || signal.aborted) return undefined;
+	if (!choice.input) return { choice, text: undefined };
+	const { min_length: min, max_length: max } = choice.input;
+	// The limits go in the title: a placeholder disappears as soon as the person types.
+	const title = `${choice.input.prompt} (${min}-${max} characters)`;
+	for (;;) {
+		const text = await ctx.ui.input(title, `${min}-${max} characters`, { signal });
+		if (text === undefined || signal.aborted) return undefined;
+		if (text.length >= min && text.length <= max) return { choice, text };
+		// Too short (an empty answer included) or too long: say so and ask again.
+		ctx.ui.notify(`The text needs ${min} to ${max} characters; it has ${text.length}.`, "warning");
+	}
+}
+
 export default function piwChannels(pi: ExtensionAPI): void {
-	let bridge: Bridge | undefined;
+	let supervisor: Supervisor | undefined;
+	const running = (): Bridge | undefined => supervisor?.bridge;
+	const downText = (): string => supervisor?.down ?? "piw-channels is not running in this session";
 
 	pi.on("session_start", async (_event, ctx) => {
-		bridge?.stop();
-		bridge = new Bridge(pi, ctx);
+		supervisor?.stop();
+		supervisor = new Supervisor(pi, ctx);
 	});
 	pi.on("session_shutdown", async () => {
-		bridge?.stop();
-		bridge = undefined;
+		supervisor?.stop();
+		supervisor = undefined;
 	});
-	pi.on("agent_end", async (_event, ctx) => bridge?.flush(ctx));
+	pi.on("agent_end", async (_event, ctx) => supervisor?.pump(ctx));
+
+	// A readable label instead of the raw custom type ("[piw-channels-decision]") in the TUI.
+	const labels: [string, string, "accent" | "success" | "muted"][] = [
+		[CUSTOM_TYPE, "Decision for you", "accent"],
+		[TURN_TYPE, "A person answered", "success"],
+		[SETTLED_TYPE, "Decided", "muted"],
+	];
+	for (const [customType, label, color] of labels) {
+		pi.registerMessageRenderer(customType, (message, _options, theme) => {
+			const body = typeof message.content === "string" ? message.content : "";
+			const box = new Box(1, 1, (text) => theme.bg("customMessageBg", text));
+			box.addChild(new Text(`${theme.fg(color, theme.bold(label))}\n${body}`, 0, 0));
+			return box;
+		});
+	}
+
+	pi.registerTool({
+		name: "ask_human",
+		label: "Ask a person",
+		description:
+			"Ask the person a question and carry on without waiting: it is shown in this Pi session " +
+			"(and on Telegram when configured). Returns at once with the decision id. When the person " +
+			"answers, the answer (outcome, choice, exact text, who answered and where) arrives as a new " +
+			"message that starts your next turn. You cannot answer it yourself.",
+		promptSnippet: "ask_human: ask the person a question; the answer arrives later as a new message",
+		parameters: AskParams,
+		async execute(_toolCallId, params) {
+			const bridge = running();
+			const reply = bridge ? await bridge.ask(params as Record<string, unknown>) : undefined;
+			const { text, ok } = bridge
+				? askedText(reply)
+				: { text: `The question was not asked: ${downText()}`, ok: false };
+			return {
+				content: [{ type: "text", text }],
+				details: { decisionId: reply?.type === "asked" ? reply.decision_id : null, ok },
+			};
+		},
+	});
+
+	pi.registerCommand("ask", {
+		description: "Ask a question (on Telegram too, when configured); the answer starts a model turn here",
+		handler: async (args, ctx) => {
+			const bridge = running();
+			if (!bridge) {
+				ctx.ui.notify(downText(), "error");
+				return;
+			}
+			const title = args.trim() || (await ctx.ui.input("Question", "one line"))?.trim();
+			if (!title) return;
+			const typed = await ctx.ui.input("Choices, separated by commas", "Yes, No");
+			if (typed === undefined) return;
+			const labels = (typed.trim() ? typed : "Yes, No")
+				.split(",")
+				.map((label) => label.trim())
+				.filter((label) => label.length > 0);
+			const { text, ok } = askedText(await bridge.ask({ title, choices: choiceIds(labels) }));
+			ctx.ui.notify(text.split(". ")[0] ?? text, ok ? "info" : "error");
+		},
+	});
 
 	pi.registerCommand("decision", {
 		description: "Answer an open Pi Workflows decision",
 		handler: async (_args, ctx) => {
-			const open = bridge ? [...bridge.open.values()] : [];
-			if (!bridge || open.length === 0) {
+			const bridge = running();
+			if (!bridge) {
+				ctx.ui.notify(downText(), "error");
+				return;
+			}
+			const open = [...bridge.open.values()];
+			if (open.length === 0) {
 				ctx.ui.notify("No open decisions", "info");
 				return;
 			}
@@ -263,17 +698,20 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			const pickedTitle = await ctx.ui.select("Open decisions", titles);
 			const decision = open[titles.indexOf(pickedTitle ?? "")];
 			if (!decision) return;
-			const labels = decision.choices.map((c, i) => `${i + 1}. ${c.label}`);
-			const pickedLabel = await ctx.ui.select(decision.title, labels);
-			const choice = decision.choices[labels.indexOf(pickedLabel ?? "")];
-			if (!choice) return;
-			let text: string | undefined;
-			if (choice.input) {
-				const limits = `${choice.input.min_length}-${choice.input.max_length} characters`;
-				text = await ctx.ui.input(choice.input.prompt, limits);
-				if (text === undefined) return;
+			const dialog = { controller: new AbortController(), settledBy: undefined as string | undefined };
+			bridge.dialogs.set(decision.decision_id, dialog);
+			let picked: { choice: Choice; text: string | undefined } | undefined;
+			try {
+				picked = await pickAnswer(ctx, decision, dialog.controller.signal);
+			} finally {
+				bridge.dialogs.delete(decision.decision_id);
 			}
-			const result = await bridge.answer(decision, choice, text);
+			if (dialog.settledBy !== undefined) {
+				ctx.ui.notify(`Already decided: ${dialog.settledBy}`, "info");
+				return;
+			}
+			if (!picked) return;
+			const result = await bridge.answer(decision, picked.choice, picked.text);
 			ctx.ui.notify(result ? describe(result) : "piw-channels did not answer in time", result ? "info" : "error");
 		},
 	});

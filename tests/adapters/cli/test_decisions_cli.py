@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -153,3 +154,25 @@ def test_ask_wait_interrupted_releases_the_run_for_others(home: Path) -> None:
         assert db.conn.execute(
             "SELECT count(*) FROM leases l JOIN resources r USING (resource_id)"
             " WHERE r.resource_type = 'run' AND l.owner_type IS NOT NULL").get == 0
+
+
+def test_decisions_all_says_which_channel_won(home: Path) -> None:
+    # D10: the listing did not say where a decision was decided.
+    answered = cli(home, "ask", "--title", "Ship?", "--choice", "go=Go").stdout.strip()
+    cancelled = cli(home, "ask", "--title", "Drop?", "--choice", "a=A").stdout.strip()
+    with Database.open_writer() as db:
+        digest = db.read(lambda c: records.load(c, answered)).request.request_digest
+        db.write(lambda c: resolution.resolve(c, HumanAnswer(
+            answered, digest, {"choice": "go"}, "telegram:default", "telegram-user:42",
+            "callback:1", "callback:1"), db.clock.now_ms(),
+            allowed_channels=("pi", "telegram:default")))
+    assert cli(home, "cancel", cancelled, "--reason", "obsolete").returncode == 0
+    lines = cli(home, "decisions", "--all").stdout.splitlines()
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert re.search(r"\bGo\s+telegram:default\s", rows[answered[:17]]), lines
+    assert re.search(r"\bobsolete\s+cancel command\s", rows[cancelled[:17]]), lines
+    listing = {d["decision_id"]: d for d in json.loads(
+        cli(home, "decisions", "--all", "--json").stdout)}
+    assert listing[answered]["decided_by"] == "telegram:default"
+    assert "telegram-user:42" not in json.dumps(listing)  # actor ids stay private
+    assert "through telegram:default" in cli(home, "show", answered).stdout

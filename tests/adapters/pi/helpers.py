@@ -6,6 +6,7 @@ import json
 import os
 import re
 import select
+import socket
 import subprocess
 import sys
 import time
@@ -127,10 +128,18 @@ class PtyCli:
 class BridgeProcess:
     """A real `piw-channels pi bridge` child with pipes, read line by line."""
 
-    def __init__(self, home: Path, *, tick: float = 0.05) -> None:
-        self.proc = subprocess.Popen([*CLI, "pi", "bridge", "--tick", str(tick)], cwd=ROOT,
-                                     env=child_env(home), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def __init__(self, home: Path, *, tick: float = 0.05, secret: str | None = None) -> None:
+        # As the extension does: a socket pair made by this process (the bridge's parent),
+        # carrying a secret that `hello` repeats (added to every hello sent through `send`).
+        self.secret = secret or os.urandom(32).hex()
+        ours, theirs = socket.socketpair()
+        read_end, self.secret_pipe = theirs.detach(), ours.detach()
+        self.proc = subprocess.Popen(
+            [*CLI, "pi", "bridge", "--tick", str(tick), "--secret-fd", str(read_end)], cwd=ROOT,
+            env=child_env(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, pass_fds=(read_end,))
+        os.close(read_end)
+        os.write(self.secret_pipe, self.secret.encode() + b"\n")
         self._buffer = b""
         self.lines: list[bytes] = []  # every raw line received, LF included
 
@@ -140,6 +149,8 @@ class BridgeProcess:
         self.proc.stdin.flush()
 
     def send(self, message: dict[str, Any]) -> None:
+        if message.get("type") == "hello" and "secret" not in message:
+            message = {**message, "secret": self.secret}
         # JSON.stringify's form: compact, non-ASCII raw.
         self.send_raw(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
                       + b"\n")
@@ -167,8 +178,14 @@ class BridgeProcess:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
 
+    def _close_secret(self) -> None:
+        if self.secret_pipe >= 0:
+            os.close(self.secret_pipe)
+            self.secret_pipe = -1
+
     def wait(self, timeout: float = 15) -> int:
         code = self.proc.wait(timeout=timeout)
+        self._close_secret()
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()
@@ -178,6 +195,7 @@ class BridgeProcess:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=15)
+        self._close_secret()
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 stream.close()

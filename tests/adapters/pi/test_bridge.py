@@ -12,7 +12,11 @@ the test computes.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import socket
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,11 +27,21 @@ from channels import inbox, messages, store
 from channels.decisions import records, resolution, views
 from channels.decisions.resolution import HumanAnswer
 from channels.decisions.workflows import AskHandle
-from channels.pi import deliveries, sessions, settlement
+from channels.pi import deliveries, sessions, settlement, turns
 from state import leases
+from state.clock import ManualClock
 from state.database import Database
-from tests.adapters.pi.helpers import SESSION, BridgeProcess, ask, count, route_to_telegram
+from tests.adapters.pi.helpers import (
+    CLI,
+    SESSION,
+    BridgeProcess,
+    ask,
+    count,
+    route_to_telegram,
+)
+from tests.conftest import child_env
 from tests.paths import FIXTURES as _ALL_FIXTURES
+from tests.paths import ROOT
 
 FIXTURES = _ALL_FIXTURES / "pi"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -54,7 +68,9 @@ class Conversation:
 
     def bridge(self, name: str) -> BridgeProcess:
         if name not in self.bridges:
-            self.bridges[name] = BridgeProcess(self.home)
+            # One secret for all of a conversation's bridges, so raw lines can name `{secret}`.
+            secret = self.names.setdefault("secret", os.urandom(32).hex())
+            self.bridges[name] = BridgeProcess(self.home, secret=secret)
         return self.bridges[name]
 
     def run(self, fixture: str) -> None:
@@ -241,11 +257,15 @@ def test_stdin_closed_mid_conversation_releases_the_lease(home: Path, db: Databa
     assert channel_lease_is_free(db)
 
 
-def test_a_second_bridge_for_the_session_waits_for_the_lease(home: Path, db: Database,
-                                                            decision: AskHandle) -> None:
+def test_a_second_bridge_for_the_session_waits_for_the_lease(
+        home: Path, db: Database, clock: ManualClock, decision: AskHandle) -> None:
     conversation = Conversation(home, {"session_id": SESSION, **names_for(decision)}, {})
-    conversation.actions["open_second_decision"] = lambda: conversation.names.update(
-        names_for(ask(db, "Second question"), "_2"))
+
+    def open_second() -> None:
+        clock.advance(1000)  # created later, so delivered after the first one
+        conversation.names.update(names_for(ask(db, "Second question"), "_2"))
+
+    conversation.actions["open_second_decision"] = open_second
     conversation.run("second_bridge_waits.jsonl")
     channel_id = sessions.session_channel_id(SESSION)
     assert count(db, "SELECT count(*) FROM channel_messages WHERE channel_id = ?"
@@ -255,3 +275,169 @@ def test_a_second_bridge_for_the_session_waits_for_the_lease(home: Path, db: Dat
                                  (store.channel_resource(channel_id),)).get
     assert generation == 2 and channel_lease_is_free(db)
     assert count(db, "SELECT count(*) FROM channel_inbox") == 1  # `not_ready` wrote nothing
+
+
+def test_ask_opens_a_bound_decision_and_its_answer_comes_back_as_a_turn(
+        home: Path, db: Database) -> None:
+    bridge = BridgeProcess(home)
+    try:
+        bridge.send({"type": "hello", "session_id": SESSION, "pi_version": "0.73.1",
+                     "mode": "rpc"})
+        bridge.send({"type": "ask", "event_id": "a-1", "title": "Ship it?",
+                     "choices": [{"id": "ship", "label": "Ship"},
+                                 {"id": "why", "label": "Not yet", "text_prompt": "Why?"}]})
+        asked = bridge.read()
+        assert asked is not None and asked["type"] == "asked" and asked["event_id"] == "a-1"
+        assert asked["delivered_to"] == ["this Pi session"]
+        decision_id = asked["decision_id"]
+        shown = bridge.read()
+        assert shown is not None and (shown["type"], shown["decision_id"]) == (
+            "deliver", decision_id)
+        bridge.send({"type": "ask", "event_id": "a-2", "title": "Bad", "choices": [
+            {"id": "9 lives", "label": "Nine"}]})
+        refused = bridge.read()
+        assert refused is not None and (refused["type"], refused["code"], refused["event_id"]) \
+            == ("error", "invalid_request", "a-2")
+        bridge.send({"type": "turned", "turn_intent_id": "turn-nope", "entry_id": "a1b2c3d4"})
+        unknown = bridge.read()
+        assert unknown is not None and unknown["code"] == "unknown_turn"
+        assert db.conn.execute("SELECT origin_session_id FROM run_bindings b JOIN"
+                               " human_decisions d USING (run_id) WHERE d.decision_id = ?",
+                               (decision_id,)).get == SESSION
+        bridge.send({"type": "answer", "decision_id": decision_id,
+                     "request_digest": shown["request_digest"], "choice": "why",
+                     "input": "Tests are red", "event_id": "e-1", "source": "interactive"})
+        got = [bridge.read() for _ in range(3)]
+        kinds = {m["type"]: m for m in got if m is not None}
+        assert set(kinds) == {"result", "settle", "turn"}
+        turn = kinds["turn"]
+        assert turn["turn_intent_id"] == turns.turn_intent_id_for(decision_id)
+        assert 'Text input (exact JSON): {"text": "Tests are red"}' in turn["content"]
+        bridge.send({"type": "turned", "turn_intent_id": turn["turn_intent_id"],
+                     "entry_id": "0badc0de"})
+        bridge.close_stdin()
+        assert bridge.wait() == 0
+    finally:
+        bridge.kill()
+    assert db.read(lambda c: turns.turn_entry(c, turns.turn_intent_id_for(decision_id))) \
+        == "0badc0de"
+    for raw in bridge.lines:
+        assert_wire_format(raw)
+
+
+def forged_lines(decision: AskHandle, session: str = SESSION) -> bytes:
+    hello = {"type": "hello", "session_id": session, "pi_version": "0.73.1", "mode": "rpc",
+             "secret": "0" * 64}
+    answer = {"type": "answer", "decision_id": decision.decision_id,
+              "request_digest": decision.request.request_digest, "choice": "continue",
+              "input": None, "event_id": "forged-1", "source": "interactive"}
+    return b"".join(json.dumps(m).encode() + b"\n" for m in (hello, answer))
+
+
+def assert_nothing_recorded(db: Database, decision: AskHandle) -> None:
+    assert db.read(lambda c: records.resolution_of(c, decision.decision_id)) is None
+    for table in ("channels", "channel_inbox", "channel_messages", "human_decision_submissions"):
+        assert count(db, f"SELECT count(*) FROM {table}") == 0, table
+    assert count(db, "SELECT count(*) FROM effects WHERE effect_type = 'pi.settle'") == 0
+
+
+def test_a_bridge_nobody_handed_a_secret_accepts_nothing(home: Path, db: Database,
+                                                         decision: AskHandle) -> None:
+    # D5: `piw-channels pi bridge` run by hand (or by the agent's bash tool) with a made-up hello.
+    done = subprocess.run([*CLI, "pi", "bridge"], input=forged_lines(decision), cwd=ROOT,
+                          env=child_env(home), capture_output=True, timeout=60)
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(r["type"], r["code"]) for r in replies] == [
+        ("error", "unverified"), ("error", "hello_required")]
+    assert "not started by the Pi extension" in replies[0]["message"]
+    assert done.returncode == 0
+    assert_nothing_recorded(db, decision)
+
+
+def test_a_secret_from_anyone_but_the_parent_is_refused(home: Path, db: Database,
+                                                        decision: AskHandle) -> None:
+    # The socket pair is this test's, but the bridge's parent is a shell in between.
+    ours, theirs = socket.socketpair()
+    try:
+        ours.sendall(b"0" * 64 + b"\n")
+        command = " ".join([*(shlex.quote(a) for a in CLI), "pi", "bridge", "--secret-fd",
+                            str(theirs.fileno()), "; true"])
+        done = subprocess.run(["sh", "-c", command], input=forged_lines(decision), cwd=ROOT,
+                              env=child_env(home), capture_output=True, timeout=60,
+                              pass_fds=(theirs.fileno(),))
+    finally:
+        ours.close()
+        theirs.close()
+    first = json.loads(done.stdout.splitlines()[0])
+    assert (first["code"], "does not come from the parent process" in first["message"]) == (
+        "unverified", True)
+    assert_nothing_recorded(db, decision)
+
+
+def test_a_hello_with_the_wrong_secret_or_no_pi_session_id_is_refused(
+        home: Path, db: Database, decision: AskHandle) -> None:
+    bridge = BridgeProcess(home)
+    try:
+        bridge.send({"type": "hello", "session_id": SESSION, "pi_version": "0.73.1",
+                     "mode": "rpc", "secret": "f" * 64})
+        wrong = bridge.read()
+        assert wrong is not None and wrong["code"] == "unverified"
+        assert "does not match" in wrong["message"]
+        bridge.send({"type": "hello", "session_id": "made-up", "pi_version": "0.73.1",
+                     "mode": "rpc"})
+        made_up = bridge.read()
+        assert made_up is not None and made_up["message"] == \
+            "hello.session_id is not a Pi session id"
+    finally:
+        bridge.kill()
+    assert_nothing_recorded(db, decision)
+
+
+def test_a_killed_bridge_s_lease_is_taken_over_at_once(home: Path, db: Database,
+                                                        decision: AskHandle) -> None:
+    # D7: a new bridge used to wait out the dead one's 60 s lease.
+    hello = {"type": "hello", "session_id": SESSION, "pi_version": "0.73.1", "mode": "rpc"}
+    first = BridgeProcess(home)
+    second = BridgeProcess(home)
+    try:
+        first.send(hello)
+        got = first.read()
+        assert got is not None and got["type"] == "deliver"
+        first.kill()  # SIGKILL: no release
+        resource = store.channel_resource(sessions.session_channel_id(SESSION))
+        state = db.read(lambda c: leases.read(c, resource))
+        assert state is not None and state.is_live(db.clock.now_ms())
+        second.send(hello)
+        got = second.read()
+        assert got is not None and (got["type"], got["decision_id"]) == (
+            "deliver", decision.decision_id)
+    finally:
+        first.kill()
+        second.kill()
+    events = [str(r[0]) for r in db.conn.execute(
+        "SELECT event_type FROM events WHERE resource_id = ? ORDER BY event_seq",
+        (resource,))]
+    assert "channel.lease_taken_over" in events
+
+
+def test_the_bridge_applies_a_shown_decision_s_deadline_without_cron(
+        home: Path, db: Database) -> None:
+    # D9: past its deadline a decision looked answerable in Pi until cron ran `expire`.
+    bridge = BridgeProcess(home)
+    try:
+        bridge.send({"type": "hello", "session_id": SESSION, "pi_version": "0.73.1",
+                     "mode": "rpc"})
+        bridge.send({"type": "ask", "event_id": "a-1", "title": "Ship it?",
+                     "timeout_minutes": 0.02, "default_choice": "ship",
+                     "choices": [{"id": "ship", "label": "Ship"}, {"id": "no", "label": "No"}]})
+        asked, shown = bridge.read(), bridge.read()
+        assert asked is not None and shown is not None and shown["type"] == "deliver"
+        got = [bridge.read(timeout=20) for _ in range(2)]
+        kinds = {m["type"]: m for m in got if m is not None}
+        assert (kinds["settle"]["outcome"], kinds["settle"]["provenance"]) == (
+            "accepted", "timeout_policy")
+        assert "Outcome: accepted (timed out; the default was taken)" in kinds["turn"]["content"]
+    finally:
+        bridge.kill()
+    assert db.conn.execute("SELECT status FROM runs r JOIN human_decisions d USING (run_id)"
+                           " WHERE d.decision_id = ?", (asked["decision_id"],)).get == "completed"

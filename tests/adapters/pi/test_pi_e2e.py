@@ -8,121 +8,17 @@ on PATH), otherwise the test is skipped.
 
 from __future__ import annotations
 
-import json
-import os
-import select
-import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from channels import inbox, messages, store
 from channels.decisions import records
 from channels.pi import deliveries, sessions
 from state import leases
 from state.database import Database
-from tests.adapters.pi.helpers import ROOT, ask
+from tests.adapters.pi.helpers import ask
+from tests.adapters.pi.rpc import CUSTOM_TYPE, RpcClient, bridge_command, needs_pi, wait_until
 
-EXTENSION = ROOT / "adapters" / "pi" / "extension" / "piw-channels.ts"
-CUSTOM_TYPE = "piw-channels-decision"
-
-
-def pi_executable() -> str | None:
-    found = os.environ.get("PIW_PI_BIN") or shutil.which("pi")
-    if found is None or shutil.which("node") is None:
-        return None
-    return found
-
-
-PI = pi_executable()
-pytestmark = pytest.mark.skipif(
-    PI is None, reason="real Pi not available: install @mariozechner/pi-coding-agent@0.73.1 "
-    "with npm and set PIW_PI_BIN to its pi executable (Node >= 20.6 needed)")
-
-
-class RpcClient:
-    """Pi in RPC mode: strict JSON lines on its stdin and stdout."""
-
-    def __init__(self, home: Path, bridge_bin: Path) -> None:
-        assert PI is not None
-        env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / ".pi/agent"),
-               "PIW_CHANNELS_BIN": str(bridge_bin)}
-        self.proc = subprocess.Popen(
-            [PI, "--mode", "rpc", "--no-session", "--offline", "--no-extensions",
-             "-e", str(EXTENSION)],
-            cwd=home, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE)
-        self._buffer = b""
-        self.seen: list[dict[str, Any]] = []
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def next(self, timeout: float) -> dict[str, Any] | None:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        end = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
-            ready, _, _ = select.select([fd], [], [], max(0.0, end - time.monotonic()))
-            if not ready:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None
-            self._buffer += chunk
-        raw, self._buffer = self._buffer.split(b"\n", 1)
-        message = dict(json.loads(raw.rstrip(b"\r")))
-        self.seen.append(message)
-        return message
-
-    def wait_for(self, predicate: Any, what: str, timeout: float = 30) -> dict[str, Any]:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            message = self.next(end - time.monotonic())
-            if message is not None and predicate(message):
-                return message
-        raise AssertionError(f"no {what}; saw {self.seen[-10:]}")
-
-    def answer_dialog(self, method: str, value: str) -> dict[str, Any]:
-        request = self.wait_for(lambda m: m.get("type") == "extension_ui_request"
-                                and m.get("method") == method, f"{method} dialog")
-        self.send({"type": "extension_ui_response", "id": request["id"], "value": value})
-        return request
-
-    def close(self) -> int:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            return self.proc.wait(timeout=20)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            for stream in (self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    stream.close()
-
-
-def bridge_command(tmp_path: Path) -> Path:
-    """What the extension runs as `piw-channels`: this checkout with this interpreter."""
-    script = tmp_path / "piw-channels"
-    script.write_text(f'#!/bin/sh\nexec {sys.executable} -c '
-                      f'"from adapters.cli.main import main; main()" "$@"\n')
-    script.chmod(0o755)
-    return script
-
-
-def wait_until(check: Any, what: str, timeout: float = 15) -> None:
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+pytestmark = needs_pi
 
 
 def test_real_pi_shows_the_decision_and_answers_it_through_decision(
@@ -153,7 +49,7 @@ def test_real_pi_shows_the_decision_and_answers_it_through_decision(
         choices = client.answer_dialog("select", "2. Replan")
         assert choices["options"] == ["1. Continue", "2. Replan", "3. Stop"]
         prompt = client.answer_dialog("input", "Ship a smaller plan")
-        assert prompt["title"] == "What should change?"
+        assert prompt["title"] == "What should change? (1-20 characters)"
         client.wait_for(lambda m: m.get("method") == "notify"
                         and m.get("message") == "Accepted: Replan", "the accepted notice")
     finally:

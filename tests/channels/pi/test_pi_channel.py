@@ -150,12 +150,17 @@ def test_answer_locally_waits_then_reports_a_busy_channel(db: Database) -> None:
 def test_deliveries_put_own_runs_first_and_skip_confirmed_ones(db: Database) -> None:
     other = ask(db, "From elsewhere")
     mine = ask(db, "From this session")
-    db.write(lambda c: c.execute(
-        "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"
-        " VALUES (?, ?, 'interactive', 0)", (mine.run.run_id, SESSION)))
+    foreign = ask(db, "Asked in another session")
+    for handle, session in ((mine, SESSION), (foreign, "another-session")):
+        db.write(lambda c, h=handle, s=session: c.execute(
+            "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"
+            " VALUES (?, ?, 'interactive', 0)", (h.run.run_id, s)))
     lease, channel_id = session_lease(db)
     found = db.read(lambda c: deliveries.undelivered(c, channel_id, SESSION, None))
+    # Bound decisions go to their own session only; unbound ones to every session.
     assert [d.decision.decision_id for d in found] == [mine.decision_id, other.decision_id]
+    everything = db.read(lambda c: answers.open_for_pi(c, None))
+    assert foreign.decision_id in [d.decision_id for d in everything]
     recorded = db.write(lambda c: deliveries.record_deliveries(c, lease, channel_id, found,
                                                                db.clock.now_ms()))
     assert len(recorded) == 2
