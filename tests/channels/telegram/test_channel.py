@@ -350,14 +350,20 @@ def test_forged_callback_data_is_ignored(flow: Flow) -> None:
     assert flow.rows("SELECT count(*) FROM human_decision_submissions") == [(0,)]
 
 
-@pytest.mark.parametrize(
-    "fixture", ["edited_message.json", "my_chat_member_blocked.json"])
+@pytest.mark.parametrize("fixture", ["edited_message.json"])
 def test_update_types_outside_allowed_updates_are_never_fetched(flow: Flow, fixture: str) -> None:
     flow.server.push_fixture(ROOT / "tests/fixtures/telegram" / fixture)
     flow.poll()
     allowed = flow.server.requests("getUpdates")[0].params["allowed_updates"]
-    assert allowed == ["message", "callback_query"]
+    assert allowed == ["message", "callback_query", "my_chat_member"]
     assert flow.rows("SELECT count(*) FROM channel_inbox") == [(0,)]
+
+
+def test_a_user_blocking_the_bot_is_recorded_as_bot_removed(flow: Flow) -> None:
+    [update_id] = flow.server.push_fixture(ROOT / "tests/fixtures/telegram"
+                                           / "my_chat_member_blocked.json")
+    flow.poll()
+    assert flow.inbox()[str(update_id)] == {"result": "ignored:bot_removed", "chatId": USER}
 
 
 @pytest.mark.parametrize(
