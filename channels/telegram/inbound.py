@@ -67,9 +67,19 @@ def _ignored(reason: str) -> dict[str, Any]:
 
 
 def _answered(callback_id: Any, result: dict[str, Any], text: str) -> Processed:
-    if not isinstance(callback_id, str) or not callback_id:
+    # An id that is not valid Unicode (a row stored before the parser refused those) could
+    # never be sent: the press is processed, and not answered.
+    if not isinstance(callback_id, str) or not callback_id or not _sendable(callback_id):
         return Processed(result)
     return Processed(result, (callback_id, text[:CALLBACK_TEXT_LIMIT]))
+
+
+def _sendable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _callback(
