@@ -502,6 +502,21 @@ def test_settlement_stops_after_three_attempts(flow: Flow) -> None:
     assert len(flow.server.requests("editMessageReplyMarkup")) == 3
 
 
+def test_a_refused_token_never_uses_up_the_settlement_attempts(flow: Flow) -> None:
+    handle = flow.ask()
+    flow.poll()
+    flow.press(handle, "continue")
+    flow.server.inject("editMessageReplyMarkup", Fault.error(401, "Unauthorized", times=10))
+    for _ in range(4):
+        flow.poll()
+        flow.db.conn.execute("UPDATE effects SET next_attempt_at = 0 WHERE status = 'pending'")
+    assert flow.effect_statuses("telegram.settle") == ["pending"]  # waits for the token
+    flow.server.clear_faults()
+    flow.poll()
+    assert flow.effect_statuses("telegram.settle") == ["applied"]
+    assert [r.status for r in flow.server.requests("editMessageReplyMarkup")][-1] == 200
+
+
 def test_cancellation_settles_telegram_too(flow: Flow) -> None:
     handle = flow.ask()
     flow.poll()
