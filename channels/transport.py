@@ -66,6 +66,7 @@ class BotApi(Protocol):
         reply_markup: Mapping[str, Any] | None = None,
         message_thread_id: int | None = None,
         *,
+        entities: Sequence[Mapping[str, Any]] | None = None,
         deadline: float | None = None,
     ) -> ProviderResult: ...
 
@@ -79,10 +80,14 @@ class BotApi(Protocol):
 
 
 def describe(result: ProviderResult) -> dict[str, Any]:
-    """A result as a small JSON document for effect records (no ids, no token)."""
-    return {
+    """A result as a small JSON document for effect records (no token). A migrated group's new
+    chat id is kept, so the report can name it (it is never used to send)."""
+    described = {
         "outcome": result.outcome,
         "errorCode": result.error_code,
         "description": result.description,
         "retryAfter": result.retry_after,
     }
+    if result.migrate_to_chat_id is not None:
+        described["migrateToChatId"] = result.migrate_to_chat_id
+    return described

@@ -149,7 +149,9 @@ def translate(path: Path, exc: BaseException) -> StateError | None:
     return None
 
 
-def _os_error(path: Path, exc: OSError) -> PermissionProblem:
+def _os_error(path: Path, exc: OSError) -> StateError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _disk_full(path)
     if exc.errno == errno.EROFS:
         return PermissionProblem(f"cannot create {path}: the file system is read-only")
     return PermissionProblem(f"cannot create {path}: {exc.strerror}")

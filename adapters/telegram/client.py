@@ -62,7 +62,8 @@ Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
 DEFAULT_API_BASE_URL: Final = "https://api.telegram.org"
-DEFAULT_ALLOWED_UPDATES: Final = ("message", "callback_query")
+# my_chat_member: the bot learns at once that it was removed from (or blocked in) a chat.
+DEFAULT_ALLOWED_UPDATES: Final = ("message", "callback_query", "my_chat_member")
 # A real token is "<bot id>:<35 URL-safe characters>"; anything else could
 # change the request path, so it is refused rather than encoded (the config
 # refuses such a token file first, naming it).
@@ -225,16 +226,19 @@ class TelegramClient:
         reply_markup: Mapping[str, Any] | TelegramObject | None = None,
         message_thread_id: int | None = None,
         *,
+        entities: Sequence[Mapping[str, Any]] | None = None,
         deadline: float | None = None,
     ) -> CallResult:
         """``sendMessage`` with plain text (no parse mode).
 
         ``reply_markup`` is a Bot API dict (``{"inline_keyboard": ...}``,
-        ``{"force_reply": true}``) or the equivalent PTB object.
+        ``{"force_reply": true}``) or the equivalent PTB object; ``entities`` are
+        MessageEntity dicts (a ``text_mention``, for instance).
         """
         params: JSONDict = {
             "chat_id": chat_id,
             "text": text,
+            "entities": [dict(e) for e in entities] if entities else None,
             "reply_markup": _markup_dict(reply_markup),
             "message_thread_id": message_thread_id,
         }

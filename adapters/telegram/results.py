@@ -108,8 +108,9 @@ class CallResult:
         return None
 
     @property
-    def updates(self) -> list[JSONDict]:
-        """The raw update dicts of a successful getUpdates (empty otherwise)."""
+    def updates(self) -> list[Any]:
+        """The raw batch items of a successful getUpdates (empty otherwise); an item may be
+        malformed (not an object, no usable update_id): the update parser decides."""
         if self.ok and isinstance(self.result, list):
             return list(self.result)
         return []

@@ -26,6 +26,7 @@ from channels.telegram.deliveries import (
 from channels.telegram.identity import Channel
 from channels.telegram.limits import CALLBACK_TEXT_LIMIT
 from channels.telegram.parts import split_parts
+from channels.text import utf16_len
 from state import effects
 from state.leases import Lease
 from state.resources import Actor
@@ -54,7 +55,9 @@ def process(
     elif row.event_type == "reply":
         processed = _reply(conn, channel, row, now)
     else:
-        processed = Processed(_ignored(str(row.payload.get("kind", "unsupported"))))
+        # Extra fields (a migrated chat's new id, a chat the bot left) stay readable in the result.
+        extra = {k: v for k, v in row.payload.items() if k != "kind"}
+        processed = Processed({**_ignored(str(row.payload.get("kind", "unsupported"))), **extra})
     inbox.mark_processed(conn, channel.channel_id, row.external_event_id, processed.result, now)
     return processed
 
@@ -64,9 +67,19 @@ def _ignored(reason: str) -> dict[str, Any]:
 
 
 def _answered(callback_id: Any, result: dict[str, Any], text: str) -> Processed:
-    if not isinstance(callback_id, str) or not callback_id:
+    # An id that is not valid Unicode (a row stored before the parser refused those) could
+    # never be sent: the press is processed, and not answered.
+    if not isinstance(callback_id, str) or not callback_id or not _sendable(callback_id):
         return Processed(result)
     return Processed(result, (callback_id, text[:CALLBACK_TEXT_LIMIT]))
+
+
+def _sendable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _callback(
@@ -127,19 +140,35 @@ def _prompt(
     if decision.deadline_at is not None and now >= decision.deadline_at:
         return _answered(p.get("callbackId"), {"result": "stale"}, "This decision has expired.")
     choice = decision.request.choices[choice_id]
-    text_input = choice["input"]
     chat = str(p["chatId"])
+    text, entities = prompt_text(f"{choice['label']}: {choice['input']['prompt']}", p)
+    payload: dict[str, Any] = {
+        "decisionId": decision.decision_id, "choiceId": choice_id,
+        "channelId": channel.channel_id, "chatId": chat, "threadId": p.get("threadId"),
+        "text": text}
+    if entities:
+        payload["entities"] = entities
     effects.reserve(
         conn, source_resource_id=decision.resource_id,
         source_revision=_revision(conn, decision.resource_id), effect_type=PROMPT,
         idempotency_key=f"{channel.channel_id}:{chat}:{choice_id}",
-        payload={"decisionId": decision.decision_id, "choiceId": choice_id,
-                 "channelId": channel.channel_id, "chatId": chat, "threadId": p.get("threadId"),
-                 "text": f"{choice['label']}: {text_input['prompt']}"},
-        owner_scope="channel", actor=worker, now=now,
+        payload=payload, owner_scope="channel", actor=worker, now=now,
     )
     return _answered(p.get("callbackId"), {"result": "prompted", "choice": choice_id},
                      "Reply to the prompt message with your text.")
+
+
+def prompt_text(text: str, press: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The prompt's text and entities. In a group, ForceReply's `selective` opens the reply box
+    only for users mentioned in the text: the person who pressed is named with a text_mention
+    (it needs no username), so the box opens for them. A private chat needs no mention."""
+    user, chat = press.get("userId"), press.get("chatId")
+    if not isinstance(user, int) or not isinstance(chat, int) or chat > 0:
+        return text, []
+    name = press.get("userName") or "You"
+    mention = {"type": "text_mention", "offset": 0, "length": utf16_len(name),
+               "user": {"id": user, "is_bot": False, "first_name": name}}
+    return f"{name}, {text}", [mention]
 
 
 def _reconcile(

@@ -240,6 +240,7 @@ class Outbound:
         attempt = self._write_intent(attempt, message_id, 0, 0, p["text"], True)
         markup = {"force_reply": True, "selective": True}
         res = await self.api.send_message(chat, p["text"], markup, p.get("threadId"),
+                                          entities=p.get("entities"),
                                           deadline=self._until(attempt))
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
         if status is None:

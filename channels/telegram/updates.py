@@ -25,6 +25,7 @@ MAX_CALLBACK_DATA_BYTES: Final = 64
 # an update_id beyond it could not be confirmed exactly (nor stored as canonical JSON).
 MAX_ID: Final = 2**53 - 1
 MALFORMED_PREFIX: Final = "malformed:"
+MAX_NAME: Final = 64  # Telegram's first_name limit
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
@@ -60,9 +61,27 @@ def to_event(update: Any) -> InboundEvent:
     message = update.get("message")
     if isinstance(message, dict) and isinstance(message.get("reply_to_message"), dict):
         return InboundEvent(event_id, "reply", _reply(message))
+    if isinstance(message, dict) and _int(message.get("migrate_to_chat_id")) is not None:
+        return InboundEvent(event_id, "other", _migration(message))
+    if isinstance(update.get("my_chat_member"), dict):
+        return InboundEvent(event_id, "other", _membership(update["my_chat_member"]))
     kind = next((k for k in update if k != "update_id"), "empty")
     reason = "plain_message" if kind == "message" else (_text(kind) or "unknown")[:64]
     return InboundEvent(event_id, "other", {"kind": reason})
+
+
+def _migration(message: dict[str, Any]) -> dict[str, Any]:
+    """A group upgraded to a supergroup: the old id stops working; the new one is reported
+    (an operator must allowlist it: piw-channels never guesses)."""
+    return {"kind": "chat_migrated", "chatId": _int(_object(message.get("chat")).get("id")),
+            "migrateToChatId": _int(message.get("migrate_to_chat_id"))}
+
+
+def _membership(change: dict[str, Any]) -> dict[str, Any]:
+    """The bot's own membership changed: removed from (or blocked in) a chat, or added."""
+    status = _object(change.get("new_chat_member")).get("status")
+    kind = "bot_removed" if status in ("left", "kicked") else "my_chat_member"
+    return {"kind": kind, "chatId": _int(_object(change.get("chat")).get("id"))}
 
 
 def _malformed_id(item: Any) -> str:
@@ -83,10 +102,13 @@ def _callback(query: dict[str, Any]) -> dict[str, Any]:
     message = _object(query.get("message"))
     chat = _object(message.get("chat"))
     data = _text(query.get("data"))
+    name = _text(sender.get("first_name"))
     return {
         # An id that is not valid text could never be answered: the press is still processed.
         "callbackId": _text(query.get("id")),
         "userId": _int(sender.get("id")),
+        # Named in a group's prompt (a text_mention), so its reply box opens for this person.
+        "userName": name[:MAX_NAME] if name else None,
         "chatId": _int(chat.get("id")),
         "messageId": _int(message.get("message_id")),
         "threadId": _int(message.get("message_thread_id")),

@@ -11,6 +11,7 @@ Real `piw-channels` processes on a real state.sqlite in a temporary HOME:
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 import shutil
 import subprocess
@@ -83,6 +84,9 @@ def test_a_full_disk_exits_75_saying_so_and_where_and_loses_nothing(
     big = "x" * 3000
     script = f"""
         mount -t tmpfs -o size=1m,mode=0700 tmpfs {workflows} || exit 90
+        dd if=/dev/zero of={workflows}/filler bs=4k 2>/dev/null
+        {cli} init > /dev/null 2>> {out}/err; echo $? > {out}/init_code
+        rm {workflows}/filler
         {cli} init > /dev/null || exit 91
         {cli} {shlex.join(ASK)} > {out}/first || exit 92
         dd if=/dev/zero of={workflows}/filler bs=4k 2>/dev/null
@@ -97,16 +101,37 @@ def test_a_full_disk_exits_75_saying_so_and_where_and_loses_nothing(
     done = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=Path(__file__).parents[2],
                           env=_env(home), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+    assert (out / "init_code").read_text().strip() == "75"  # creating it on a full disk
     codes = (out / "codes").read_text().split()
     assert "75" in codes and set(codes) <= {"0", "75"}, codes  # never 1
     lines = (out / "err").read_text().splitlines()
-    assert lines and all(line == (
+    expected = re.compile(re.escape(
         f"Error: the disk is full: cannot write {_db(home)}: the file system holding"
-        f" {workflows} has no room (0 bytes free); nothing was lost: free some space there,"
-        " then run the command again") for line in lines), lines
+        f" {workflows} has no room (") + r"\d+" + re.escape(
+        " bytes free); nothing was lost: free some space there, then run the command again"))
+    assert lines and all(expected.fullmatch(line) for line in lines), lines
     first = (out / "first").read_text().strip()
     assert first in (out / "after").read_text()  # committed before the disk filled: kept
     assert (out / "verify_code").read_text().strip() == "0"
+
+
+def test_no_inode_left_for_a_new_database_is_a_full_disk_too(home: Path, tmp_path: Path) -> None:
+    if not _can_mount_tmpfs(tmp_path):
+        pytest.skip("this machine does not allow mounting a tmpfs in a private namespace"
+                    " (unshare -m mount -t tmpfs)")
+    workflows = _db(home).parent
+    workflows.mkdir(parents=True, mode=0o700)
+    cli = shlex.join([sys.executable, "-c", "from adapters.cli.main import main; main()"])
+    script = f"""
+        mount -t tmpfs -o size=1m,nr_inodes=8,mode=0700 tmpfs {workflows} || exit 90
+        i=0; while touch {workflows}/f$i 2>/dev/null; do i=$((i+1)); done
+        exec {cli} init
+    """
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=Path(__file__).parents[2],
+                          env=_env(home), capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (75, ""), done.stderr
+    assert done.stderr.startswith(f"Error: the disk is full: cannot write {_db(home)}:")
+    assert done.stderr.count("\n") == 1
 
 
 def _env(home: Path) -> dict[str, str]:

@@ -25,9 +25,10 @@ from adapters.telegram.fake.wire import RAW_ITEM, Exchange, as_int, canonical
 class BotState:
     """What the fake bot remembers between requests."""
 
-    def __init__(self, bot_user: Mapping[str, Any]) -> None:
+    def __init__(self, bot_user: Mapping[str, Any], *, privacy_mode: bool = False) -> None:
         self.cond = threading.Condition()
         self.bot_user = dict(bot_user)
+        self.privacy_mode = privacy_mode
         self.faults = FaultQueue()
         self.closing = False
         self.updates: list[dict[str, Any]] = []
@@ -55,6 +56,8 @@ class BotState:
             # update_id leads, as on the wire.
             item = {"update_id": update_id} | {k: v for k, v in update.items() if k != "update_id"}
             self._next_update_id = max(self._next_update_id, update_id + 1)
+            if self.privacy_mode and not self._visible_in_privacy_mode(item):
+                return update_id  # Telegram never gives this bot the update at all
             self.updates = sorted(
                 [u for u in self.updates if u["update_id"] != update_id] + [item],
                 key=lambda u: int(u["update_id"]),
@@ -79,6 +82,22 @@ class BotState:
             )
             self.cond.notify_all()
             return position
+
+    def _visible_in_privacy_mode(self, update: Mapping[str, Any]) -> bool:
+        """Privacy mode (a bot's default): in groups the bot gets only commands, replies to
+        its own messages and service messages, never other messages."""
+        message = update.get("message")
+        if not isinstance(message, dict):
+            return True
+        if (message.get("chat") or {}).get("type") not in ("group", "supergroup"):
+            return True
+        if any(key in message for key in _SERVICE_FIELDS):
+            return True
+        if str(message.get("text", "")).startswith("/"):
+            return True
+        replied = message.get("reply_to_message")
+        sender = (replied or {}).get("from") if isinstance(replied, dict) else None
+        return isinstance(sender, dict) and sender.get("id") == self.bot_user.get("id")
 
     def _note_update(self, update: Mapping[str, Any]) -> None:
         """Track message ids and callback ids an update introduces."""
@@ -244,6 +263,13 @@ class BotState:
             return self.cond.wait_for(
                 lambda: sum(1 for e in self._entries if e.method == wanted) >= count, timeout
             )
+
+
+# Service messages reach a bot in privacy mode too (a migration, members joining or leaving).
+_SERVICE_FIELDS = frozenset({
+    "migrate_to_chat_id", "migrate_from_chat_id", "new_chat_members", "left_chat_member",
+    "new_chat_title", "group_chat_created", "supergroup_chat_created", "pinned_message",
+})
 
 
 def _update_type(update: Mapping[str, Any]) -> str | None:

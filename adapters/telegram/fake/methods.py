@@ -14,6 +14,7 @@ from typing import Any
 
 from adapters.telegram.fake.bot_state import BotState
 from adapters.telegram.fake.constants import (
+    DESC_BAD_ENTITIES,
     DESC_BAD_MARKUP,
     DESC_CHAT_ID_EMPTY,
     DESC_CHAT_NOT_FOUND,
@@ -116,9 +117,14 @@ class BotMethods:
         if markup is not None and not isinstance(markup, dict):
             return error_reply(400, DESC_BAD_MARKUP)
         thread_id = as_int(params.get("message_thread_id"))
+        entities = params.get("entities")
+        if entities is not None and not _entities_fit(entities, text):
+            return error_reply(400, DESC_BAD_ENTITIES)
         with self._state.cond:
             message_id = self._state.new_message_id(chat_id)
             message = self._build_message(message_id, chat_id, text, markup, thread_id)
+            if entities:
+                message["entities"] = entities
             self._state.messages.setdefault(chat_id, {})[message_id] = message
         return ok_reply(message)
 
@@ -200,3 +206,22 @@ def _chat(chat_id: int, *, forum: bool) -> dict[str, Any]:
             chat["is_forum"] = True
         return chat
     return {"id": chat_id, "title": "PiW Ops", "type": "group"}
+
+
+def _entities_fit(entities: object, text: str) -> bool:
+    """Entities as Telegram checks them: a list of objects inside the text (UTF-16 units)."""
+    units = len(text.encode("utf-16-le")) // 2
+    if not isinstance(entities, list):
+        return False
+    for entity in entities:
+        if not isinstance(entity, dict):
+            return False
+        offset, length = as_int(entity.get("offset")), as_int(entity.get("length"))
+        if offset is None or length is None or offset < 0 or length <= 0 or \
+                offset + length > units:
+            return False
+        user = entity.get("user")
+        if entity.get("type") == "text_mention" and not (
+                isinstance(user, dict) and as_int(user.get("id")) is not None):
+            return False
+    return True

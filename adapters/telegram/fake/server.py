@@ -65,6 +65,7 @@ class FakeBotApi:
         port: int = 0,
         fixtures_dir: str | Path | None = None,
         bot_user: Mapping[str, Any] | None = None,
+        privacy_mode: bool = False,
     ) -> None:
         if not token:
             raise ValueError("the fake Bot API needs a non-empty token")
@@ -72,7 +73,8 @@ class FakeBotApi:
         self._host = host
         self._port = port
         self._fixtures_dir = Path(fixtures_dir) if fixtures_dir else None
-        self._state = BotState(dict(bot_user) if bot_user else default_bot_user(token))
+        self._state = BotState(dict(bot_user) if bot_user else default_bot_user(token),
+                               privacy_mode=privacy_mode)
         self._methods = BotMethods(self._state)
         self._closed = threading.Event()
         self._httpd: _HttpServer | None = None

@@ -130,9 +130,10 @@ def test_get_updates_returns_raw_update_dicts_and_sends_its_parameters(
         "offset": "873401201",
         "limit": "50",
         "timeout": "1",
-        "allowed_updates": '["message","callback_query"]',
+        "allowed_updates": '["message","callback_query","my_chat_member"]',
     }
-    assert result.updates == [u for u in recorded if list(u)[1] in ("message", "callback_query")]
+    assert result.updates == [u for u in recorded if list(u)[1] in ("message", "callback_query",
+                                                                    "my_chat_member")]
     assert result.updates[0]["callback_query"]["x_future_field"]
 
 

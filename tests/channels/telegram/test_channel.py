@@ -350,14 +350,20 @@ def test_forged_callback_data_is_ignored(flow: Flow) -> None:
     assert flow.rows("SELECT count(*) FROM human_decision_submissions") == [(0,)]
 
 
-@pytest.mark.parametrize(
-    "fixture", ["edited_message.json", "my_chat_member_blocked.json"])
+@pytest.mark.parametrize("fixture", ["edited_message.json"])
 def test_update_types_outside_allowed_updates_are_never_fetched(flow: Flow, fixture: str) -> None:
     flow.server.push_fixture(ROOT / "tests/fixtures/telegram" / fixture)
     flow.poll()
     allowed = flow.server.requests("getUpdates")[0].params["allowed_updates"]
-    assert allowed == ["message", "callback_query"]
+    assert allowed == ["message", "callback_query", "my_chat_member"]
     assert flow.rows("SELECT count(*) FROM channel_inbox") == [(0,)]
+
+
+def test_a_user_blocking_the_bot_is_recorded_as_bot_removed(flow: Flow) -> None:
+    [update_id] = flow.server.push_fixture(ROOT / "tests/fixtures/telegram"
+                                           / "my_chat_member_blocked.json")
+    flow.poll()
+    assert flow.inbox()[str(update_id)] == {"result": "ignored:bot_removed", "chatId": USER}
 
 
 @pytest.mark.parametrize(
@@ -494,6 +500,21 @@ def test_settlement_stops_after_three_attempts(flow: Flow) -> None:
     assert flow.rows("SELECT attempt_count FROM effects WHERE effect_type='telegram.settle'") \
         == [(3,)]
     assert len(flow.server.requests("editMessageReplyMarkup")) == 3
+
+
+def test_a_refused_token_never_uses_up_the_settlement_attempts(flow: Flow) -> None:
+    handle = flow.ask()
+    flow.poll()
+    flow.press(handle, "continue")
+    flow.server.inject("editMessageReplyMarkup", Fault.error(401, "Unauthorized", times=10))
+    for _ in range(4):
+        flow.poll()
+        flow.db.conn.execute("UPDATE effects SET next_attempt_at = 0 WHERE status = 'pending'")
+    assert flow.effect_statuses("telegram.settle") == ["pending"]  # waits for the token
+    flow.server.clear_faults()
+    flow.poll()
+    assert flow.effect_statuses("telegram.settle") == ["applied"]
+    assert [r.status for r in flow.server.requests("editMessageReplyMarkup")][-1] == 200
 
 
 def test_cancellation_settles_telegram_too(flow: Flow) -> None:

@@ -28,7 +28,8 @@ def test_a_supergroup_callback_keeps_only_what_processing_needs() -> None:
     assert event is not None and event.event_type == "callback"
     assert event.external_event_id == str(update["update_id"])
     assert event.payload == {
-        "callbackId": "4410371836592057102", "userId": 6234567890, "chatId": -1001987654321,
+        "callbackId": "4410371836592057102", "userId": 6234567890, "userName": "Zo\u00eb",
+        "chatId": -1001987654321,
         "messageId": 310, "threadId": None, "accessible": True,
         "data": "piw:1b88630ac41bd9b13c5af743", "inline": False}
 
@@ -56,7 +57,6 @@ def test_a_reply_keeps_the_exact_text_and_its_target() -> None:
 @pytest.mark.parametrize(
     ("update", "kind"),
     [({"update_id": 1, "edited_message": {"message_id": 1}}, "edited_message"),
-     ({"update_id": 2, "my_chat_member": {}}, "my_chat_member"),
      ({"update_id": 3, "message": {"message_id": 1, "text": "hi"}}, "plain_message"),
      ({"update_id": 4}, "empty")],
 )
@@ -90,6 +90,20 @@ def test_text_that_is_not_valid_unicode_is_never_kept() -> None:
         "message_id": 2, "from": {"id": 1}, "chat": {"id": 1}, "text": "a\udfffb",
         "reply_to_message": {"message_id": 1, "text": "\ud800"}}})
     assert (reply.payload["text"], reply.payload["replyToText"]) == (None, None)
+
+
+@pytest.mark.parametrize(("status", "kind"), [("left", "bot_removed"), ("kicked", "bot_removed"),
+                                              ("member", "my_chat_member"), (None, "my_chat_member")])
+def test_the_bots_own_membership_change_keeps_its_chat(status: str | None, kind: str) -> None:
+    event = to_event({"update_id": 2, "my_chat_member": {
+        "chat": {"id": -5}, "new_chat_member": {"status": status}}})
+    assert (event.event_type, event.payload) == ("other", {"kind": kind, "chatId": -5})
+
+
+def test_a_migration_keeps_the_new_chat_id() -> None:
+    event = to_event({"update_id": 3, "message": {"message_id": 1, "chat": {"id": -4},
+                                                  "migrate_to_chat_id": -1004}})
+    assert event.payload == {"kind": "chat_migrated", "chatId": -4, "migrateToChatId": -1004}
 
 
 def test_oversize_or_non_text_callback_data_is_dropped() -> None:

@@ -1,0 +1,234 @@
+"""Groups as Telegram defines them (issue 12), through real `poll` processes.
+
+The fake runs in privacy mode (a bot's default: in a group it sees only replies to its own
+messages and commands) with the bot of the recorded fixtures, and serves updates built from
+the recorded group fixtures in tests/fixtures/telegram/ (group, forum topic, removal,
+migration), with the ids of the messages this test's decision really got.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.telegram.fake import FakeBotApi, Fault, fixture_updates, load_fixture
+from channels import store
+from channels.decisions.workflows import AskHandle
+from state.database import Database
+from tests.channels.telegram.helpers import (
+    FIXTURES,
+    TOKEN,
+    button_data,
+    channel_id_of,
+    configure_telegram_profile,
+    db_rows,
+    inbox_results,
+    inbox_states,
+    message_parts,
+    open_decision_now,
+    resolutions,
+    run_cli,
+    send_count,
+)
+
+ADA, ZOE, MALLORY = 5123456789, 6234567890, 9876543210
+GROUP, FORUM, TOPIC = -4012345678, -1002123456789, 77
+SUPERGROUP = -1001987654321
+BOT = {"id": 7000000001, "is_bot": True, "first_name": "PiW Decisions",
+       "username": "piw_decisions_bot"}
+FORCE_REPLY = {"force_reply": True, "selective": True}
+
+
+def recorded(name: str) -> dict[str, Any]:
+    """The one update of a recorded fixture (its update id dropped: the fake numbers it)."""
+    [update] = fixture_updates(FIXTURES / name)
+    update.pop("update_id")
+    return update
+
+
+@dataclass
+class Group:
+    home: Path
+    fake: FakeBotApi
+    chat: int
+
+    def poll(self) -> None:
+        result = run_cli(self.home, "poll", "--once")
+        assert result.returncode == 0, result.stderr
+
+    def delivered(self, handle: AskHandle) -> int:
+        ref = message_parts(handle.decision_id)[-1].message_ref
+        assert ref is not None
+        return int(ref)
+
+    def press(self, handle: AskHandle, choice: str, *, fixture: str = "callback_group.json",
+              user: dict[str, Any] | None = None) -> int:
+        update = recorded(fixture)
+        query = update["callback_query"]
+        query["id"] = f"cb-{len(self.fake.requests())}-{choice}"
+        query["message"]["message_id"] = self.delivered(handle)
+        query["data"] = button_data(handle, choice)
+        if user is not None:
+            query["from"] = user
+        return self.fake.push_update(update)
+
+    def prompt(self) -> dict[str, Any]:
+        """The prompt message as the fake sent it (what Telegram would hold)."""
+        [request] = [r for r in self.fake.requests("sendMessage")
+                     if r.params.get("reply_markup") == FORCE_REPLY]
+        [message] = [m for m in self.fake.sent_messages(self.chat)
+                     if m["text"] == request.params["text"]]
+        return message
+
+    def reply(self, prompt: dict[str, Any], text: str, *,
+              fixture: str = "reply_to_prompt_group.json") -> int:
+        update = recorded(fixture)
+        message = update["message"]
+        replied = copy.deepcopy(prompt)
+        replied.pop("x_future_field", None)
+        message["reply_to_message"] = replied
+        message["message_id"] = int(prompt["message_id"]) + 1
+        message["text"] = text
+        return self.fake.push_update(update)
+
+
+def _group(home: Path, chat: int, users: tuple[int, ...] = (ADA, ZOE)) -> Iterator[Group]:
+    with FakeBotApi(TOKEN, bot_user=BOT, privacy_mode=True) as fake:
+        configure_telegram_profile(home, fake.base_url, user_ids=users, chat_ids=(chat,))
+        yield Group(home, fake, chat)
+
+
+@pytest.fixture
+def group(home: Path) -> Iterator[Group]:
+    yield from _group(home, GROUP)
+
+
+@pytest.fixture
+def forum(home: Path) -> Iterator[Group]:
+    yield from _group(home, FORUM)
+
+
+def _entity_shape(entities: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return [(e["type"], e["offset"], e["length"], e["user"]["id"], e["user"]["first_name"])
+            for e in entities]
+
+
+def test_a_group_prompt_mentions_the_presser_so_selective_force_reply_targets_them(
+    group: Group,
+) -> None:
+    handle = open_decision_now()
+    group.poll()
+    press = group.press(handle, "replan")
+    group.poll()
+    [request] = [r for r in group.fake.requests("sendMessage")
+                 if r.params.get("reply_markup") == FORCE_REPLY]
+    wire = load_fixture(FIXTURES / "response_send_message_prompt_group.json")["result"]
+    assert request.params["text"] == wire["text"] == "Ada, Replan: What should change?"
+    assert json.loads(request.fields["entities"]) == [{
+        "type": "text_mention", "offset": 0, "length": 3,
+        "user": {"id": ADA, "is_bot": False, "first_name": "Ada"}}]
+    assert "message_thread_id" not in request.params
+    prompt = group.prompt()
+    assert _entity_shape(prompt["entities"]) == _entity_shape(wire["entities"])
+
+    # Privacy mode: a plain group message never reaches the bot; the reply to its prompt does.
+    plain = recorded("reply_to_prompt_group.json")
+    plain["message"].pop("reply_to_message")
+    group.fake.push_update(plain)
+    reply = group.reply(prompt, "Split step 3 into two migrations.  ")
+    group.poll()
+    assert inbox_results() == [(press, "callback", "prompted"), (reply, "reply", "won")]
+    [(outcome, provenance, event)] = resolutions(handle.decision_id)
+    assert (outcome, provenance, event) == ("accepted", "human", str(reply))
+    [response] = db_rows("SELECT b.content FROM human_decision_resolutions r JOIN blobs b"
+                         " ON b.blob_hash = r.response_hash WHERE r.decision_id = ?",
+                         handle.decision_id)
+    assert json.loads(bytes(response[0]))["input"] == {
+        "instructions": "Split step 3 into two migrations.  "}
+
+    # An edited reply is never fetched (edited_message is not asked for): the answer stands.
+    edited = recorded("edited_message.json")
+    edited["edited_message"]["chat"] = prompt["chat"]
+    group.fake.push_update(edited)
+    group.poll()
+    assert [s.update_id for s in inbox_states()] == [press, reply]
+    assert len(resolutions(handle.decision_id)) == 1
+
+
+def test_a_forum_topic_prompt_goes_to_the_topic_and_the_topic_reply_binds(forum: Group) -> None:
+    handle = open_decision_now()
+    forum.poll()
+    press = forum.press(handle, "replan", fixture="callback_forum_topic.json")
+    forum.poll()
+    [request] = [r for r in forum.fake.requests("sendMessage")
+                 if r.params.get("reply_markup") == FORCE_REPLY]
+    assert request.params["message_thread_id"] == str(TOPIC)
+    wire = load_fixture(FIXTURES / "response_send_message_prompt_forum_topic.json")["result"]
+    prompt = forum.prompt()
+    assert (prompt["message_thread_id"], prompt["is_topic_message"]) == (
+        wire["message_thread_id"], wire["is_topic_message"])
+    assert prompt["text"] == wire["text"]
+    assert _entity_shape(prompt["entities"]) == _entity_shape(wire["entities"])
+    reply = forum.reply(prompt, "Ship it after the review.",
+                        fixture="reply_to_prompt_forum_topic.json")
+    forum.poll()
+    assert inbox_results() == [(press, "callback", "prompted"), (reply, "reply", "won")]
+
+
+def test_two_approvers_pressing_at_once_in_one_group_get_one_winner(group: Group) -> None:
+    handle = open_decision_now()
+    group.poll()
+    zoe = recorded("callback_supergroup.json")["callback_query"]["from"]
+    ada_press = group.press(handle, "continue")
+    zoe_press = group.press(handle, "stop", user=zoe)
+    group.poll()  # one batch, both presses
+    assert inbox_results() == [(ada_press, "callback", "won"),
+                               (zoe_press, "callback", "already_resolved")]
+    assert [r[:2] for r in resolutions(handle.decision_id)] == [("accepted", "human")]
+    answers = Counter(str(r.params.get("text")) for r in group.fake.requests(
+        "answerCallbackQuery"))
+    assert answers == Counter({"Accepted: Continue": 1, "Already decided: Continue": 1})
+    assert send_count(group.fake, "Accepted: Continue\nApprove the plan?", GROUP) == 1
+    assert [r.status for r in group.fake.requests("editMessageReplyMarkup")] == [200]
+
+
+def test_the_bot_removed_from_a_group_is_recorded_and_its_sends_are_refused_not_retried(
+    group: Group,
+) -> None:
+    removed = group.fake.push_update(recorded("my_chat_member_removed_group.json"))
+    group.poll()
+    [state] = inbox_states()
+    assert (state.update_id, state.result) == (removed, {"result": "ignored:bot_removed",
+                                                         "chatId": GROUP})
+    handle = open_decision_now()
+    group.fake.inject("sendMessage", Fault.error(
+        403, "Forbidden: bot was kicked from the group chat"))
+    group.poll()
+    group.poll()
+    assert len(group.fake.requests("sendMessage")) == 1  # refused for good: not retried
+    assert [s for (s,) in db_rows("SELECT status FROM effects WHERE source_resource_id = ?",
+                                  f"decision:{handle.decision_id}")] == ["rejected"]
+
+
+def test_a_migrated_group_is_recorded_with_its_new_id_and_the_error_carries_it(
+    group: Group,
+) -> None:
+    migrated = group.fake.push_update(recorded("message_migrate_to_chat.json"))
+    group.poll()
+    [state] = inbox_states()
+    assert (state.update_id, state.result) == (migrated, {
+        "result": "ignored:chat_migrated", "chatId": GROUP, "migrateToChatId": SUPERGROUP})
+    open_decision_now()
+    group.fake.inject("sendMessage", Fault.migrated(SUPERGROUP))
+    group.poll()
+    with Database.open_reader() as db:
+        error = store.last_provider_error(db.conn, channel_id_of())
+    assert error is not None and error["migrateToChatId"] == SUPERGROUP
+    assert {r.params["chat_id"] for r in group.fake.requests("sendMessage")} == {str(GROUP)}
