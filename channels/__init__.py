@@ -1,0 +1,6 @@
+"""piw-channels: the channel domain.
+
+The marker lets start-up tell this package from another one of the same name.
+"""
+
+PIW_CHANNELS_PACKAGE = "channels"

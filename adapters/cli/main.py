@@ -14,16 +14,20 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from adapters.cli.errors import Terminated, UsageError
-from state.errors import StateError
-from state.exit_codes import (
+from adapters.cli.packages import check_packages
+
+check_packages()  # before anything imports `state` or `channels`: they may be someone else's
+
+from adapters.cli.errors import Terminated, UsageError  # noqa: E402
+from state.errors import StateError  # noqa: E402
+from state.exit_codes import (  # noqa: E402
     EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
 )
-from state.version import VERSION
+from state.version import VERSION  # noqa: E402
 
 Handler = Callable[[argparse.Namespace], int]
 Register = Callable[[Any], None]

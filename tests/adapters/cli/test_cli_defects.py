@@ -137,5 +137,22 @@ def test_version_loads_no_command_group(home: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     version, modules = done.stdout.splitlines()
     assert version == f"piw-channels {VERSION}"
-    assert json.loads(modules.replace("'", '"')) == ["adapters", "adapters.cli",
-                                                      "adapters.cli.errors", "adapters.cli.main"]
+    assert json.loads(modules.replace("'", '"')) == [
+        "adapters", "adapters.cli", "adapters.cli.errors", "adapters.cli.main",
+        "adapters.cli.packages"]
+
+
+def test_a_foreign_channels_package_is_named_at_start_up(tmp_path: Path, home: Path) -> None:
+    """Django Channels is also `channels`: in a shared environment the one found first wins."""
+    foreign = tmp_path / "site" / "channels"
+    foreign.mkdir(parents=True)
+    (foreign / "__init__.py").write_text('__version__ = "4.2.0"\n')
+    env = {**child_env(home), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([*CLI, "status"], cwd=foreign.parent, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"Error: the Python package 'channels' at {foreign / '__init__.py'} is not"
+        " piw-channels' own (another project, such as Django Channels, uses that name in this"
+        " environment); install piw-channels on its own: uv tool install"
+        " /path/to/piw-channels (or pipx install /path/to/piw-channels); see the README"]
