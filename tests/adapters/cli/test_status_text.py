@@ -71,3 +71,10 @@ def test_needs_attention_lists_each_decision_with_the_command(
     assert channel["lease"]["generation"] == 1  # storage details stay in --json
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z",
                         channel["last_pass"]["at_iso"])
+
+
+def test_a_configured_profile_that_never_polled_is_named(home: Path, fake: FakeBotApi) -> None:
+    assert cli(home, "init").code == 0
+    assert status(home)[1:] == [
+        f"{WHO}: never polled; add the cron line (README: Set up Telegram)",
+        "Nothing needs attention."]
