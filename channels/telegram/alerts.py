@@ -130,7 +130,7 @@ def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int
     kept: dict[str, Alert] = {}
     for key, (kind, since, facts) in current.items():
         old = before.get(key)
-        if old is None or now - old.reported_at >= REPEAT_MS:
+        if old is None or old.kind != kind or now - old.reported_at >= REPEAT_MS:
             alert = Alert(key, kind, old.since if old else since, now, facts)
             reported.append(alert)
         else:
@@ -180,8 +180,7 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, las
         found["token"] = ("token", now, facts)
     elif result.status == "conflict":
         webhook = "webhook" in str(error.get("description") or "").lower()
-        kind = "webhook" if webhook else "conflict"
-        found[kind] = (kind, now, facts)
+        found["conflict"] = ("webhook" if webhook else "conflict", now, facts)
     elif result.updates_error is not None and now - last_ok >= alert_after_ms:
         found["unreachable"] = ("unreachable", last_ok, facts)
     for key, condition in decision_conditions(conn, channel.channel_id, now).items():
