@@ -49,7 +49,9 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
     config_dir = str(resolve_config_dir())
     for report in reports:
         if report.alerts is not None:
-            for line in alert_lines(report.alerts, config_dir, verbose=verbose):
+            lines = alert_lines(report.alerts, config_dir, verbose=verbose,
+                                token_file=_token_file(config, report.alerts.profile))
+            for line in lines:
                 print(line, file=sys.stderr)
             code = max(code, report.alerts.exit_code)
         elif report.status in ("conflict", "unauthorized"):  # the lease was lost meanwhile
@@ -61,6 +63,13 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
                 f"{report.effects} effects, {len(report.errors)} provider errors")
             print(f"{report.channel}: {report.status}: {detail}", file=sys.stderr)
     return code
+
+
+def _token_file(config: ChannelsConfig, profile: str) -> str | None:
+    """Where the profile's token is read from (a path, never the token)."""
+    found = config.profiles.get(profile)
+    credential = None if found is None else config.credentials.get(found.credential)
+    return None if credential is None else str(credential.token_file)
 
 
 def cmd_poll(args: argparse.Namespace) -> int:

@@ -114,7 +114,7 @@ def test_a_rejected_token_exits_78_once_an_hour_until_it_is_fixed(
 ) -> None:
     rejected = Run(78, [
         f"Error: {WHO}: the Bot API rejected the token (HTTP 401); put the bot's current token"
-        f" in its token file, or run: piw-channels setup telegram --profile {PROFILE}"
+        f" in {home / 'telegram.token'}, or run: piw-channels setup telegram --profile {PROFILE}"
         " --token-file FILE --user ID --chat ID"])
     write_token_file(home, "7999999999:AAF-aRevokedTokenRevokedToken_xyz")
     assert poll(home) == rejected
