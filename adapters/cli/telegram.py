@@ -21,7 +21,7 @@ from channels.telegram import poll as worker
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
-from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
+from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
 from state.resources import Actor
 
 
@@ -54,9 +54,13 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
             for line in lines:
                 print(line, file=sys.stderr)
             code = max(code, report.alerts.exit_code)
-        elif report.status in ("conflict", "unauthorized"):  # the lease was lost meanwhile
+        elif report.status in ("conflict", "unauthorized"):  # lease lost, or an alerts bug
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY if report.status == "conflict" else EXIT_CONFIG)
+        for bug in (e["internal"] for e in report.errors
+                    if str(e.get("internal", "")).startswith("alerts:")):
+            print(f"Error: {report.channel}: {bug}", file=sys.stderr)  # a bug: report it
+            code = max(code, EXIT_INTERNAL)
         if verbose:
             detail = report.message or (
                 f"{report.updates} updates, {report.processed} processed, "

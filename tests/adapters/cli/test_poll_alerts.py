@@ -202,3 +202,22 @@ def test_resend_all_failed_resends_every_refused_delivery_of_the_profile(
                            env=child_env(home), capture_output=True, text=True, timeout=60)
     assert (again.returncode, again.stdout, again.stderr) == (
         0, f"no failed delivery on {WHO}\n", "")
+
+
+def test_a_bug_in_the_alert_state_is_reported_and_never_keeps_the_lease(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    from channels import store
+    from state import resources
+    from state.resources import Actor
+    from tests.channels.telegram.helpers import channel_id_of, live_lease_owners
+
+    assert poll(home) == Run(0, [])
+    resource = store.channel_resource(channel_id_of())
+    with Database.open_writer() as db:  # a pass state this version cannot read
+        db.write(lambda c: resources.bump_current(
+            c, resource, "channel.lease_released", Actor("channel", "test"),
+            db.clock.now_ms(), payload={"getUpdates": "ok", "alerts": {"x": {"kind": "token"}}}))
+    assert poll(home) == Run(1, [f"Error: {WHO}: alerts: KeyError: 'since'"])
+    assert live_lease_owners() == []  # released all the same
+    assert poll(home) == Run(0, [])  # and the next pass starts afresh
