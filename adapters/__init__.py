@@ -1,2 +1,5 @@
 """The edges: the command line (the one composition root), the Telegram Bot API client and
 its loopback fake, and the Pi bridge, operator view and extension."""
+
+# The marker lets start-up tell this package from another one of the same name.
+PIW_CHANNELS_PACKAGE = "adapters"

@@ -4,3 +4,6 @@ Subpackages hold one capability each (`decisions`, `telegram`, `pi`, `config`); 
 this level are what every channel shares: the channel and cursor records (`store`), the inbox,
 messages and their parts, the Bot API seam (`transport`), text measurement and the status report.
 Imports point down only: `channels` uses `state`, never `adapters`."""
+
+# The marker lets start-up tell this package from another one of the same name.
+PIW_CHANNELS_PACKAGE = "channels"

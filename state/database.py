@@ -7,9 +7,6 @@ refuse a database whose identity differs from the compiled DDL, without modifyin
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,14 +18,19 @@ import apsw
 from state.clock import Clock, Entropy, SystemClock, SystemEntropy
 from state.ddl import DDL
 from state.errors import (
-    RESET_INSTRUCTION,
     DatabaseBusy,
     DatabaseCorrupt,
     DatabaseMissing,
-    DiskFull,
-    IncompatibleDatabase,
     PermissionProblem,
     StateError,
+)
+from state.files import (
+    check_modes,
+    create_file,
+    default_path,
+    incompatible,
+    open_failure,
+    translate,
 )
 from state.schema import (
     APPLICATION_ID,
@@ -41,8 +43,8 @@ from state.version import VERSION
 
 T = TypeVar("T")
 
-STATE_RELATIVE_PATH = Path(".pi/agent/workflows/state.sqlite")
 BUSY_TIMEOUT_MS = 5000
+
 COMMON_PRAGMAS = (
     ("foreign_keys", "ON"),
     ("journal_mode", "WAL"),
@@ -50,148 +52,6 @@ COMMON_PRAGMAS = (
     ("wal_autocheckpoint", "1000"),
     ("journal_size_limit", "67108864"),
 )
-
-
-def default_path() -> Path:
-    """The one production location: ~/.pi/agent/workflows/state.sqlite."""
-    return Path.home() / STATE_RELATIVE_PATH
-
-
-def legacy_paths(db_path: Path) -> list[Path]:
-    """Old storage locations that must not be read, imported or deleted."""
-    workflows = db_path.parent
-    return [
-        workflows / "runs",
-        workflows / "decisions",
-        workflows / "controllers",
-        Path.home() / ".config" / "pi-workflows" / "telegram-state.sqlite",
-    ]
-
-
-def _incompatible(path: Path, detail: str) -> IncompatibleDatabase:
-    return IncompatibleDatabase(f"{path}: {detail}. {RESET_INSTRUCTION}")
-
-
-def _check_private(path: Path, *, directory: bool) -> None:
-    """Refuse a path that group or others can access, that its owner cannot read and write,
-    that another user owns, or that is the wrong kind of file."""
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return
-    if directory and not stat.S_ISDIR(info.st_mode):
-        raise PermissionProblem(f"{path} is not a directory")
-    if not directory and not stat.S_ISREG(info.st_mode):
-        raise PermissionProblem(f"{path} is not a regular file; move it away")
-    mode = stat.S_IMODE(info.st_mode)
-    fix = "700" if directory else "600"
-    if mode & 0o077:
-        raise PermissionProblem(
-            f"{path} is accessible by group or others (mode {mode:04o}); fix: chmod {fix} {path}"
-        )
-    needed = 0o700 if directory else 0o600
-    if mode & needed != needed:
-        # A -wal or -shm left 0400 by a database that was briefly 0400 makes every writer fail
-        # with "attempt to write a readonly database", naming neither the file nor the fix.
-        raise PermissionProblem(
-            f"{path} has mode {mode:04o}, but it must be {needed:04o} like the database;"
-            f" fix: chmod {fix} {path}"
-        )
-    if info.st_uid != os.geteuid():
-        raise PermissionProblem(
-            f"{path} belongs to another user (uid {info.st_uid}); fix: chown"
-            f" {os.geteuid()} {path}"
-        )
-
-
-def check_modes(db_path: Path, *, private_directory: bool = True) -> None:
-    """Directory 0700 and the database, -wal and -shm files 0600, all owned by this user."""
-    if private_directory:
-        _check_private(db_path.parent, directory=True)
-    for suffix in ("", "-wal", "-shm"):
-        _check_private(Path(f"{db_path}{suffix}"), directory=False)
-
-
-def _free_bytes(directory: Path) -> int | None:
-    try:
-        info = os.statvfs(directory)
-    except OSError:
-        return None
-    return info.f_bavail * info.f_frsize
-
-
-def _disk_full(path: Path) -> DiskFull:
-    free = _free_bytes(path.parent)
-    room = "" if free is None else f" ({free} bytes free)"
-    return DiskFull(
-        f"the disk is full: cannot write {path}: the file system holding {path.parent} has no"
-        f" room{room}; nothing was lost: free some space there, then run the command again"
-    )
-
-
-def corrupt(path: Path, exc: BaseException) -> DatabaseCorrupt:
-    """The one-line error for a malformed database file (with the reset instruction)."""
-    return DatabaseCorrupt(
-        f"{path}: the database file is malformed (SQLite: {exc}); nothing more was written"
-        f" to it. {RESET_INSTRUCTION}"
-    )
-
-
-def translate(path: Path, exc: BaseException) -> StateError | None:
-    """The state error for an apsw failure that is about the file, not the command: a
-    malformed database (65) or a full disk (75). None for anything else."""
-    if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
-        return corrupt(path, exc)
-    if isinstance(exc, apsw.FullError):
-        return _disk_full(path)
-    if isinstance(exc, apsw.IOError) and _free_bytes(path.parent) == 0:
-        return _disk_full(path)  # a -wal or -shm that could not grow: "disk I/O error"
-    return None
-
-
-def _os_error(path: Path, exc: OSError) -> StateError:
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return _disk_full(path)
-    if exc.errno == errno.EROFS:
-        return PermissionProblem(f"cannot create {path}: the file system is read-only")
-    return PermissionProblem(f"cannot create {path}: {exc.strerror}")
-
-
-def _read_only_fs(path: Path) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
-
-
-def _open_failure(db_path: Path, exc: Exception) -> PermissionProblem:
-    """SQLite could not open the database or its -wal/-shm files for what it needs."""
-    if _read_only_fs(db_path.parent):
-        return PermissionProblem(
-            f"cannot open {db_path}: the file system is read-only (a WAL database needs to"
-            " write its -wal and -shm files even to read)"
-        )
-    return PermissionProblem(f"cannot open {db_path}: {exc}; check that you own the"
-                             " directory and its files")
-
-
-def _create_file(db_path: Path) -> None:
-    """Create the directory (0700) and an empty database file (0600) before SQLite opens it."""
-    parent = db_path.parent
-    try:
-        if not parent.exists():
-            parent.mkdir(mode=0o700, parents=True)
-            parent.chmod(0o700)  # mkdir honours the umask; the mode must be exact
-        _check_private(parent, directory=True)
-        if legacy := [p for p in legacy_paths(db_path) if p.exists()]:
-            names = ", ".join(str(p) for p in legacy)
-            raise _incompatible(db_path, f"old workflow storage exists ({names})")
-        fd = os.open(db_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-        os.close(fd)
-    except FileExistsError:
-        return  # another process created it first; it initializes under an exclusive lock
-    except OSError as exc:
-        raise _os_error(db_path, exc) from exc
 
 
 @contextmanager
@@ -234,7 +94,7 @@ class Database:
         """Open for writing, creating the database exactly as `init` does when it is missing."""
         db_path = path or default_path()
         if not db_path.exists():
-            _create_file(db_path)
+            create_file(db_path)
         check_modes(db_path)
         db = cls._connect(db_path, readonly=False, clock=clock, entropy=entropy)
         return db._prepare(db._initialize_if_empty, db._verify_identity, db._apply_pragmas)
@@ -266,7 +126,7 @@ class Database:
                 step()
         except (apsw.CantOpenError, apsw.ReadOnlyError) as exc:
             self.close()
-            raise _open_failure(self.path, exc) from exc
+            raise open_failure(self.path, exc) from exc
         except apsw.Error as exc:
             translated = self._translate(exc)
             self.close()
@@ -303,7 +163,7 @@ class Database:
         for name, value in COMMON_PRAGMAS:
             got = self.conn.execute(f"PRAGMA {name} = {value}").get
             if name == "journal_mode" and str(got).lower() != "wal":
-                raise _incompatible(self.path, f"journal mode is {got}, expected wal")
+                raise incompatible(self.path, f"journal mode is {got}, expected wal")
 
     def _initialize_if_empty(self) -> None:
         """Create the schema in a new file; exactly one concurrent creator does the work."""
@@ -345,7 +205,7 @@ class Database:
         try:
             return int(self.conn.execute(f"PRAGMA {pragma}").get)
         except (apsw.NotADBError, apsw.CorruptError) as exc:
-            raise _incompatible(self.path, "the file is not a SQLite database") from exc
+            raise incompatible(self.path, "the file is not a SQLite database") from exc
 
     def _has_objects(self) -> bool:
         return bool(self.conn.execute("SELECT count(*) FROM sqlite_schema").get)
@@ -354,12 +214,12 @@ class Database:
         """Compare header, schema_meta and every live schema object with the compiled DDL."""
         app_id = self._read_header_int("application_id")
         if app_id != APPLICATION_ID:
-            raise _incompatible(
+            raise incompatible(
                 self.path, f"application_id is {app_id:#x}, expected {APPLICATION_ID:#x}"
             )
         version = self._read_header_int("user_version")
         if version != SCHEMA_VERSION:
-            raise _incompatible(self.path, f"user_version {version} is not supported")
+            raise incompatible(self.path, f"user_version {version} is not supported")
         self._verify_objects()
         self._verify_meta()
         self._schema_cookie = int(self.conn.execute("PRAGMA schema_version").get)
@@ -374,18 +234,18 @@ class Database:
         }
         expected = expected_objects()
         if extra := sorted(set(live) - set(expected)):
-            raise _incompatible(self.path, f"unexpected schema objects: {', '.join(extra)}")
+            raise incompatible(self.path, f"unexpected schema objects: {', '.join(extra)}")
         if missing := sorted(set(expected) - set(live)):
-            raise _incompatible(self.path, f"missing schema objects: {', '.join(missing)}")
+            raise incompatible(self.path, f"missing schema objects: {', '.join(missing)}")
         if changed := sorted(name for name in expected if live[name] != expected[name]):
-            raise _incompatible(self.path, f"changed schema objects: {', '.join(changed)}")
+            raise incompatible(self.path, f"changed schema objects: {', '.join(changed)}")
 
     def _verify_meta(self) -> None:
         rows = self.conn.execute(
             "SELECT id, schema_name, schema_version, schema_digest FROM schema_meta"
         ).fetchall()
         if rows != [(1, SCHEMA_NAME, SCHEMA_VERSION, DDL_DIGEST)]:
-            raise _incompatible(self.path, "the schema_meta row is missing or changed")
+            raise incompatible(self.path, "the schema_meta row is missing or changed")
 
     # -- transactions --------------------------------------------------------------------------
 

@@ -15,29 +15,32 @@ from channels.telegram.alerts import Alert, AlertReport
 SETUP = "piw-channels setup telegram --profile {p} --token-file FILE --user ID --chat ID"
 
 
-def alert_lines(report: AlertReport, config_dir: str, *, verbose: bool = False) -> list[str]:
+def alert_lines(report: AlertReport, config_dir: str, *, verbose: bool = False,
+                token_file: str | None = None) -> list[str]:
     """What to print after one channel's pass, in order: new or due reminders, then (with
     `verbose`) the quiet ongoing ones, then the conditions that cleared."""
-    lines = [f"Error: {describe(a, report.profile, report.now, config_dir)}"
-             for a in report.reported]
+    def say(a: Alert) -> str:
+        return describe(a, report.profile, report.now, config_dir, token_file=token_file)
+
+    lines = [f"Error: {say(a)}" for a in report.reported]
     if verbose:
-        lines += [f"Still: {describe(a, report.profile, report.now, config_dir)}"
-                  for a in report.ongoing]
+        lines += [f"Still: {say(a)}" for a in report.ongoing]
     lines += [f"Recovered: {recovered(a, report.profile, report.now)}"
               for a in report.recovered]
     return lines
 
 
-def describe(alert: Alert, profile: str, now: int, config_dir: str) -> str:
+def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
+             token_file: str | None = None) -> str:
     """The one-line description of an ongoing condition, with its fix."""
     f = alert.facts
     who = f"telegram:{profile}"
     resend = f"piw-channels resend {f.get('decisionId')} --profile {profile}"
     chats = f"telegramProfiles.{profile}.allowedChatIds in {config_dir}/{CHANNELS_FILE}"
     if alert.kind == "token":
+        where = token_file or "its token file"
         return (f"{who}: the Bot API rejected the token (HTTP {f.get('errorCode')}); put the"
-                f" bot's current"
-                f" token in its token file, or run: {SETUP.format(p=profile)}")
+                f" bot's current token in {where}, or run: {SETUP.format(p=profile)}")
     if alert.kind == "conflict":
         return (f"{who}: another getUpdates poller is using this bot token; run only one"
                 f" poller per bot: stop the other one, then run:"

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli.errors import UsageError
-from state.database import Database, default_path
+from state.database import Database
 from state.errors import RESET_INSTRUCTION, DatabaseMissing
 from state.exit_codes import EXIT_INCOMPATIBLE, EXIT_OK
+from state.files import default_path
 
 
 def print_json(value: Any) -> None:
@@ -57,7 +58,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Database and channel health, with no private identifiers."""
     # Heavy imports only when used.
     from adapters.cli.status_text import render_status, with_iso
-    from channels.config.loading import resolve_config_dir
+    from channels.config.loading import load_config, resolve_config_dir
+    from channels.errors import ChannelsError
     from channels.status import status_report
 
     try:
@@ -72,8 +74,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         report = status_report(db)
     if args.json:
         print_json(with_iso(report))
-    else:
-        print(render_status(report, str(resolve_config_dir())))
+        return EXIT_OK
+    try:
+        config = load_config()
+        profiles, problem = ([] if config is None else list(config.profiles)), None
+    except ChannelsError as exc:  # status still shows the database; the config is one line
+        profiles, problem = [], str(exc)
+    print(render_status(report, str(resolve_config_dir()), profiles, problem))
     return EXIT_OK
 
 

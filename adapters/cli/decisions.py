@@ -139,9 +139,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
             return EXIT_OK
         # SIGTERM unwinds like Ctrl-C, so the run lease is released at once, not in 60 s.
         signal.signal(signal.SIGTERM, raise_terminated)
+        progress = None
         if sys.stderr.isatty():
             _tell_waiting(handle, routes)
-        resolution = service.wait_for_resolution(db, handle)
+            progress = _DeliveryProgress(db, handle.decision_id)
+        resolution = service.wait_for_resolution(db, handle, on_change=progress)
     entered = None if resolution.response is None else resolution.response.get("input")
     answer: dict[str, Any] = {"decision_id": handle.decision_id, "choice": resolution.choice,
                               "input": entered, "provenance": resolution.provenance}
@@ -164,6 +166,19 @@ def _tell_waiting(handle: service.AskHandle, routes: tuple[str, ...]) -> None:
           " (Telegram gets it on the next poll).", file=sys.stderr)
     print("Ctrl-C stops waiting; the decision stays open: answer it later, or run:"
           f" piw-channels cancel {handle.decision_id}", file=sys.stderr)
+
+
+class _DeliveryProgress:
+    """Says on stderr, once per channel, where the decision was delivered while ask waits."""
+
+    def __init__(self, db: Database, decision_id: str) -> None:
+        self.db, self.decision_id, self.told = db, decision_id, set[str]()
+
+    def __call__(self) -> None:
+        for channel in self.db.read(lambda c: history.delivered_to(c, self.decision_id)):
+            if channel not in self.told:
+                self.told.add(channel)
+                print(f"Delivered to {channel}.", file=sys.stderr, flush=True)
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli import telegram as telegram_cli
-from adapters.telegram.fake import FakeBotApi
+from adapters.cli.errors import Terminated, UsageError, raise_terminated
+from adapters.telegram.fake import FakeBotApi, RemoteFakeBotApi
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
 from channels.decisions import views
@@ -141,12 +143,90 @@ def run_demo() -> int:
     return EXIT_OK
 
 
+def serve(token_file: Path, port: int) -> int:
+    """`demo --serve`: the fake Bot API in the foreground, to rehearse a real setup."""
+    created = not token_file.exists()
+    if created:
+        token_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(DEMO_TOKEN + "\n")
+    token = token_file.read_text(encoding="utf-8").strip()
+    server = FakeBotApi(token, port=port)
+    server.start()
+    print(f"Fake Bot API: {server.base_url} (its token is in {token_file}); Ctrl-C stops it.")
+    print(f"Rehearse: piw-channels setup telegram --token-file {token_file} --user {USER}"
+          f" --chat {USER} --api-base-url {server.base_url}")
+    print(f"Press a button: piw-channels demo --press LABEL --api-base-url {server.base_url}",
+          flush=True)
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        while not server.wait_closed(0.5):
+            pass
+    except (KeyboardInterrupt, Terminated):
+        pass
+    finally:
+        server.close()
+        if created:
+            token_file.unlink(missing_ok=True)
+    return EXIT_OK
+
+
+def press(url: str, label: str, user: int | None) -> int:
+    """`demo --press`: press a button of the newest message on a `demo --serve` Bot API, as
+    the person in that chat would (the update waits for the next poll)."""
+    fake = RemoteFakeBotApi(url)
+    try:
+        shown = fake.keyboards()
+    except OSError as exc:
+        raise UsageError(f"no demo Bot API answers at {url} ({exc}); start one with:"
+                         " piw-channels demo --serve") from None
+    if not shown:
+        raise UsageError("no message with buttons on the demo Bot API yet; run: piw-channels"
+                         " ask ..., then piw-channels poll")
+    message = shown[-1]
+    buttons = [b for row in message["inline_keyboard"] for b in row]
+    chosen = [b for i, b in enumerate(buttons, 1)
+              if label.casefold() in (str(b["text"]).casefold(), str(i))]
+    if not chosen:
+        names = ", ".join(repr(b["text"]) for b in buttons)
+        raise UsageError(f"no button {label!r} on the newest message (buttons: {names})")
+    chat = int(message["chat_id"])
+    fake.push_fixture("callback_press.json", {
+        "user_id": chat if user is None else user, "chat_id": chat,
+        "message_id": message["message_id"], "message_text": message["text"],
+        "callback_data": chosen[0]["callback_data"]})
+    print(f"pressed {chosen[0]['text']!r}; run piw-channels poll to collect it")
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Run the demo."""
+    """Run the demo, serve its fake Bot API, or press a button on it."""
+    if args.press is not None:
+        if args.api_base_url is None:
+            raise UsageError("--press needs --api-base-url (the URL demo --serve printed)")
+        return press(args.api_base_url, args.press, args.user)
+    if args.serve:
+        return serve(args.token_file or Path.home() / "piw-demo.token", args.port)
     return run_demo()
 
 
 def register(sub: Any) -> None:
     """Add `demo` to the top-level parser."""
-    p = sub.add_parser("demo", help="see the whole Telegram flow against a local fake Bot API")
+    p = sub.add_parser("demo", help="see the whole Telegram flow against a local fake Bot API",
+                       description="Without options: a narrated run of the whole flow in a"
+                       " temporary HOME. --serve: run the fake Bot API to rehearse setup, ask"
+                       " and poll against it; --press: press one of its buttons.")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--serve", action="store_true",
+                      help="run the fake Bot API on loopback until Ctrl-C, printing its URL")
+    mode.add_argument("--press", metavar="LABEL",
+                      help="press the button with this label (or number) on the newest message")
+    p.add_argument("--port", type=int, default=0, help="--serve: port (default: a free one)")
+    p.add_argument("--token-file", type=Path, metavar="PATH",
+                   help="--serve: the token the fake accepts (default: ~/piw-demo.token,"
+                   " created with a demo token and removed at exit)")
+    p.add_argument("--api-base-url", metavar="URL", help="--press: the URL --serve printed")
+    p.add_argument("--user", type=int, metavar="ID",
+                   help="--press: the user who presses (default: the chat's id, a private chat)")
     p.set_defaults(handler=cmd_demo)

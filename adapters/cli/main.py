@@ -14,19 +14,23 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import apsw
+from adapters.cli.packages import check_packages
 
-from adapters.cli.errors import Terminated, UsageError
-from state.database import default_path, translate
-from state.errors import StateError
-from state.exit_codes import (
+check_packages()  # before anything imports `state` or `channels`: they may be someone else's
+
+import apsw  # noqa: E402
+
+from adapters.cli.errors import Terminated, UsageError  # noqa: E402
+from state.errors import StateError  # noqa: E402
+from state.exit_codes import (  # noqa: E402
     EXIT_BROKEN_PIPE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
 )
-from state.version import VERSION
+from state.files import default_path, translate  # noqa: E402
+from state.version import VERSION  # noqa: E402
 
 Handler = Callable[[argparse.Namespace], int]
 Register = Callable[[Any], None]

@@ -28,20 +28,27 @@ def ago(ms: int, now: int) -> str:
     return f"{duration(now - ms)} ago ({clock_time(ms)})"
 
 
-def render_status(report: dict[str, Any], config_dir: str) -> str:
-    """The whole report as lines a person reads."""
+def render_status(report: dict[str, Any], config_dir: str, profiles: list[str] | None = None,
+                  config_problem: str | None = None) -> str:
+    """The whole report as lines a person reads; `profiles` are the configured Telegram
+    profiles (one that never ran a pass is named too)."""
     now = int(report["now"])
     d = report["database"]
     count = int(d["open_decisions"])
     lines = [f"Database {d['path']}: {_size(int(d['size_bytes']))}, schema {d['schema']},"
              f" {count} open decision{'' if count == 1 else 's'}."]
     closed = [c for c in report["channels"] if _closed_pi_session(c)]
+    if config_problem:
+        lines.append(f"Configuration: {config_problem}")
     for channel in report["channels"]:
         if channel in closed:
             continue
         lines += _telegram(channel, now) if channel["adapter"] == "telegram" else _pi(channel)
     if closed:
         lines.append(f"Closed Pi sessions with nothing waiting: {len(closed)}.")
+    polled = {c.get("profile") for c in report["channels"] if c["adapter"] == "telegram"}
+    lines += [f"telegram:{p}: never polled; add the cron line (README: Set up Telegram)"
+              for p in profiles or [] if p not in polled]
     attention = report.get("needs_attention") or []
     if attention:
         lines.append("Needs attention:")

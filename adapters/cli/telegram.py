@@ -21,7 +21,7 @@ from channels.telegram import poll as worker
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
-from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
+from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
 from state.resources import Actor
 
 
@@ -49,21 +49,34 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
     config_dir = str(resolve_config_dir())
     for report in reports:
         if report.alerts is not None:
-            for line in alert_lines(report.alerts, config_dir, verbose=verbose):
+            lines = alert_lines(report.alerts, config_dir, verbose=verbose,
+                                token_file=_token_file(config, report.alerts.profile))
+            for line in lines:
                 print(line, file=sys.stderr)
             code = max(code, report.alerts.exit_code)
-        elif report.status in ("conflict", "unauthorized"):  # the lease was lost meanwhile
+        elif report.status in ("conflict", "unauthorized"):  # lease lost, or an alerts bug
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY if report.status == "conflict" else EXIT_CONFIG)
         if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY)
+        for bug in (e["internal"] for e in report.errors
+                    if str(e.get("internal", "")).startswith("alerts:")):
+            print(f"Error: {report.channel}: {bug}", file=sys.stderr)  # a bug: report it
+            code = max(code, EXIT_INTERNAL)
         if verbose:
             detail = report.message or (
                 f"{report.updates} updates, {report.processed} processed, "
                 f"{report.effects} effects, {len(report.errors)} provider errors")
             print(f"{report.channel}: {report.status}: {detail}", file=sys.stderr)
     return code
+
+
+def _token_file(config: ChannelsConfig, profile: str) -> str | None:
+    """Where the profile's token is read from (a path, never the token)."""
+    found = config.profiles.get(profile)
+    credential = None if found is None else config.credentials.get(found.credential)
+    return None if credential is None else str(credential.token_file)
 
 
 def cmd_poll(args: argparse.Namespace) -> int:

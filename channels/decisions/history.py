@@ -81,6 +81,14 @@ def timeline(conn: apsw.Connection, decision_id: str) -> list[Entry]:
     return sorted(entries, key=lambda e: (e.at, order[e.what]))
 
 
+def delivered_to(conn: apsw.Connection, decision_id: str) -> list[str]:
+    """The channels where the decision's delivery is confirmed, by name."""
+    names = _channel_names(conn)
+    return sorted({names.get(str(c), str(c)) for (c,) in conn.execute(
+        "SELECT channel_id FROM channel_messages WHERE decision_id = ? AND purpose = 'delivery'"
+        " AND status = 'confirmed'", (decision_id,))})
+
+
 def _channel_names(conn: apsw.Connection) -> dict[str, str]:
     """channel_id -> the name people know it by."""
     return {str(c): (f"telegram:{p}" if a == "telegram" else

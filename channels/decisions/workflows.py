@@ -9,7 +9,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,10 +223,12 @@ def cancel_decision(db: Database, decision_id: str, reason: str, owner_id: str) 
 
 
 def wait_for_resolution(
-    db: Database, handle: AskHandle, *, poll_seconds: float = 0.2
+    db: Database, handle: AskHandle, *, poll_seconds: float = 0.2,
+    on_change: Callable[[], None] | None = None,
 ) -> Resolution:
     """Hold the run lease until the decision resolves (applying the deadline when due), then
-    apply the continuation. Notices other writers cheaply through `PRAGMA data_version`."""
+    apply the continuation. Notices other writers cheaply through `PRAGMA data_version`;
+    `on_change` runs whenever another writer changed the database (progress for a person)."""
     lease = handle.run.lease
     decision_id = handle.decision_id
     deadline = handle.request.expires_at_ms
@@ -238,6 +240,8 @@ def wait_for_resolution(
                 seen = version
                 if db.read(lambda c: records.resolution_of(c, decision_id)) is not None:
                     break
+                if on_change is not None:
+                    on_change()
             if deadline is not None and db.clock.now_ms() >= deadline:
                 apply_deadline(db, decision_id, lease)
                 break

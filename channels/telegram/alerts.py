@@ -123,14 +123,16 @@ def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int
     caller writes `state` into its release event in the same transaction)."""
     previous = last_pass(conn, channel.channel_id)
     before = {} if previous is None else dict(previous.alerts)
-    last_ok = _last_ok(conn, channel.channel_id, previous, result)
-    current = _conditions(conn, channel, result, last_ok, now, alert_after_ms)
+    last_ok = _last_ok(previous, result)
+    # Never worked yet: count the outage from when the channel was first polled.
+    down_since = last_ok if last_ok is not None else _registered_at(conn, channel.channel_id)
+    current = _conditions(conn, channel, result, down_since, now, alert_after_ms)
     reported: list[Alert] = []
     ongoing: list[Alert] = []
     kept: dict[str, Alert] = {}
     for key, (kind, since, facts) in current.items():
         old = before.get(key)
-        if old is None or now - old.reported_at >= REPEAT_MS:
+        if old is None or old.kind != kind or now - old.reported_at >= REPEAT_MS:
             alert = Alert(key, kind, old.since if old else since, now, facts)
             reported.append(alert)
         else:
@@ -142,26 +144,27 @@ def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int
                        _state(result, last_ok, kept))
 
 
-def _last_ok(conn: apsw.Connection, channel_id: str, previous: PassState | None,
-             result: PassResult) -> int:
+def _last_ok(previous: PassState | None, result: PassResult) -> int | None:
     if result.updates_ok_at is not None:
         return result.updates_ok_at
-    if previous is not None and previous.last_ok_at is not None:
-        return previous.last_ok_at
-    # Never worked yet: count from when the channel was first polled.
+    return None if previous is None else previous.last_ok_at
+
+
+def _registered_at(conn: apsw.Connection, channel_id: str) -> int:
     created = conn.execute("SELECT created_at FROM channels WHERE channel_id = ?",
                            (channel_id,)).get
     return int(created or 0)
 
 
-def _state(result: PassResult, last_ok: int, alerts: Mapping[str, Alert]) -> dict[str, Any]:
+def _state(result: PassResult, last_ok: int | None,
+           alerts: Mapping[str, Alert]) -> dict[str, Any]:
     state: dict[str, Any] = {}
-    if result.updates_error is not None:
-        state = {"getUpdates": "failed", "lastOkAt": last_ok}
-    elif result.updates_ok_at is not None:
+    if result.updates_error is None and result.updates_ok_at is not None:
         state = {"getUpdates": "ok"}
     else:
-        state = {"getUpdates": "none", "lastOkAt": last_ok}
+        state = {"getUpdates": "failed" if result.updates_error is not None else "none"}
+        if last_ok is not None:
+            state["lastOkAt"] = last_ok
     if alerts:
         state["alerts"] = {k: a.to_json() for k, a in alerts.items()}
     return state
@@ -170,7 +173,7 @@ def _state(result: PassResult, last_ok: int, alerts: Mapping[str, Alert]) -> dic
 Condition = tuple[str, int, dict[str, Any]]  # (kind, since, facts)
 
 
-def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, last_ok: int,
+def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, down_since: int,
                 now: int, alert_after_ms: int) -> dict[str, Condition]:
     found: dict[str, Condition] = {}
     error = dict(result.updates_error or {})
@@ -180,10 +183,9 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, las
         found["token"] = ("token", now, facts)
     elif result.status == "conflict":
         webhook = "webhook" in str(error.get("description") or "").lower()
-        kind = "webhook" if webhook else "conflict"
-        found[kind] = (kind, now, facts)
-    elif result.updates_error is not None and now - last_ok >= alert_after_ms:
-        found["unreachable"] = ("unreachable", last_ok, facts)
+        found["conflict"] = ("webhook" if webhook else "conflict", now, facts)
+    elif result.updates_error is not None and now - down_since >= alert_after_ms:
+        found["unreachable"] = ("unreachable", down_since, facts)
     for key, condition in decision_conditions(conn, channel.channel_id, now).items():
         found[key] = condition
     return found

@@ -141,10 +141,16 @@ class _ChannelPoll:
         result = alerts.PassResult(self.report.status, self.report.updates_ok_at,
                                    self.report.updates_error)
 
-        def command(c: Any) -> alerts.AlertReport:
+        def command(c: Any) -> alerts.AlertReport | None:
             now = self._now()
-            report = alerts.settle(c, self.channel, result, now, self.options.alert_after_ms)
-            leases.release(c, lease, now, payload=report.state)
+            try:  # read-only; a bug in it must never keep the channel's lease from release
+                report = alerts.settle(c, self.channel, result, now, self.options.alert_after_ms)
+            except StateError:
+                raise
+            except Exception as exc:
+                self.report.errors.append({"internal": f"alerts: {type(exc).__name__}: {exc}"})
+                report = None
+            leases.release(c, lease, now, payload=None if report is None else report.state)
             return report
 
         # A lease already lost (expired and claimed by another poller) has nothing to release.

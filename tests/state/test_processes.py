@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from state import resources
-from state.database import Database, default_path
+from state.database import Database
+from state.files import default_path
 from state.resources import SYSTEM
 from tests.conftest import child_env
 from tests.paths import ROOT

@@ -11,13 +11,14 @@ import apsw
 import pytest
 
 from state import maintenance
-from state.database import Database, default_path
+from state.database import Database
 from state.ddl import DDL
 from state.errors import (
     DatabaseMissing,
     IncompatibleDatabase,
     PermissionProblem,
 )
+from state.files import default_path
 from state.schema import APPLICATION_ID, DDL_DIGEST, expected_objects
 
 PLAN_TABLES = {

@@ -256,6 +256,14 @@ class BotState:
         with self.cond:
             return [dict(m) for m in self.messages.get(chat_id, {}).values()]
 
+    def keyboards(self) -> list[dict[str, Any]]:
+        """Every held message that still shows an inline keyboard, oldest chat first."""
+        with self.cond:
+            return [{"chat_id": chat, "message_id": m["message_id"], "text": m.get("text", ""),
+                     "inline_keyboard": m["reply_markup"]["inline_keyboard"]}
+                    for chat, held in self.messages.items() for m in held.values()
+                    if (m.get("reply_markup") or {}).get("inline_keyboard")]
+
     def wait_received(self, method: str, count: int = 1, timeout: float = 5.0) -> bool:
         """Block until at least ``count`` requests of ``method`` have *arrived*."""
         wanted = canonical(method)

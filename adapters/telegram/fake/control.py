@@ -79,6 +79,8 @@ def _control_action(
     if action == "wait_received":
         args = (str(body["method"]), int(body.get("count", 1)), float(body.get("timeout", 5)))
         return {"received": fake.wait_received(*args)}
+    if action == "keyboards":
+        return {"keyboards": fake.keyboards()}
     if action == "status":
         return {"pending_updates": len(fake.pending_updates())}
     if action == "shutdown":
@@ -144,6 +146,10 @@ class RemoteFakeBotApi:
         """See ``FakeBotApi.wait_received``."""
         body = {"method": method, "count": count, "timeout": timeout}
         return bool(self._call("wait_received", body, timeout=timeout + 5)["received"])
+
+    def keyboards(self) -> list[dict[str, Any]]:
+        """See ``FakeBotApi.keyboards``."""
+        return list(self._call("keyboards")["keyboards"])
 
     def shutdown(self) -> None:
         """Stop the remote server."""

@@ -245,6 +245,10 @@ class FakeBotApi:
         """Messages the fake has sent (and currently holds) in a chat."""
         return self._state.sent_messages(chat_id)
 
+    def keyboards(self) -> list[dict[str, Any]]:
+        """Held messages that still show an inline keyboard (what a person could press)."""
+        return self._state.keyboards()
+
     def wait_received(self, method: str, count: int = 1, timeout: float = 5.0) -> bool:
         """Block until at least ``count`` requests of ``method`` have *arrived*."""
         return self._state.wait_received(method, count, timeout)

@@ -137,5 +137,51 @@ def test_version_loads_no_command_group(home: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     version, modules = done.stdout.splitlines()
     assert version == f"piw-channels {VERSION}"
-    assert json.loads(modules.replace("'", '"')) == ["adapters", "adapters.cli",
-                                                      "adapters.cli.errors", "adapters.cli.main"]
+    assert json.loads(modules.replace("'", '"')) == [
+        "adapters", "adapters.cli", "adapters.cli.errors", "adapters.cli.main",
+        "adapters.cli.packages"]
+
+
+def test_a_foreign_channels_package_is_named_at_start_up(tmp_path: Path, home: Path) -> None:
+    """Django Channels is also `channels`: in a shared environment the one found first wins."""
+    foreign = tmp_path / "site" / "channels"
+    foreign.mkdir(parents=True)
+    (foreign / "__init__.py").write_text('__version__ = "4.2.0"\n')
+    env = {**child_env(home), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([*CLI, "status"], cwd=foreign.parent, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"Error: the Python package 'channels' at {foreign / '__init__.py'} is not"
+        " piw-channels' own (another project, such as Django Channels, uses that name in this"
+        " environment); install piw-channels on its own: uv tool install"
+        " /path/to/piw-channels (or pipx install /path/to/piw-channels); see the README"]
+
+
+def test_ask_wait_on_a_terminal_says_where_the_decision_was_delivered(home: Path) -> None:
+    from adapters.telegram.fake import FakeBotApi
+    from tests.channels.telegram.helpers import PROFILE, TOKEN, configure_telegram_profile
+
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        main, side = pty.openpty()
+        proc = subprocess.Popen([*CLI, "ask", "--title", "Wait?", "--choice", "a=A", "--wait"],
+                                cwd=ROOT, env=child_env(home), stdout=subprocess.DEVNULL,
+                                stderr=side)
+        os.close(side)
+        try:
+            wait_for_open_decision()
+            seen = b""
+            while seen.count(b"\n") < 2:
+                seen += os.read(main, 4096)
+            assert f"sent to: pi, telegram:{PROFILE} (".encode() in seen
+            assert cli(home, "poll").returncode == 0
+            while seen.count(b"\n") < 3:
+                seen += os.read(main, 4096)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=60) == 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            os.close(main)
+    assert seen.decode().splitlines()[2] == f"Delivered to telegram:{PROFILE}."

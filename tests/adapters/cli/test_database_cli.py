@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adapters.cli.main import build_parser, run
-from state.database import default_path
+from state.files import default_path
 from tests.conftest import child_env
 from tests.paths import ROOT
 

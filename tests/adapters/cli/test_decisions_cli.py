@@ -11,7 +11,8 @@ from pathlib import Path
 
 from channels.decisions import records, resolution, views
 from channels.decisions.resolution import HumanAnswer
-from state.database import Database, default_path
+from state.database import Database
+from state.files import default_path
 from tests.conftest import child_env
 from tests.paths import ROOT
 

@@ -8,9 +8,15 @@ import json
 import re
 from pathlib import Path
 
-from adapters.telegram.fake import BotError, FakeBotApi, Fault
+from adapters.telegram.fake import BotError, FakeBotApi, Fault, unused_port_url
 from tests.adapters.cli.test_poll_alerts import WHO, cli, fake, fingerprint, poll
-from tests.channels.telegram.helpers import PROFILE, USER, config_dir, open_decision_now
+from tests.channels.telegram.helpers import (
+    PROFILE,
+    USER,
+    config_dir,
+    configure_telegram_profile,
+    open_decision_now,
+)
 
 __all__ = ["fake"]  # the fixture
 
@@ -71,3 +77,18 @@ def test_needs_attention_lists_each_decision_with_the_command(
     assert channel["lease"]["generation"] == 1  # storage details stay in --json
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z",
                         channel["last_pass"]["at_iso"])
+
+
+def test_a_configured_profile_that_never_polled_is_named(home: Path, fake: FakeBotApi) -> None:
+    assert cli(home, "init").code == 0
+    assert status(home)[1:] == [
+        f"{WHO}: never polled; add the cron line (README: Set up Telegram)",
+        "Nothing needs attention."]
+
+
+def test_a_bot_api_never_reached_says_never(home: Path) -> None:
+    configure_telegram_profile(home, unused_port_url())
+    assert poll(home).code == 0  # down for less than --alert-after
+    line = status(home)[1]
+    assert re.fullmatch(rf"{WHO}: last pass \d+ s ago \({WHEN}\); last successful getUpdates"
+                        " never", line), line

@@ -40,7 +40,8 @@ from channels.telegram import identity
 from channels.telegram import poll as worker
 from channels.telegram.buttons import callback_token
 from channels.telegram.parts import split_parts
-from state.database import Database, default_path
+from state.database import Database
+from state.files import default_path
 from tests.conftest import child_env
 from tests.paths import ROOT
 

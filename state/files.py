@@ -1,0 +1,166 @@
+"""The database's files: where they live, the private modes they must have, their creation,
+and the translation of file-system and SQLite file failures into one-line errors.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import apsw
+
+from state.errors import (
+    RESET_INSTRUCTION,
+    DatabaseCorrupt,
+    DiskFull,
+    IncompatibleDatabase,
+    PermissionProblem,
+    StateError,
+)
+
+STATE_RELATIVE_PATH = Path(".pi/agent/workflows/state.sqlite")
+
+
+def default_path() -> Path:
+    """The one production location: ~/.pi/agent/workflows/state.sqlite."""
+    return Path.home() / STATE_RELATIVE_PATH
+
+
+def legacy_paths(db_path: Path) -> list[Path]:
+    """Old storage locations that must not be read, imported or deleted."""
+    workflows = db_path.parent
+    return [
+        workflows / "runs",
+        workflows / "decisions",
+        workflows / "controllers",
+        Path.home() / ".config" / "pi-workflows" / "telegram-state.sqlite",
+    ]
+
+
+def incompatible(path: Path, detail: str) -> IncompatibleDatabase:
+    """The one-line refusal of a database that is not ours, with the reset instruction."""
+    return IncompatibleDatabase(f"{path}: {detail}. {RESET_INSTRUCTION}")
+
+
+def _check_private(path: Path, *, directory: bool) -> None:
+    """Refuse a path that group or others can access, that its owner cannot read and write,
+    that another user owns, or that is the wrong kind of file."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if directory and not stat.S_ISDIR(info.st_mode):
+        raise PermissionProblem(f"{path} is not a directory")
+    if not directory and not stat.S_ISREG(info.st_mode):
+        raise PermissionProblem(f"{path} is not a regular file; move it away")
+    mode = stat.S_IMODE(info.st_mode)
+    fix = "700" if directory else "600"
+    if mode & 0o077:
+        raise PermissionProblem(
+            f"{path} is accessible by group or others (mode {mode:04o}); fix: chmod {fix} {path}"
+        )
+    needed = 0o700 if directory else 0o600
+    if mode & needed != needed:
+        # A -wal or -shm left 0400 by a database that was briefly 0400 makes every writer fail
+        # with "attempt to write a readonly database", naming neither the file nor the fix.
+        raise PermissionProblem(
+            f"{path} has mode {mode:04o}, but it must be {needed:04o} like the database;"
+            f" fix: chmod {fix} {path}"
+        )
+    if info.st_uid != os.geteuid():
+        raise PermissionProblem(
+            f"{path} belongs to another user (uid {info.st_uid}); fix: chown"
+            f" {os.geteuid()} {path}"
+        )
+
+
+def check_modes(db_path: Path, *, private_directory: bool = True) -> None:
+    """Directory 0700 and the database, -wal and -shm files 0600, all owned by this user."""
+    if private_directory:
+        _check_private(db_path.parent, directory=True)
+    for suffix in ("", "-wal", "-shm"):
+        _check_private(Path(f"{db_path}{suffix}"), directory=False)
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        info = os.statvfs(directory)
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
+
+
+def _disk_full(path: Path) -> DiskFull:
+    free = _free_bytes(path.parent)
+    room = "" if free is None else f" ({free} bytes free)"
+    return DiskFull(
+        f"the disk is full: cannot write {path}: the file system holding {path.parent} has no"
+        f" room{room}; nothing was lost: free some space there, then run the command again"
+    )
+
+
+def corrupt(path: Path, exc: BaseException) -> DatabaseCorrupt:
+    """The one-line error for a malformed database file (with the reset instruction)."""
+    return DatabaseCorrupt(
+        f"{path}: the database file is malformed (SQLite: {exc}); nothing more was written"
+        f" to it. {RESET_INSTRUCTION}"
+    )
+
+
+def translate(path: Path, exc: BaseException) -> StateError | None:
+    """The state error for an apsw failure that is about the file, not the command: a
+    malformed database (65) or a full disk (75). None for anything else."""
+    if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
+        return corrupt(path, exc)
+    if isinstance(exc, apsw.FullError):
+        return _disk_full(path)
+    if isinstance(exc, apsw.IOError) and _free_bytes(path.parent) == 0:
+        return _disk_full(path)  # a -wal or -shm that could not grow: "disk I/O error"
+    return None
+
+
+def _os_error(path: Path, exc: OSError) -> StateError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _disk_full(path)
+    if exc.errno == errno.EROFS:
+        return PermissionProblem(f"cannot create {path}: the file system is read-only")
+    return PermissionProblem(f"cannot create {path}: {exc.strerror}")
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def open_failure(db_path: Path, exc: Exception) -> PermissionProblem:
+    """SQLite could not open the database or its -wal/-shm files for what it needs."""
+    if _read_only_fs(db_path.parent):
+        return PermissionProblem(
+            f"cannot open {db_path}: the file system is read-only (a WAL database needs to"
+            " write its -wal and -shm files even to read)"
+        )
+    return PermissionProblem(f"cannot open {db_path}: {exc}; check that you own the"
+                             " directory and its files")
+
+
+def create_file(db_path: Path) -> None:
+    """Create the directory (0700) and an empty database file (0600) before SQLite opens it."""
+    parent = db_path.parent
+    try:
+        if not parent.exists():
+            parent.mkdir(mode=0o700, parents=True)
+            parent.chmod(0o700)  # mkdir honours the umask; the mode must be exact
+        _check_private(parent, directory=True)
+        if legacy := [p for p in legacy_paths(db_path) if p.exists()]:
+            names = ", ".join(str(p) for p in legacy)
+            raise incompatible(db_path, f"old workflow storage exists ({names})")
+        fd = os.open(db_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        os.close(fd)
+    except FileExistsError:
+        return  # another process created it first; it initializes under an exclusive lock
+    except OSError as exc:
+        raise _os_error(db_path, exc) from exc
