@@ -37,7 +37,7 @@ def button_basis(
 
 @dataclass(frozen=True, slots=True)
 class DecisionView:
-    """What status surfaces show: no actor or channel identifiers."""
+    """What status surfaces show: no actor identifiers; of the winner only its channel's name."""
 
     decision_id: str
     title: str
