@@ -36,7 +36,7 @@ def open_deliveries(conn: apsw.Connection, channel_id: str) -> list[tuple[str, s
 
 @dataclass(frozen=True, slots=True)
 class DecisionView:
-    """What status surfaces show: no actor or channel identifiers."""
+    """What status surfaces show: no actor identifiers; of the winner only its channel's name."""
 
     decision_id: str
     title: str

@@ -31,6 +31,7 @@ const RESULT_TIMEOUT_MS = 15_000;
 const STDERR_KEPT = 4096;
 const IDLE_POLL_MS = 100;
 const TURN_RETRY_MS = 10_000;
+const TURN_RETRY_MAX_MS = 300_000;
 const BACKOFF_FIRST_MS = 1_000;
 const BACKOFF_MAX_MS = 30_000;
 const BACKOFF_RESET_MS = 30_000; // a bridge that ran this long starts the backoff over
@@ -167,6 +168,7 @@ class Bridge {
 	/** Open `/decision` dialogs by decision: closed when the decision is settled elsewhere. */
 	readonly dialogs = new Map<string, { controller: AbortController; settledBy?: string }>();
 	private turnSent: { id: string; at: number } | undefined;
+	private turnRetryMs = TURN_RETRY_MS;
 	private readonly waiting = new Map<string, (reply: Reply) => void>();
 	private buffer = Buffer.alloc(0);
 	private stderr = "";
@@ -293,9 +295,13 @@ class Bridge {
 			this.showDecisions();
 			this.showSettled();
 			this.startTurn();
-		} else if (this.turnSent && this.ctx.isIdle() && Date.now() - this.turnSent.at > TURN_RETRY_MS) {
-			// Idle, and the answer never reached the session (the turn could not start): try again.
-			this.notify("piw-channels: an answer could not start a turn; trying again", "warning");
+		} else if (this.turnSent && this.ctx.isIdle() && Date.now() - this.turnSent.at > this.turnRetryMs) {
+			// Idle, and the answer never reached the session (the turn could not start, for
+			// example with no model): try again, less and less often, saying so once.
+			if (this.turnRetryMs === TURN_RETRY_MS) {
+				this.notify("piw-channels: an answer could not start a model turn; it will be tried again", "warning");
+			}
+			this.turnRetryMs = Math.min(this.turnRetryMs * 2, TURN_RETRY_MAX_MS);
 			this.turnSent = undefined;
 		}
 		if (this.queue.length > 0 || this.turns.length > 0 || this.settled.length > 0) {
@@ -363,7 +369,10 @@ class Bridge {
 			if (entryId === undefined) return;
 			this.send({ type: "turned", turn_intent_id: first.turn_intent_id, entry_id: entryId });
 			this.turns.shift();
-			if (this.turnSent?.id === first.turn_intent_id) this.turnSent = undefined;
+			if (this.turnSent?.id === first.turn_intent_id) {
+				this.turnSent = undefined;
+				this.turnRetryMs = TURN_RETRY_MS;
+			}
 		}
 	}
 

@@ -82,7 +82,7 @@ class RpcClient:
         return message
 
     def wait_for(self, predicate: Callable[[dict[str, Any]], bool], what: str,
-                 timeout: float = 30) -> dict[str, Any]:
+                 timeout: float = 60) -> dict[str, Any]:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             message = self.next(end - time.monotonic())

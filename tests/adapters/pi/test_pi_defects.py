@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
+from adapters.telegram.fake import FakeBotApi
 from channels import messages, store
-from channels.decisions import records, resolution, workflows
-from channels.decisions.resolution import HumanAnswer
+from channels.decisions import records, workflows
 from channels.pi import deliveries, sessions
+from channels.telegram.buttons import callback_token
 from state import leases
 from state.database import Database
-from tests.adapters.pi.helpers import CHOICES, ask, route_to_telegram
+from tests.adapters.pi.helpers import CHOICES, ask
 from tests.adapters.pi.mock_model import MockModel, call, say
 from tests.adapters.pi.rpc import (
     SETTLED_TYPE,
@@ -30,6 +31,7 @@ from tests.adapters.pi.rpc import (
     needs_pi,
     wait_until,
 )
+from tests.channels.telegram.helpers import TOKEN, USER, configure_telegram_profile, run_cli
 
 pytestmark = needs_pi
 
@@ -271,37 +273,46 @@ def test_a_missing_piw_channels_says_how_to_fix_it(home: Path, tmp_path: Path) -
 def test_a_telegram_answer_closes_the_open_dialog_and_marks_the_decision_decided(
         home: Path, db: Database, tmp_path: Path) -> None:
     # D8: the dialog stayed open, the notice had no title or channel, the history kept
-    # saying "Answer with /decision".
-    route_to_telegram(home)
-    handle = ask(db)
-    client = RpcClient(home, bridge_command(tmp_path))
-    try:
-        client.wait_for(is_shown(handle.decision_id), "the decision")
-        client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
-        client.answer_dialog("select", "1. Approve the plan?")
-        choices = client.wait_for(lambda m: m.get("method") == "select"
-                                  and m.get("title") == "Approve the plan?", "the choices")
-        verdict = db.write(lambda c: resolution.resolve(c, HumanAnswer(
-            handle.decision_id, handle.request.request_digest, {"choice": "continue"},
-            "telegram:default", "telegram-user:42", "callback:1", "callback:1"),
-            db.clock.now_ms(), allowed_channels=("pi", "telegram:default")))
-        assert verdict.result.value == "won"
-        client.wait_for(is_notice("Already decided: Approve the plan?: Accepted: Continue"
-                                  " (answered on telegram:default)"), "the dialog's close")
-        def is_mark(m: dict[str, Any]) -> bool:
-            return m.get("type") == "message_end" \
-                and m["message"].get("customType") == SETTLED_TYPE
+    # saying "Answer with /decision". The press goes through the loopback Bot API and a real
+    # `poll --once` while the person has the dialog open in Pi.
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)  # operator -> pi, telegram:ops
+        handle = ask(db)
+        assert run_cli(home, "poll", "--once").returncode == 0
+        [message] = fake.sent_messages(USER)
+        client = RpcClient(home, bridge_command(tmp_path))
+        try:
+            client.wait_for(is_shown(handle.decision_id), "the decision")
+            client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
+            client.answer_dialog("select", "1. Approve the plan?")
+            choices = client.wait_for(lambda m: m.get("method") == "select"
+                                      and m.get("title") == "Approve the plan?", "the choices")
+            fake.push_fixture("callback_press.json", {
+                "user_id": USER, "chat_id": USER, "message_id": int(message["message_id"]),
+                "message_text": "decision", "callback_data": callback_token(
+                    handle.decision_id, handle.request.request_digest, "continue")})
+            assert run_cli(home, "poll", "--once").returncode == 0
+            client.wait_for(is_notice("Already decided: Approve the plan?: Accepted: Continue"
+                                      " (answered on telegram:ops)"), "the dialog's close")
 
-        marked = next((m for m in client.seen if is_mark(m)), None) \
-            or client.wait_for(is_mark, "the decided mark in the session")
-        assert marked["message"]["content"].startswith("Decided: Approve the plan?: Accepted")
-        # The closed dialog's late answer changes nothing; the list is empty now.
-        client.send({"type": "extension_ui_response", "id": choices["id"], "value": "3. Stop"})
-        client.send({"id": "cmd2", "type": "prompt", "message": "/decision"})
-        client.wait_for(is_notice("No open decisions"), "an empty list")
-    finally:
-        code = client.close()
+            def is_mark(m: dict[str, Any]) -> bool:
+                return m.get("type") == "message_end" \
+                    and m["message"].get("customType") == SETTLED_TYPE
+
+            marked = next((m for m in client.seen if is_mark(m)), None) \
+                or client.wait_for(is_mark, "the decided mark in the session")
+            assert marked["message"]["content"].startswith(
+                "Decided: Approve the plan?: Accepted")
+            # The closed dialog's late answer changes nothing; the list is empty now.
+            client.send({"type": "extension_ui_response", "id": choices["id"],
+                         "value": "3. Stop"})
+            client.send({"id": "cmd2", "type": "prompt", "message": "/decision"})
+            client.wait_for(is_notice("No open decisions"), "an empty list")
+        finally:
+            code = client.close()
     assert code == 0
+    assert db.conn.execute("SELECT channel FROM human_decision_resolutions").get == \
+        "telegram:ops"
     assert db.conn.execute("SELECT count(*) FROM human_decision_submissions").get == 1
 
 

@@ -4,6 +4,7 @@ or on another channel), and the agent's next turn starts with the answer, exactl
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,11 +12,13 @@ from typing import Any
 
 import pytest
 
+from adapters.telegram.fake import FakeBotApi
 from channels.decisions import records, resolution
 from channels.decisions.resolution import HumanAnswer
 from channels.pi import turns
+from channels.telegram.buttons import callback_token
 from state.database import Database
-from tests.adapters.pi.helpers import count, route_to_telegram
+from tests.adapters.pi.helpers import count
 from tests.adapters.pi.mock_model import MockModel, call, say, texts_sent
 from tests.adapters.pi.rpc import (
     TURN_TYPE,
@@ -26,6 +29,7 @@ from tests.adapters.pi.rpc import (
     needs_pi,
     wait_until,
 )
+from tests.channels.telegram.helpers import TOKEN, USER, configure_telegram_profile, run_cli
 
 pytestmark = needs_pi
 
@@ -116,37 +120,48 @@ def test_the_agent_asks_a_person_answers_in_pi_and_the_next_turn_has_the_answer(
     assert sum(1 for m in client.seen if is_turn(m)) == 1
 
 
-def test_an_answer_from_another_channel_reaches_the_session_that_asked(
+def test_an_answer_on_telegram_reaches_the_session_that_asked(
         home: Path, db: Database, tmp_path: Path, model: MockModel) -> None:
-    route_to_telegram(home)
-    client = RpcClient(home, bridge_command(tmp_path))
-    try:
-        client.session_id()
-        model.add(call("ask_human", title="Rotate the keys?", choices=CHOICES),
-                  say("Asked."))
-        client.send({"id": "go", "type": "prompt", "message": "Rotate keys if approved."})
-        done = client.wait_for(lambda m: m.get("type") == "tool_execution_end",
-                               "the ask_human result")
-        assert "delivered to this Pi session, telegram:default." in \
-            done["result"]["content"][0]["text"]
-        client.wait_for(lambda m: m.get("type") == "agent_end", "the asking turn")
-        decision_id = str(db.conn.execute("SELECT decision_id FROM human_decisions").get)
-        client.wait_for(is_shown(decision_id), "the decision in the session")
-        decision = db.read(lambda c: records.load(c, decision_id))
-        model.add(say("Rotating."))
-        # What Telegram's inbound step does for a button press, through the same function.
-        verdict = db.write(lambda c: resolution.resolve(c, HumanAnswer(
-            decision_id, decision.request.request_digest, {"choice": "ship"}, "telegram:default",
-            "telegram-user:42", "callback:abc", "callback:abc"), db.clock.now_ms(),
-            allowed_channels=("pi", "telegram:default")))
-        assert verdict.result.value == "won"
-        shown = client.wait_for(is_turn, "the answer as a follow-up message")
-        assert "Answered by: telegram-user:42 through the telegram:default channel" in \
-            shown["message"]["content"]
-        client.wait_for(lambda m: m.get("type") == "agent_end", "the answer's turn")
-        assert turns_in(model.requests, decision_id) == 1
-    finally:
-        assert client.close() == 0
+    # The whole way: the loopback Bot API, real `poll --once` processes, a button press.
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)  # operator -> pi, telegram:ops
+        client = RpcClient(home, bridge_command(tmp_path))
+        try:
+            session_id = client.session_id()
+            model.add(call("ask_human", title="Rotate the keys?", choices=CHOICES),
+                      say("Asked."))
+            client.send({"id": "go", "type": "prompt", "message": "Rotate keys if approved."})
+            done = client.wait_for(lambda m: m.get("type") == "tool_execution_end",
+                                   "the ask_human result")
+            assert "delivered to this Pi session, telegram:ops." in \
+                done["result"]["content"][0]["text"]
+            client.wait_for(lambda m: m.get("type") == "agent_end", "the asking turn")
+            decision_id = str(db.conn.execute("SELECT decision_id FROM human_decisions").get)
+            client.wait_for(is_shown(decision_id), "the decision in the session")
+            assert run_cli(home, "poll", "--once").returncode == 0  # sent to Telegram
+            [message] = fake.sent_messages(USER)
+            digest = db.read(lambda c: records.load(c, decision_id)).request.request_digest
+            fake.push_fixture("callback_press.json", {
+                "user_id": USER, "chat_id": USER, "message_id": int(message["message_id"]),
+                "message_text": "decision",
+                "callback_data": callback_token(decision_id, digest, "ship")})
+            model.add(say("Rotating."))
+            assert run_cli(home, "poll", "--once").returncode == 0  # the press wins
+            # The bridge settles before it offers the turn.
+            client.wait_for(is_notice("Rotate the keys?: Accepted: Ship (answered on"
+                                      " telegram:ops)"), "the settle notice")
+            shown = client.wait_for(is_turn, "the answer as a follow-up message")
+            assert f"Answered by: telegram-user:{USER} through the telegram:ops channel" in \
+                shown["message"]["content"]
+            assert "Choice: ship (Ship)" in shown["message"]["content"]
+            client.wait_for(lambda m: m.get("type") == "agent_end", "the answer's turn")
+            assert turns_in(model.requests, decision_id) == 1
+            wait_until(lambda: turn_state(db, decision_id)[0] == "applied", "the receipt")
+        finally:
+            assert client.close() == 0
+    assert db.conn.execute("SELECT channel FROM human_decision_resolutions").get == \
+        "telegram:ops"
+    assert session_id not in json.dumps(fake.sent_messages(USER))
 
 
 def test_a_closed_session_gets_its_answer_on_continue_exactly_once(

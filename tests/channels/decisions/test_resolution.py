@@ -280,13 +280,15 @@ def test_parent_projection_shows_resolution_before_and_after_continuation(db: Da
     assert done.submissions == {"won": 1}
 
 
-def test_projection_shows_the_winning_route_but_no_actor_or_event_details(db: Database) -> None:
+def test_projection_shows_the_winning_channel_but_no_actor_or_event(db: Database) -> None:
+    # The channel's name (as `status` prints it) says where it was decided (issue 9, D10);
+    # who answered and the provider's event stay private.
     handle = ask(db)
     submit(db, answer(handle, {"choice": "continue"}, "k1", actor="local:4242"))
     view = db.read(lambda c: views.view(c, handle.decision_id)).to_json()
     text = repr(view)
     assert "local:4242" not in text and "event-k1" not in text
-    assert view["decided_by"] == "pi"  # the route name (issue 10), not who or which event
+    assert view["decided_by"] == "pi"
 
 
 def test_stale_presentation_closure_settles_presenting_channels_and_drops_undelivered(
