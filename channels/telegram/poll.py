@@ -5,8 +5,9 @@ poller is at work: skip quietly); recover attempts a dead owner left applying; r
 deliveries for open decisions routed here; then until the window ends: renew the lease, apply
 due effects, long-poll getUpdates, ingest the batch and advance the cursor in one fenced
 transaction, process the batch's inbox rows in one transaction (a savepoint per row), answer
-their callbacks once it committed (concurrently, bounded) while applying what processing
-created. Finally release the lease.
+their callbacks once it committed (in press order, by one bounded task) while the
+settlements go out, then apply the rest of what processing created. Finally release the
+lease.
 """
 
 from __future__ import annotations
@@ -266,8 +267,8 @@ class _ChannelPoll:
         return False
 
     async def _process_inbox(self, api: BotApi) -> int:
-        """Process the inbox in batches, one transaction each; answer the callbacks of a
-        batch once it committed, concurrently (bounded), without holding up what follows."""
+        """Process the inbox in batches, one transaction each; the callbacks of a batch are
+        answered once it committed, by a bounded task that holds up nothing that follows."""
         count = 0
         while rows := self.db.read(lambda c: inbox.unprocessed(c, self.channel.channel_id,
                                                                INBOX_BATCH)):
