@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -150,6 +151,8 @@ class TlsFront:
             threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
 
     def _serve(self, raw: socket.socket) -> None:
+        """One thread per connection, relaying both ways with select: an SSL socket must
+        not be read and written from two threads at once (that garbles the stream)."""
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle delay
         try:
             client = self._ctx.wrap_socket(raw, server_side=True)
@@ -158,21 +161,24 @@ class TlsFront:
             raw.close()
             return
         upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
-        _pump(client, upstream)
+        try:
+            while True:
+                ready = [client] if client.pending() else \
+                    select.select([client, upstream], [], [], 120)[0]
+                if not ready:
+                    return
+                for src in ready:
+                    data = src.recv(65536)
+                    if not data:
+                        return
+                    (upstream if src is client else client).sendall(data)
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            for s in (client, upstream):
+                with contextlib.suppress(OSError):
+                    s.close()
 
     def close(self) -> None:
         self._closed = True
         self._sock.close()
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while data := src.recv(65536):
-            dst.sendall(data)
-    except (OSError, ssl.SSLError):
-        pass
-    finally:
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.close()

@@ -103,30 +103,35 @@ def main() -> None:
             idle: dict[str, list[float]] = {k: [] for k in (*samples, "import telegram")}
             syncs: dict[str, float] = {}
             done = 0
-            with Database.open_writer() as db:
-                for round_ in range(args.rounds + 1):
+            for round_ in range(args.rounds + 1):
+                # Set-up only: the timed cron runs must find the database closed, as cron
+                # does (an open connection keeps a process from checkpointing at exit, and
+                # moves that work into the next run's commits).
+                with Database.open_writer() as db:
                     handles = piw.open_decisions(db, n, done)
                     piw.poll_in_process(db)  # delivery: not part of the figure
                     piw.push_presses(piw_fake.control, db, handles)
                     done += n
-                    batches: dict[str, tuple[list[str], dict[str, str]]] = {"piw": (poll, env)}
-                    for post, peer in peers.items():
-                        push_peer_presses(fakes[1 + post], peer.setup(n))
-                        batches["peer+post" if post else "peer"] = (peer.argv(post), env)
-                    if round_ == args.rounds:  # the last batch is counted, not timed
-                        if shutil.which("strace") is None:
-                            break
-                        for name, (argv, e) in batches.items():
-                            syncs[name] = strace_syncs(argv, e, base / f"{name}.strace") / n
+                batches: dict[str, tuple[list[str], dict[str, str]]] = {"piw": (poll, env)}
+                for post, peer in peers.items():
+                    push_peer_presses(fakes[1 + post], peer.setup(n))
+                    batches["peer+post" if post else "peer"] = (peer.argv(post), env)
+                if round_ == args.rounds:  # the last batch is counted, not timed
+                    if shutil.which("strace") is None:
                         break
                     for name, (argv, e) in batches.items():
-                        samples[name].append(piw.wall(argv, e))
+                        syncs[name] = strace_syncs(argv, e, base / f"{name}.strace") / n
+                    break
+                for name, (argv, e) in batches.items():
+                    samples[name].append(piw.wall(argv, e))
+                with Database.open_reader() as db:
                     piw.check_settled(db, done)
-                    idles = {"piw": (poll, env), "peer": (peers[False].argv(False), env),
-                             "peer+post": (peers[True].argv(True), env),
-                             "import telegram": (piw.IMPORT_TELEGRAM, env)}
-                    for name, seconds in piw.alternating_medians(idles, 3).items():
-                        idle[name].append(seconds)
+                idles = {"piw": (poll, env), "peer": (peers[False].argv(False), env),
+                         "peer+post": (peers[True].argv(True), env),
+                         "import telegram": (piw.IMPORT_TELEGRAM, env)}
+                for name, seconds in piw.alternating_medians(idles, 3).items():
+                    idle[name].append(seconds)
+            with Database.open_reader() as db:
                 piw.check_settled(db, done)
             for front in (piw_tls, *peer_tls):
                 front.close()

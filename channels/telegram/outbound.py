@@ -56,9 +56,10 @@ class Outbound:
     def _now(self) -> int:
         return self.db.clock.now_ms()
 
-    async def apply_due(self) -> int:
-        """Apply every due effect of this channel; return how many were attempted."""
-        due = self.db.read(lambda c: effects.list_due(c, EFFECT_TYPES, self._now(),
+    async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES) -> int:
+        """Apply every due effect of this channel (of `types`); return how many were
+        attempted."""
+        due = self.db.read(lambda c: effects.list_due(c, types, self._now(),
                                                       scope=self.channel.channel_id))
         self.unauthorized = False  # the token may work again (a getUpdates just succeeded)
         applied = 0

@@ -4,8 +4,10 @@ For each configured Telegram profile: claim the channel lease (a live owner mean
 poller is at work: skip quietly); recover attempts a dead owner left applying; reserve
 deliveries for open decisions routed here; then until the window ends: renew the lease, apply
 due effects, long-poll getUpdates, ingest the batch and advance the cursor in one fenced
-transaction, process each inbox row in its own transaction, answer callbacks right after each
-commit, apply what processing created. Finally release the lease.
+transaction, process the batch's inbox rows in one transaction (a savepoint per row), answer
+their callbacks once it committed (in press order, by one bounded task) while the
+settlements go out, then apply the rest of what processing created. Finally release the
+lease.
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from channels.decisions import workflows
 from channels.telegram import alerts, deliveries, identity, inbound
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
+from channels.telegram.deliveries import SETTLE
 from channels.telegram.identity import Channel
 from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, Outbound
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
-from state.database import Database
+from state.database import Database, savepoint
 from state.errors import LeaseHeld, StaleLease, StateError
 from state.leases import Lease
 from state.resources import Actor
@@ -37,6 +40,9 @@ ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi
 LONG_POLL_SECONDS = 20
 ONCE_DEADLINE_SECONDS = 15
 INBOX_BATCH = 100
+# Callback answers in flight at once: one, so they go out in press order (a second press
+# of the same button is answered after the first); they still overlap the settlements.
+ANSWER_CONCURRENCY = 1
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
 
 
@@ -103,6 +109,9 @@ class _ChannelPoll:
     report: ChannelReport = field(init=False)
     lease: Lease = field(init=False)
     index: ButtonIndex = field(default_factory=ButtonIndex)
+    _answering: set[asyncio.Future[None]] = field(default_factory=set)
+    _answer_slots: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(ANSWER_CONCURRENCY))
 
     def __post_init__(self) -> None:
         self.report = ChannelReport(self.channel.name)
@@ -124,7 +133,10 @@ class _ChannelPoll:
         try:
             token = self.channel.config.read_token(self.channel.profile)
             async with api_factory(self.channel.profile, token) as api:
-                await self._cycle(api)
+                try:
+                    await self._cycle(api)
+                finally:
+                    await self._answered()  # before the client closes
         finally:
             self._release()
         return self.report
@@ -179,6 +191,10 @@ class _ChannelPoll:
             if not await self._receive(api):
                 break
             self.report.processed += await self._process_inbox(api)
+            # Settlements go out while the callbacks are answered; prompts and deliveries
+            # after (a prompt follows the answer that announces it).
+            self.report.effects += await outbound.apply_due((SETTLE,))
+            await self._answered()
             self.report.effects += await outbound.apply_due()
             workflows.expire_overdue(self.db, self.owner_id)
             # The window ends once too little of it is left for a long poll: a zero-timeout
@@ -302,37 +318,53 @@ class _ChannelPoll:
         return False
 
     async def _process_inbox(self, api: BotApi) -> int:
+        """Process the inbox in batches, one transaction each; the callbacks of a batch are
+        answered once it committed, by a bounded task that holds up nothing that follows."""
         count = 0
         while rows := self.db.read(lambda c: inbox.unprocessed(c, self.channel.channel_id,
                                                                INBOX_BATCH)):
-            for row in rows:
-                processed = self._process_row(row)
-                count += 1
-                if processed is not None and processed.callback is not None:
-                    callback_id, text = processed.callback
-                    res = await api.answer_callback_query(callback_id, text,
-                                                          deadline=self._until())
-                    if res.outcome != OK:  # the person sees a spinner; nothing to retry
-                        self.report.errors.append({"method": "answerCallbackQuery",
-                                                   **describe(res)})
+            def batch(c: Any, rows: list[inbox.InboxRow] = rows) -> list[inbound.Processed]:
+                return self._process_batch(c, rows)
+
+            done = self.db.write(batch)
+            count += len(rows)
+            for processed in done:
+                if processed.callback is not None:
+                    self._answering.add(asyncio.ensure_future(
+                        self._answer(api, *processed.callback)))
         return count
 
-    def _process_row(self, row: inbox.InboxRow) -> inbound.Processed | None:
-        def command(c: Any) -> inbound.Processed:
+    def _process_batch(self, conn: Any, rows: list[inbox.InboxRow]) -> list[inbound.Processed]:
+        """Each row in its own savepoint: a row that hits a bug is undone alone and recorded
+        as ignored:error, never retried forever; a StateError (the lease, the database) is
+        not the row's fault and undoes the whole batch."""
+        self.lease = leases.renew(conn, self.lease, self._now())
+        done = []
+        for row in rows:
             now = self._now()
-            self.lease = leases.renew(c, self.lease, now)
-            return inbound.process(c, self.channel, self.index, self.lease, row, now)
+            try:
+                with savepoint(conn, "inbox_row"):
+                    done.append(inbound.process(conn, self.channel, self.index, self.lease,
+                                                row, now))
+            except StateError:
+                raise
+            except Exception as exc:
+                result = {"result": "ignored:error", "message": str(exc)[:200]}
+                inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id,
+                                     result, now)
+        return done
 
-        try:
-            return self.db.write(command)
-        except StateError:
-            raise  # the lease or the database: not this row's fault
-        except Exception as exc:
-            # A row that cannot be processed is recorded as such, never retried forever.
-            result = {"result": "ignored:error", "message": str(exc)[:200]}
-            self.db.write(lambda c: inbox.mark_processed(
-                c, self.channel.channel_id, row.external_event_id, result, self._now()))
-            return None
+    async def _answer(self, api: BotApi, callback_id: str, text: str) -> None:
+        async with self._answer_slots:
+            res = await api.answer_callback_query(callback_id, text, deadline=self._until())
+        if res.outcome != OK:  # the person sees a spinner; nothing to retry
+            self.report.errors.append({"method": "answerCallbackQuery", **describe(res)})
+
+    async def _answered(self) -> None:
+        """Wait for the callback answers in flight."""
+        while self._answering:
+            pending, self._answering = self._answering, set()
+            await asyncio.gather(*pending)
 
 
 def _messages_of(conn: Any, channel_id: str, effect: effects.Effect) -> list[str]:

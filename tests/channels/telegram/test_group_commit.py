@@ -4,20 +4,33 @@ settlement's two commits leaves its outcome post ambiguous, never posted twice."
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
 
 from adapters.telegram.fake import FakeBotApi, Fault
 from channels.decisions import resolution, views, workflows
 from channels.decisions.resolution import HumanAnswer
-from state.database import Database
+from state.database import Database, default_path
 from tests.channels.telegram.helpers import (
     TOKEN,
     USER,
     configure_telegram_profile,
+    cursor_value,
+    db_rows,
+    db_value,
     effect_statuses,
     expire_poller_leases,
+    inbox_results,
+    inbox_states,
     kill_hard,
     live_lease_owners,
     message_parts,
@@ -31,9 +44,11 @@ from tests.channels.telegram.helpers import (
     run_cli,
     send_count,
     start_cli,
+    submissions_of_update,
     wait_in_flight,
     write_token_file,
 )
+from tests.conftest import child_env
 
 SETTLE = "telegram.settle"
 
@@ -129,3 +144,104 @@ def test_sigkill_between_the_settlement_commits_leaves_the_outcome_post_ambiguou
         assert message_statuses(handle.decision_id, "settlement") == ["ambiguous"]
         assert send_count(fake, "Accepted: Continue\nApprove the plan?", USER) == 1
         assert live_lease_owners() == []
+
+
+def _delivered_refs() -> dict[str, int]:
+    """decision -> the Telegram message its delivery is (the delivery order need not be the
+    creation order: decisions opened in the same millisecond)."""
+    return {str(d): int(r) for d, r in db_rows(
+        "SELECT m.decision_id, p.external_message_ref FROM channel_message_parts p"
+        " JOIN channel_messages m USING (message_id) WHERE m.purpose = 'delivery'")}
+
+
+def expire_dead_leases() -> None:
+    """Let every lease expire now (the killed poller's; test-only raw SQL)."""
+    conn = apsw.Connection(str(default_path()))
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("UPDATE leases SET expires_at = 0 WHERE owner_id IS NOT NULL"
+                     " AND expires_at > ?", (int(time.time() * 1000) - 1,))
+    finally:
+        conn.close()
+
+
+KILL_ON_SECOND_ROW = """
+import os, signal, sys
+from channels.telegram import inbound
+real = inbound.process
+seen = []
+def process(conn, channel, index, lease, row, now):
+    result = real(conn, channel, index, lease, row, now)
+    seen.append(row.external_event_id)
+    if len(seen) == 2:  # inside the batch's transaction, after two rows' writes
+        os.kill(os.getpid(), signal.SIGKILL)
+    return result
+inbound.process = process
+sys.argv = ["piw-channels", "poll", "--once"]
+from adapters.cli.main import main
+main()
+"""
+
+
+def test_sigkill_inside_the_batch_transaction_undoes_the_batch_and_loses_no_press(
+    home: Path,
+) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            handles = [open_decision(db, title=f"Plan {i}?") for i in range(3)]
+        assert run_cli(home, "poll", "--once").returncode == 0  # delivered
+        refs = _delivered_refs()
+        presses = [press_button(fake, h, "continue", refs[h.decision_id]) for h in handles]
+        killed = subprocess.run([sys.executable, "-c", KILL_ON_SECOND_ROW], env=child_env(home),
+                                capture_output=True, text=True, timeout=60)
+        assert killed.returncode == -signal.SIGKILL
+        # The ingest committed (the cursor moved); the batch's processing did not: no row is
+        # processed, nothing resolved, no callback answered.
+        assert cursor_value() == presses[-1] + 1
+        assert [s.processed for s in inbox_states()] == [False, False, False]
+        assert db_value("SELECT count(*) FROM human_decision_submissions") == 0
+        assert fake.requests("answerCallbackQuery") == []
+
+        expire_dead_leases()
+        assert run_cli(home, "poll", "--once").returncode == 0
+        assert [r for _, _, r in inbox_results()] == ["won", "won", "won"]
+        for handle, press in zip(handles, presses, strict=True):
+            assert submissions_of_update(press) == [(handle.decision_id, "won")]
+            assert effect_statuses(handle.decision_id, SETTLE) == ["applied"]
+        answered = sorted(str(r.params["callback_query_id"])
+                          for r in fake.requests("answerCallbackQuery"))
+        assert len(answered) == len(set(answered)) == 3
+        assert live_lease_owners() == []
+
+
+def test_a_row_that_hits_a_bug_is_undone_alone_inside_the_batch(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from channels.telegram import inbound
+
+    real = inbound.process
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            handles = [open_decision(db, title=f"Plan {i}?") for i in range(3)]
+            poll_in_process(db)
+            refs = _delivered_refs()
+            presses = [press_button(fake, h, "continue", refs[h.decision_id]) for h in handles]
+
+            def process(conn: Any, channel: Any, index: Any, lease: Any, row: Any,
+                        now: int) -> Any:
+                result = real(conn, channel, index, lease, row, now)
+                if row.external_event_id == str(presses[1]):
+                    raise RuntimeError("a bug after the row's writes")
+                return result
+
+            monkeypatch.setattr(inbound, "process", process)
+            poll_in_process(db)
+            results = [r for _, _, r in inbox_results()]
+        assert results == ["won", "ignored:error", "won"]
+        assert submissions_of_update(presses[1]) == []  # its writes were undone
+        assert effect_statuses(handles[1].decision_id, SETTLE) == []
+        for i in (0, 2):
+            assert submissions_of_update(presses[i]) == [(handles[i].decision_id, "won")]
+        assert len(fake.requests("answerCallbackQuery")) == 2
