@@ -59,9 +59,10 @@ class Group:
     fake: FakeBotApi
     chat: int
 
-    def poll(self) -> None:
+    def poll(self, expect: int = 0) -> str:
         result = run_cli(self.home, "poll", "--once")
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == expect, result.stderr
+        return result.stderr
 
     def delivered(self, handle: AskHandle) -> int:
         ref = message_parts(handle.decision_id)[-1].message_ref
@@ -210,8 +211,8 @@ def test_the_bot_removed_from_a_group_is_recorded_and_its_sends_are_refused_not_
     handle = open_decision_now()
     group.fake.inject("sendMessage", Fault.error(
         403, "Forbidden: bot was kicked from the group chat"))
-    group.poll()
-    group.poll()
+    assert "was refused for chat -4012345678" in group.poll(expect=78)  # cron hears of it
+    group.poll(expect=78)  # still refused; the hourly repeat keeps it quiet
     assert len(group.fake.requests("sendMessage")) == 1  # refused for good: not retried
     assert [s for (s,) in db_rows("SELECT status FROM effects WHERE source_resource_id = ?",
                                   f"decision:{handle.decision_id}")] == ["rejected"]
@@ -227,7 +228,8 @@ def test_a_migrated_group_is_recorded_with_its_new_id_and_the_error_carries_it(
         "result": "ignored:chat_migrated", "chatId": GROUP, "migrateToChatId": SUPERGROUP})
     open_decision_now()
     group.fake.inject("sendMessage", Fault.migrated(SUPERGROUP))
-    group.poll()
+    line = group.poll(expect=78)
+    assert f"became supergroup {SUPERGROUP}; replace {GROUP} with {SUPERGROUP}" in line
     with Database.open_reader() as db:
         error = store.last_provider_error(db.conn, channel_id_of())
     assert error is not None and error["migrateToChatId"] == SUPERGROUP

@@ -101,7 +101,8 @@ class Matrix:
             self.fake.inject("sendMessage", Fault.delay(self.rng.uniform(0.05, 0.4)))
         poller = start_cli(self.home, "poll", "--once")
         try:
-            time.sleep(self.rng.uniform(0.12, 0.6))
+            # A quiet cron pass ends in about 0.2 s: most kills must land before that.
+            time.sleep(self.rng.uniform(0.03, 0.45))
             if poller.poll() is None:
                 poller.kill()
                 self.kills += 1
@@ -149,7 +150,7 @@ def test_random_sigkills_lose_no_acknowledged_update_and_never_resend_or_double_
     rounds = 0
     while matrix.kills < KILLS:
         rounds += 1
-        assert rounds <= 3 * KILLS, f"pollers kept finishing before their kill {matrix.why()}"
+        assert rounds <= 8 * KILLS, f"pollers kept finishing before their kill {matrix.why()}"
         if len(matrix.decisions) < MAX_DECISIONS and (rounds % 3 == 1 or not matrix.decisions):
             matrix.open_decision()
         matrix.push_work()
