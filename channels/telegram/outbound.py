@@ -53,13 +53,27 @@ class Outbound:
     def _now(self) -> int:
         return self.db.clock.now_ms()
 
-    async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES) -> int:
-        """Apply every due effect of this channel (of `types`); return how many were
-        attempted."""
+    async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1
+                        ) -> int:
+        """Apply every due effect of this channel (of `types`), up to `concurrency` at once
+        (each under its own lease; every write is its own short transaction); return how
+        many were attempted. The first error is raised once all have finished."""
         due = self.db.read(lambda c: effects.list_due(c, types, self._now(),
                                                       scope=self.channel.channel_id))
-        for effect in due:
-            await self.apply(effect)
+        if concurrency <= 1:
+            for effect in due:
+                await self.apply(effect)
+            return len(due)
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(effect: Effect) -> None:
+            async with slots:
+                await self.apply(effect)
+
+        outcomes = await asyncio.gather(*(one(e) for e in due), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         return len(due)
 
     async def apply(self, effect: Effect) -> None:
