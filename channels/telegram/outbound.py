@@ -56,19 +56,36 @@ class Outbound:
     def _now(self) -> int:
         return self.db.clock.now_ms()
 
-    async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES) -> int:
-        """Apply every due effect of this channel (of `types`); return how many were
-        attempted."""
+    async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1
+                        ) -> int:
+        """Apply every due effect of this channel (of `types`), up to `concurrency` at once
+        (each under its own lease; every write is its own short transaction); return how
+        many were attempted. The first error is raised once all have finished."""
         due = self.db.read(lambda c: effects.list_due(c, types, self._now(),
                                                       scope=self.channel.channel_id))
         self.unauthorized = False  # the token may work again (a getUpdates just succeeded)
-        applied = 0
-        for effect in due:
-            if self.unauthorized:
-                break
-            await self.apply(effect)
-            applied += 1
-        return applied
+        if concurrency <= 1:
+            applied = 0
+            for effect in due:
+                if self.unauthorized:
+                    break
+                await self.apply(effect)
+                applied += 1
+            return applied
+        slots = asyncio.Semaphore(concurrency)
+
+        async def one(effect: Effect) -> bool:
+            async with slots:
+                if self.unauthorized:  # a refused token: the rest stay due, unsent
+                    return False
+                await self.apply(effect)
+                return True
+
+        outcomes = await asyncio.gather(*(one(e) for e in due), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return sum(1 for outcome in outcomes if outcome is True)
 
     async def apply(self, effect: Effect) -> None:
         def begin(c: Any) -> tuple[Attempt, _Settlement | None]:

@@ -43,6 +43,7 @@ INBOX_BATCH = 100
 # Callback answers in flight at once: one, so they go out in press order (a second press
 # of the same button is answered after the first); they still overlap the settlements.
 ANSWER_CONCURRENCY = 1
+SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
 
 
@@ -193,7 +194,7 @@ class _ChannelPoll:
             self.report.processed += await self._process_inbox(api)
             # Settlements go out while the callbacks are answered; prompts and deliveries
             # after (a prompt follows the answer that announces it).
-            self.report.effects += await outbound.apply_due((SETTLE,))
+            self.report.effects += await outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
             await self._answered()
             self.report.effects += await outbound.apply_due()
             workflows.expire_overdue(self.db, self.owner_id)

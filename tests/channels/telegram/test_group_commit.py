@@ -245,3 +245,23 @@ def test_a_row_that_hits_a_bug_is_undone_alone_inside_the_batch(
         for i in (0, 2):
             assert submissions_of_update(presses[i]) == [(handles[i].decision_id, "won")]
         assert len(fake.requests("answerCallbackQuery")) == 2
+
+
+def test_the_settlements_of_a_batch_go_out_concurrently(home: Path) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            handles = [open_decision(db, title=f"Plan {i}?") for i in range(2)]
+            poll_in_process(db)
+            refs = _delivered_refs()
+            for h in handles:
+                press_button(fake, h, "continue", refs[h.decision_id])
+            for _ in handles:
+                fake.inject("editMessageReplyMarkup", Fault.delay(1.0))
+            poll_in_process(db)
+        first, second = sorted(fake.requests("editMessageReplyMarkup"),
+                               key=lambda r: r.started_at)
+        assert first.ended_at is not None
+        assert second.started_at < first.ended_at  # the second did not wait for the first
+        for h in handles:
+            assert effect_statuses(h.decision_id, SETTLE) == ["applied"]
