@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-from channels.store import _advance_numeric_cursor, channel_resource, verify
+from channels.store import advance_numeric_cursor, channel_resource, verify
 from state import blobs, resources
 from state.errors import WriteRejected
 from state.leases import Lease
@@ -63,7 +63,7 @@ def ingest(
         )
         new += conn.changes()
     if cursor_key is not None and next_cursor is not None:
-        _advance_numeric_cursor(conn, channel_id, cursor_key, next_cursor, now)
+        advance_numeric_cursor(conn, channel_id, cursor_key, next_cursor, now)
     if new or next_cursor is not None:
         resources.bump_current(
             conn, channel_resource(channel_id), "channel.updates_received", lease.actor, now,

@@ -12,7 +12,7 @@ from typing import Literal
 
 import apsw
 
-from channels.store import _hex40
+from channels.store import hex40
 from state import blobs
 
 Purpose = Literal["delivery", "settlement", "prompt"]
@@ -22,7 +22,7 @@ MessageStatus = Literal["pending", "confirmed", "failed", "ambiguous"]
 
 def message_id_for(channel_id: str, purpose: Purpose, *parts: str) -> str:
     """Deterministic message id, so a retried effect finds its own row."""
-    return f"{purpose}-" + _hex40("\0".join([channel_id, *parts]))
+    return f"{purpose}-" + hex40("\0".join([channel_id, *parts]))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from state.leases import Lease
 AdapterType = Literal["pi", "telegram"]
 
 
-def _hex40(text: str) -> str:
+def hex40(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
@@ -68,7 +68,7 @@ def cursor(conn: apsw.Connection, channel_id: str, key: str) -> str | None:
     return None if value is None else str(value)
 
 
-def _advance_numeric_cursor(
+def advance_numeric_cursor(
     conn: apsw.Connection, channel_id: str, key: str, value: int, now: int
 ) -> None:
     """Upsert as a numeric maximum: a cursor never moves back."""

@@ -13,7 +13,7 @@ _JS_WHITESPACE = frozenset(
 
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
 
-_TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 _NON_BMP_RE = re.compile("[\U00010000-\U0010ffff]")
 
@@ -48,4 +48,4 @@ def has_control_character(text: str) -> bool:
 
 def operator_safe_text(text: str) -> str:
     """Line ends to LF and terminal control characters to U+FFFD (TAB, LF and C1 kept)."""
-    return _TERMINAL_CONTROL_RE.sub("\ufffd", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return TERMINAL_CONTROL_RE.sub("\ufffd", text.replace("\r\n", "\n").replace("\r", "\n"))

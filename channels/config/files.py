@@ -25,7 +25,7 @@ from channels.config.errors import (
 if TYPE_CHECKING:
     from channels.config.model import TelegramCredential
 
-_SETUP: Final = "Telegram setup"
+SETUP_LABEL: Final = "Telegram setup"
 # A bot token is "<bot id>:<secret>" (35 URL-safe characters today). Anything else could change
 # a request URL, so it is refused where the file is read (and again by the client).
 BOT_TOKEN_FORMAT: Final = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
@@ -34,11 +34,11 @@ _PRIVATE_FILE_MODE: Final = 0o600
 _PRIVATE_DIR_MODE: Final = 0o700
 
 
-def _check_directory(directory: Path) -> None:
+def check_directory(directory: Path) -> None:
     try:
         mode = stat.S_IMODE(directory.stat().st_mode)
     except OSError as exc:
-        raise _os_error(_FileRef(directory, str(directory)), exc) from None
+        raise _os_error(FileRef(directory, str(directory)), exc) from None
     if mode & 0o022:
         fix = f"chmod 700 {shlex.quote(str(directory))}"
         raise ConfigPermission(
@@ -49,7 +49,7 @@ def _check_directory(directory: Path) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class _FileRef:
+class FileRef:
     """A file to read, with the words that introduce it in messages."""
 
     path: Path
@@ -57,7 +57,7 @@ class _FileRef:
     field: str | None = None
 
 
-def _read_file(ref: _FileRef, *, private: bool = True) -> bytes:
+def read_private_file(ref: FileRef, *, private: bool = True) -> bytes:
     """The file's bytes, checked through the descriptor that reads them (no check/use race).
 
     FileNotFoundError passes through: each caller decides what a missing file means.
@@ -85,7 +85,7 @@ def _read_all(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _require_regular(ref: _FileRef, st_mode: int, *, private: bool) -> None:
+def _require_regular(ref: FileRef, st_mode: int, *, private: bool) -> None:
     if not stat.S_ISREG(st_mode):
         raise ConfigInvalid(
             f"{ref.context} must be a regular file (it is {_file_kind(st_mode)})",
@@ -113,7 +113,7 @@ def _file_kind(st_mode: int) -> str:
     return "a device" if stat.S_ISCHR(st_mode) or stat.S_ISBLK(st_mode) else "not a file"
 
 
-def _os_error(ref: _FileRef, exc: OSError) -> ConfigError:
+def _os_error(ref: FileRef, exc: OSError) -> ConfigError:
     reason = exc.strerror or type(exc).__name__
     if isinstance(exc, PermissionError):
         return ConfigPermission(
@@ -125,15 +125,15 @@ def _os_error(ref: _FileRef, exc: OSError) -> ConfigError:
     return ConfigUnavailable(f"{ref.context} cannot be used ({reason})", path=ref.path)
 
 
-def _read_token(credential: TelegramCredential, *, prefix: str, field: str | None) -> str:
+def read_token_file(credential: TelegramCredential, *, prefix: str, field: str | None) -> str:
     """The trimmed token; every error names the file, never its content."""
     path = credential.token_file
     context = f"{prefix}Telegram credential {credential.name} token file {path}"
-    ref = _FileRef(path, context, field)
+    ref = FileRef(path, context, field)
     if not path.is_absolute():
         raise ConfigInvalid(f"{context} must be an absolute path", path=path, field=field)
     try:
-        data = _read_file(ref)
+        data = read_private_file(ref)
     except FileNotFoundError:
         raise ConfigInvalid(f"{context} does not exist", path=path, field=field) from None
     try:
@@ -157,15 +157,16 @@ def _read_token(credential: TelegramCredential, *, prefix: str, field: str | Non
     return token
 
 
-def _prepare_directory(root: Path) -> None:
+def prepare_directory(root: Path) -> None:
     try:
         root.mkdir(mode=_PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         os.chmod(root, _PRIVATE_DIR_MODE)  # kept 0700 even when it already existed
     except OSError as exc:
-        raise _os_error(_FileRef(root, f"{_SETUP}: configuration directory {root}"), exc) from None
+        ref = FileRef(root, f"{SETUP_LABEL}: configuration directory {root}")
+        raise _os_error(ref, exc) from None
 
 
-def _write_private_json(path: Path, document: Mapping[str, object]) -> None:
+def write_private_json(path: Path, document: Mapping[str, object]) -> None:
     """Write 2-space JSON + LF via `<f>.<pid>.<random>.tmp` (0600), fsync and rename."""
     data = (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     temporary = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(16)}.tmp")
@@ -176,7 +177,7 @@ def _write_private_json(path: Path, document: Mapping[str, object]) -> None:
         _fsync_directory(path.parent)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
-        raise _os_error(_FileRef(path, f"{_SETUP}: {path}"), exc) from None
+        raise _os_error(FileRef(path, f"{SETUP_LABEL}: {path}"), exc) from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from channels.config.errors import ConfigInvalid
 from channels.config.files import (
-    _SETUP,
-    _FileRef,
-    _prepare_directory,
-    _read_file,
-    _read_token,
-    _write_private_json,
+    SETUP_LABEL,
+    FileRef,
+    prepare_directory,
+    read_private_file,
+    read_token_file,
+    write_private_json,
 )
 from channels.config.model import (
     CHANNELS_FILE,
@@ -27,15 +27,15 @@ from channels.config.model import (
     TelegramProfile,
 )
 from channels.config.parsing import (
-    _api_base_url,
-    _audience_name,
-    _check_references,
-    _ids,
-    _name,
-    _parse_channels,
-    _parse_credentials,
-    _parse_json,
-    _Source,
+    Source,
+    api_base_url_field,
+    audience_name_field,
+    check_references,
+    ids_field,
+    name_field,
+    parse_channels,
+    parse_credentials,
+    parse_json,
 )
 
 
@@ -62,39 +62,39 @@ def install_telegram_profile(
     A credential that another profile uses is pointed at a different token file only with
     `repoint_credential` (it changes that profile's bot too).
     """
-    setup = _Source(_SETUP)
+    setup = Source(SETUP_LABEL)
     root = Path(config_dir)
     if credential is None:
-        # is_file: a broken location is left for _prepare_directory to report.
+        # is_file: a broken location is left for prepare_directory to report.
         existing = root / CHANNELS_FILE
         known = _existing_channels(existing)[1].get(profile) if existing.is_file() else None
         credential = profile if known is None else known.credential
     new_profile = TelegramProfile(
-        name=_name(setup, profile, "profile", "Telegram profile name"),
-        credential=_name(setup, credential, "credential", "Telegram credential name"),
+        name=name_field(setup, profile, "profile", "Telegram profile name"),
+        credential=name_field(setup, credential, "credential", "Telegram credential name"),
         allowed_user_ids=_setup_ids(setup, user_ids, "user_ids", "Telegram allowed user IDs"),
         allowed_chat_ids=_setup_ids(setup, chat_ids, "chat_ids", "Telegram allowed chat IDs"),
         api_base_url=(
             DEFAULT_API_BASE_URL
             if api_base_url is None
-            else _api_base_url(setup, api_base_url, "api_base_url")
+            else api_base_url_field(setup, api_base_url, "api_base_url")
         ),
     )
-    audience_name = _audience_name(setup, audience, "audience")
+    audience_name = audience_name_field(setup, audience, "audience")
     new_credential = _setup_credential(setup, new_profile.credential, token_file)
-    _prepare_directory(root)
+    prepare_directory(root)
     return _merge_and_write(root, new_profile, audience_name, new_credential,
                             repoint_credential)
 
 
 def _setup_ids(
-    source: _Source, values: Sequence[str | int], where: str, what: str
+    source: Source, values: Sequence[str | int], where: str, what: str
 ) -> tuple[str, ...]:
     if isinstance(values, str | bytes):  # a lone string would split into one-digit IDs
         raise source.invalid(where, f"{what} must be a list of IDs, not a single string")
     # Integers are fine here (argument parsers produce them); the file stores strings.
     ids: list[object] = [_setup_id(item) for item in values]
-    checked = _ids(source, ids, where, what)
+    checked = ids_field(source, ids, where, what)
     return tuple(dict.fromkeys(checked))  # drop repeats, keep the order given
 
 
@@ -104,13 +104,13 @@ def _setup_id(item: object) -> object:
     return item.strip() if isinstance(item, str) else item
 
 
-def _setup_credential(source: _Source, name: str, token_file: Path | str) -> TelegramCredential:
+def _setup_credential(source: Source, name: str, token_file: Path | str) -> TelegramCredential:
     path = Path(token_file)
     if not path.is_absolute():
         raise source.invalid("token_file", "Telegram token file path must be absolute")
     credential = TelegramCredential(name=name, token_file=path)
     # Checks the file (regular, private, non-empty); the token read here is dropped at once.
-    _read_token(credential, prefix=f"{_SETUP}: token_file: ", field="token_file")
+    read_token_file(credential, prefix=f"{SETUP_LABEL}: token_file: ", field="token_file")
     return credential
 
 
@@ -129,9 +129,9 @@ def _merge_and_write(
     profiles[profile.name] = profile
     audiences[audience] = merged_audience
     credentials[credential.name] = credential
-    _check_references(_Source(str(channels_path), channels_path), profiles, credentials)
-    _write_private_json(credentials_path, _credentials_document(credentials))
-    _write_private_json(channels_path, _channels_document(audiences, profiles))
+    check_references(Source(str(channels_path), channels_path), profiles, credentials)
+    write_private_json(credentials_path, _credentials_document(credentials))
+    write_private_json(channels_path, _channels_document(audiences, profiles))
     return InstallResult(
         config_dir=root,
         channels_path=channels_path,
@@ -155,7 +155,7 @@ def _refuse_repointing(profiles: Mapping[str, TelegramProfile],
                    if p.credential == credential.name and p.name != profile.name)
     if users:
         raise ConfigInvalid(
-            f"{_SETUP}: credential {credential.name} is used by profile {', '.join(users)}"
+            f"{SETUP_LABEL}: credential {credential.name} is used by profile {', '.join(users)}"
             f" with token file {old.token_file}; give this profile its own credential"
             f" (--credential {profile.name}) or pass --repoint-credential to move"
             f" {', '.join(users)} to {credential.token_file} too; nothing was written",
@@ -169,24 +169,24 @@ def _merged_routes(existing: Audience | None, channel: str) -> tuple[str, ...]:
     return (PI_CHANNEL, *others, channel)
 
 
-def _existing_document(path: Path) -> tuple[_Source, object] | None:
+def _existing_document(path: Path) -> tuple[Source, object] | None:
     # Existing files are read without the mode check: setup rewrites them as 0600 anyway.
     try:
-        data = _read_file(_FileRef(path, str(path)), private=False)
+        data = read_private_file(FileRef(path, str(path)), private=False)
     except FileNotFoundError:
         return None
-    source = _Source(str(path), path)
-    return source, _parse_json(source, data)
+    source = Source(str(path), path)
+    return source, parse_json(source, data)
 
 
 def _existing_channels(path: Path) -> tuple[dict[str, Audience], dict[str, TelegramProfile]]:
     found = _existing_document(path)
-    return ({}, {}) if found is None else _parse_channels(*found)
+    return ({}, {}) if found is None else parse_channels(*found)
 
 
 def _existing_credentials(path: Path) -> dict[str, TelegramCredential]:
     found = _existing_document(path)
-    return {} if found is None else _parse_credentials(*found)
+    return {} if found is None else parse_credentials(*found)
 
 
 def _channels_document(

@@ -11,7 +11,7 @@ from channels.config.errors import (
     ConfigInvalid,
     ConfigMissing,
 )
-from channels.config.files import _check_directory, _FileRef, _read_file, _read_token
+from channels.config.files import FileRef, check_directory, read_private_file, read_token_file
 from channels.config.model import (
     CHANNELS_FILE,
     CONFIG_DIR_ENV,
@@ -19,14 +19,14 @@ from channels.config.model import (
     ChannelsConfig,
     TelegramCredential,
     TelegramProfile,
-    _child,
+    json_path,
 )
 from channels.config.parsing import (
-    _check_references,
-    _parse_channels,
-    _parse_credentials,
-    _parse_json,
-    _Source,
+    Source,
+    check_references,
+    parse_channels,
+    parse_credentials,
+    parse_json,
 )
 
 
@@ -47,9 +47,9 @@ def load_config(directory: Path | str | None = None) -> ChannelsConfig | None:
     data = _read_channels_file(channels_path)
     if data is None:
         return None
-    _check_directory(root)
-    source = _Source(str(channels_path), channels_path)
-    audiences, profiles = _parse_channels(source, _parse_json(source, data))
+    check_directory(root)
+    source = Source(str(channels_path), channels_path)
+    audiences, profiles = parse_channels(source, parse_json(source, data))
     credentials = _load_credentials(root / CREDENTIALS_FILE, source, profiles) if profiles else {}
     return ChannelsConfig(audiences, profiles, credentials)
 
@@ -70,7 +70,7 @@ def require_config(directory: Path | str | None = None) -> ChannelsConfig:
 
 def _read_channels_file(path: Path) -> bytes | None:
     try:
-        return _read_file(_FileRef(path, str(path)))
+        return read_private_file(FileRef(path, str(path)))
     except FileNotFoundError:
         if os.path.lexists(path):  # a dangling symlink is a broken setup, not "no config"
             raise ConfigInvalid(
@@ -80,20 +80,20 @@ def _read_channels_file(path: Path) -> bytes | None:
 
 
 def _load_credentials(
-    path: Path, channels: _Source, profiles: Mapping[str, TelegramProfile]
+    path: Path, channels: Source, profiles: Mapping[str, TelegramProfile]
 ) -> dict[str, TelegramCredential]:
     try:
-        data = _read_file(_FileRef(path, str(path)))
+        data = read_private_file(FileRef(path, str(path)))
     except FileNotFoundError:
         raise ConfigInvalid(
             f"{path} does not exist, but {channels.label} defines Telegram profiles",
             path=path,
             hint=SETUP_HINT,
         ) from None
-    source = _Source(str(path), path)
-    credentials = _parse_credentials(source, _parse_json(source, data))
-    _check_references(channels, profiles, credentials)
+    source = Source(str(path), path)
+    credentials = parse_credentials(source, parse_json(source, data))
+    check_references(channels, profiles, credentials)
     for credential in credentials.values():
-        where = _child(_child("telegram", credential.name), "tokenFile")
-        _read_token(credential, prefix=f"{path}: {where}: ", field=where)
+        where = json_path(json_path("telegram", credential.name), "tokenFile")
+        read_token_file(credential, prefix=f"{path}: {where}: ", field=where)
     return credentials

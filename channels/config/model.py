@@ -14,7 +14,8 @@ from channels.config.errors import (
     SETUP_HINT,
     ConfigInvalid,
 )
-from channels.config.files import _read_token
+from channels.config.files import read_token_file
+from channels.decisions.fields import NAME_RE
 
 CONFIG_DIR_ENV: Final = "PI_WORKFLOWS_CONFIG_DIR"
 
@@ -38,13 +39,13 @@ DEFAULT_ROUTES: Final[tuple[str, ...]] = (PI_CHANNEL,)
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # profiles, credentials
 
-AUDIENCE_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")  # the request contract's rule
+AUDIENCE_PATTERN = NAME_RE  # the request contract's rule for audiences, defined there once
 
 ID_PATTERN = re.compile(r"-?[0-9]+")  # Telegram user and chat ids
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")  # keys written `.key` in a JSON path
 
 
-def _child(where: str, key: str) -> str:
+def json_path(where: str, key: str) -> str:
     if _PLAIN_KEY.fullmatch(key):
         return f"{where}.{key}" if where else key
     return f"{where}[{json.dumps(key)}]"
@@ -109,9 +110,9 @@ class ChannelsConfig:
         found = self.profiles.get(name)
         if found is None:
             raise ConfigInvalid(
-                f"{CHANNELS_FILE}: {_child('telegramProfiles', name)}: "
+                f"{CHANNELS_FILE}: {json_path('telegramProfiles', name)}: "
                 f"Telegram profile {name} is not configured",
-                field=_child("telegramProfiles", name),
+                field=json_path("telegramProfiles", name),
                 hint=SETUP_HINT,
             )
         return found
@@ -123,9 +124,9 @@ class ChannelsConfig:
         if credential is None:
             raise ConfigInvalid(
                 f"Telegram profile {chosen.name} references a missing credential",
-                field=_child(_child("telegramProfiles", chosen.name), "credential"),
+                field=json_path(json_path("telegramProfiles", chosen.name), "credential"),
             )
-        return _read_token(credential, prefix="", field=None)
+        return read_token_file(credential, prefix="", field=None)
 
 
 @dataclass(frozen=True, slots=True)

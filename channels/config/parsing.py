@@ -27,12 +27,12 @@ from channels.config.model import (
     Audience,
     TelegramCredential,
     TelegramProfile,
-    _child,
+    json_path,
 )
 
 
 @dataclass(frozen=True, slots=True)
-class _Source:
+class Source:
     """Where values come from (a file, or the setup arguments), for error messages."""
 
     label: str
@@ -66,7 +66,7 @@ def _no_constant(name: str) -> object:
     raise _JsonRejected(f"contains {name}, which is not JSON")
 
 
-def _parse_json(source: _Source, data: bytes) -> object:
+def parse_json(source: Source, data: bytes) -> object:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -94,14 +94,14 @@ def _kind(value: object) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-def _object(source: _Source, value: object, where: str) -> dict[str, object]:
+def _object(source: Source, value: object, where: str) -> dict[str, object]:
     if not isinstance(value, dict):
         raise source.invalid(where, f"must be a JSON object, not {_kind(value)}")
     return value
 
 
 def _fields(
-    source: _Source,
+    source: Source,
     value: object,
     where: str,
     required: tuple[str, ...],
@@ -113,33 +113,33 @@ def _fields(
     for key in entry:
         if key not in allowed:
             rule = f"is not a known field (allowed: {', '.join(allowed)})"
-            raise source.invalid(_child(where, key), rule)
+            raise source.invalid(json_path(where, key), rule)
     for key in required:
         if key not in entry:
-            raise source.invalid(_child(where, key), "is required")
+            raise source.invalid(json_path(where, key), "is required")
     return entry
 
 
-def _schema(source: _Source, document: dict[str, object], expected: str, what: str) -> None:
+def _schema(source: Source, document: dict[str, object], expected: str, what: str) -> None:
     if document.get("schema") != expected:
         rule = f"{what} schema is invalid (it must be {json.dumps(expected)})"
         raise source.invalid("schema", rule)
 
 
-def _string(source: _Source, value: object, where: str) -> str:
+def _string(source: Source, value: object, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise source.invalid(where, f"must be a non-empty string, not {_kind(value)}")
     return value
 
 
-def _name(source: _Source, value: object, where: str, what: str) -> str:
+def name_field(source: Source, value: object, where: str, what: str) -> str:
     text = _string(source, value, where)
     if not NAME_PATTERN.fullmatch(text):
         raise source.invalid(where, f"{what} is invalid: it must match {NAME_PATTERN.pattern}")
     return text
 
 
-def _audience_name(source: _Source, value: object, where: str) -> str:
+def audience_name_field(source: Source, value: object, where: str) -> str:
     text = _string(source, value, where)
     if not AUDIENCE_PATTERN.fullmatch(text):
         rule = f"Decision audience is invalid: it must match {AUDIENCE_PATTERN.pattern}"
@@ -147,7 +147,7 @@ def _audience_name(source: _Source, value: object, where: str) -> str:
     return text
 
 
-def _ids(source: _Source, value: object, where: str, what: str) -> tuple[str, ...]:
+def ids_field(source: Source, value: object, where: str, what: str) -> tuple[str, ...]:
     """A non-empty array of numeric ID strings; JSON numbers are refused like the reference."""
     if not isinstance(value, list) or not value:
         rule = f'{what} must contain numeric IDs: a non-empty array of strings like "123"'
@@ -155,7 +155,7 @@ def _ids(source: _Source, value: object, where: str, what: str) -> tuple[str, ..
     return tuple(_id(source, item, f"{where}[{index}]", what) for index, item in enumerate(value))
 
 
-def _id(source: _Source, item: object, where: str, what: str) -> str:
+def _id(source: Source, item: object, where: str, what: str) -> str:
     if isinstance(item, int) and not isinstance(item, bool):
         rule = f'{what} must be strings, not JSON numbers: write "{item}", not {item}'
         raise source.invalid(where, rule)
@@ -165,7 +165,7 @@ def _id(source: _Source, item: object, where: str, what: str) -> str:
     return item
 
 
-def _api_base_url(source: _Source, value: object, where: str) -> str:
+def api_base_url_field(source: Source, value: object, where: str) -> str:
     text = _string(source, value, where)
     rule = url_problem(text)
     if rule is not None:
@@ -191,8 +191,8 @@ def url_problem(text: str) -> str | None:
     return None
 
 
-def _parse_channels(
-    source: _Source, value: object
+def parse_channels(
+    source: Source, value: object
 ) -> tuple[dict[str, Audience], dict[str, TelegramProfile]]:
     document = _object(source, value, "")
     # The schema first: a file of another version fails on it, not on its first unknown key.
@@ -208,25 +208,25 @@ def _parse_channels(
     return audiences, profiles
 
 
-def _parse_profile(source: _Source, name: str, value: object) -> TelegramProfile:
-    where = _child("telegramProfiles", name)
-    _name(source, name, where, "Telegram profile name")
+def _parse_profile(source: Source, name: str, value: object) -> TelegramProfile:
+    where = json_path("telegramProfiles", name)
+    name_field(source, name, where, "Telegram profile name")
     keys = ("credential", "allowedUserIds", "allowedChatIds")
     entry = _fields(source, value, where, keys, ("apiBaseUrl",))
     label = f"Telegram profile {name}"
     return TelegramProfile(
         name=name,
-        credential=_name(
-            source, entry["credential"], _child(where, "credential"), "Telegram credential name"
+        credential=name_field(
+            source, entry["credential"], json_path(where, "credential"), "Telegram credential name"
         ),
-        allowed_user_ids=_ids(
-            source, entry["allowedUserIds"], _child(where, "allowedUserIds"), f"{label} user IDs"
+        allowed_user_ids=ids_field(
+            source, entry["allowedUserIds"], json_path(where, "allowedUserIds"), f"{label} user IDs"
         ),
-        allowed_chat_ids=_ids(
-            source, entry["allowedChatIds"], _child(where, "allowedChatIds"), f"{label} chat IDs"
+        allowed_chat_ids=ids_field(
+            source, entry["allowedChatIds"], json_path(where, "allowedChatIds"), f"{label} chat IDs"
         ),
         api_base_url=(
-            _api_base_url(source, entry["apiBaseUrl"], _child(where, "apiBaseUrl"))
+            api_base_url_field(source, entry["apiBaseUrl"], json_path(where, "apiBaseUrl"))
             if "apiBaseUrl" in entry
             else DEFAULT_API_BASE_URL
         ),
@@ -234,21 +234,22 @@ def _parse_profile(source: _Source, name: str, value: object) -> TelegramProfile
 
 
 def _parse_audience(
-    source: _Source, name: str, value: object, profiles: Mapping[str, TelegramProfile]
+    source: Source, name: str, value: object, profiles: Mapping[str, TelegramProfile]
 ) -> Audience:
-    where = _child("audiences", name)
-    _audience_name(source, name, where)
+    where = json_path("audiences", name)
+    audience_name_field(source, name, where)
     entry = _fields(source, value, where, ("channels", "accept"))
     if entry["accept"] != ACCEPT_FIRST_VALID_ANSWER:
         rule = f"Audience {name} accept policy must be {ACCEPT_FIRST_VALID_ANSWER}"
-        raise source.invalid(_child(where, "accept"), rule)
+        raise source.invalid(json_path(where, "accept"), rule)
     known = {PI_CHANNEL, *(profile.channel for profile in profiles.values())}
-    channels = _audience_channels(source, entry["channels"], _child(where, "channels"), name, known)
+    channels = _audience_channels(source, entry["channels"], json_path(where, "channels"), name,
+                                  known)
     return Audience(name=name, channels=channels, accept=ACCEPT_FIRST_VALID_ANSWER)
 
 
 def _audience_channels(
-    source: _Source, value: object, where: str, audience: str, known: set[str]
+    source: Source, value: object, where: str, audience: str, known: set[str]
 ) -> tuple[str, ...]:
     """A non-empty list of distinct known channels: `pi` or `telegram:<defined profile>`."""
     if not isinstance(value, list) or not value:
@@ -268,7 +269,7 @@ def _audience_channels(
     return tuple(channels)
 
 
-def _parse_credentials(source: _Source, value: object) -> dict[str, TelegramCredential]:
+def parse_credentials(source: Source, value: object) -> dict[str, TelegramCredential]:
     document = _object(source, value, "")
     _schema(source, document, CREDENTIALS_SCHEMA, "pi-workflows credential config")
     _fields(source, document, "", ("schema", "telegram"))
@@ -276,25 +277,25 @@ def _parse_credentials(source: _Source, value: object) -> dict[str, TelegramCred
     return {name: _parse_credential(source, name, raw) for name, raw in table.items()}
 
 
-def _parse_credential(source: _Source, name: str, value: object) -> TelegramCredential:
-    where = _child("telegram", name)
-    _name(source, name, where, "Telegram credential name")
+def _parse_credential(source: Source, name: str, value: object) -> TelegramCredential:
+    where = json_path("telegram", name)
+    name_field(source, name, where, "Telegram credential name")
     entry = _fields(source, value, where, ("tokenFile",))
-    token_file = _string(source, entry["tokenFile"], _child(where, "tokenFile"))
+    token_file = _string(source, entry["tokenFile"], json_path(where, "tokenFile"))
     if not os.path.isabs(token_file):
         rule = f"Telegram credential {name} tokenFile must be an absolute path"
-        raise source.invalid(_child(where, "tokenFile"), rule)
+        raise source.invalid(json_path(where, "tokenFile"), rule)
     return TelegramCredential(name=name, token_file=Path(token_file))
 
 
-def _check_references(
-    channels: _Source,
+def check_references(
+    channels: Source,
     profiles: Mapping[str, TelegramProfile],
     credentials: Mapping[str, TelegramCredential],
 ) -> None:
     for profile in profiles.values():
         if profile.credential not in credentials:
-            where = _child(_child("telegramProfiles", profile.name), "credential")
+            where = json_path(json_path("telegramProfiles", profile.name), "credential")
             rule = (
                 f"Telegram profile {profile.name} references a missing credential "
                 f"(add telegram.{profile.credential} to {CREDENTIALS_FILE})"

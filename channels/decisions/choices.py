@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from typing import Literal, NotRequired, TypedDict
 
 from channels.decisions.fields import (
-    _NAME_RE,
-    _as_integer,
-    _js_json,
-    _json_copy,
-    _require_name,
-    _require_presentable,
-    _require_string,
+    NAME_RE,
+    as_integer,
+    js_json,
+    json_copy,
+    require_name,
+    require_presentable,
+    require_string,
 )
 from channels.errors import (
     InvalidRequest,
@@ -56,9 +56,9 @@ def text_input(
     max_length: int = DEFAULT_MAX_LENGTH,
 ) -> TextInput:
     """A text input definition with the reference defaults (1 through 4000 code units)."""
-    name = _require_name(name, "Human decision text input name")
-    prompt = _require_string(prompt, "Human decision text input prompt")
-    minimum, maximum = _as_integer(min_length), _as_integer(max_length)
+    name = require_name(name, "Human decision text input name")
+    prompt = require_string(prompt, "Human decision text input prompt")
+    minimum, maximum = as_integer(min_length), as_integer(max_length)
     if minimum is None or minimum < 0:
         raise InvalidRequest("Human decision text input minLength must be a non-negative integer")
     if maximum is None or maximum < 1 or maximum < minimum:
@@ -76,21 +76,21 @@ def validate_choices(value: object) -> dict[str, Choice]:
         raise InvalidRequest("Human decision choices must not be empty")
     labels: set[str] = set()
     for key, definition in value.items():
-        if not isinstance(key, str) or _NAME_RE.fullmatch(key) is None:
-            raise InvalidRequest(f"Human decision choice {_js_json(key)} is invalid")
+        if not isinstance(key, str) or NAME_RE.fullmatch(key) is None:
+            raise InvalidRequest(f"Human decision choice {js_json(key)} is invalid")
         label = _validate_choice(definition, f"Human decision choice {key}")
         if label in labels:
-            raise InvalidRequest(f"Human decision choice label {_js_json(label)} is duplicated")
+            raise InvalidRequest(f"Human decision choice label {js_json(label)} is duplicated")
         labels.add(label)
-    choices: dict[str, Choice] = _json_copy(value)
+    choices: dict[str, Choice] = json_copy(value)
     return choices
 
 
 def _validate_choice(value: object, label: str) -> str:
     if not isinstance(value, Mapping):
         raise InvalidRequest(f"{label} must be an object")
-    choice_label = _require_string(value.get("label"), f"{label} label")
-    _require_presentable(choice_label, f"{label} label")
+    choice_label = require_string(value.get("label"), f"{label} label")
+    require_presentable(choice_label, f"{label} label")
     if "input" in value:
         _validate_text_input(value["input"], f"{label} input")
     return choice_label
@@ -101,11 +101,11 @@ def _validate_text_input(value: object, label: str) -> None:
         raise InvalidRequest(f"{label} must be an object")
     if value.get("kind") != "text":
         raise InvalidRequest(f"{label} kind must be text")
-    _require_name(value.get("name"), f"{label} name")
-    prompt = _require_string(value.get("prompt"), f"{label} prompt")
-    _require_presentable(prompt, f"{label} prompt")
-    minimum = _as_integer(value.get("minLength"))
-    maximum = _as_integer(value.get("maxLength"))
+    require_name(value.get("name"), f"{label} name")
+    prompt = require_string(value.get("prompt"), f"{label} prompt")
+    require_presentable(prompt, f"{label} prompt")
+    minimum = as_integer(value.get("minLength"))
+    maximum = as_integer(value.get("maxLength"))
     if minimum is None or minimum < 0:
         raise InvalidRequest(f"{label} minLength must be a non-negative integer")
     if maximum is None or maximum < 1 or maximum < minimum:
@@ -118,7 +118,7 @@ def validate_response(choices: Mapping[str, Choice], value: object) -> Response:
         raise InvalidResponse("Human decision response must be an object")
     selected = value.get("choice")
     if not isinstance(selected, str) or selected not in choices:
-        shown = "undefined" if "choice" not in value else _js_json(selected)
+        shown = "undefined" if "choice" not in value else js_json(selected)
         raise InvalidResponse(f"Human decision choice {shown} is not available")
     definition = choices[selected].get("input")
     if definition is None:

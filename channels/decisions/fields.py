@@ -12,15 +12,15 @@ from channels.errors import (
 from channels.text import has_control_character, is_blank
 from state.canonical import CanonicalJsonError, canonical_json
 
-_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
-NAME_PATTERN = _NAME_RE  # choice ids, audiences, input names (for callers' own messages)
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
+NAME_PATTERN = NAME_RE  # choice ids, audiences, input names (for callers' own messages)
 NAME_RULE = ("use letters, digits, '_' or '-', starting with a letter or '_'"
              " (at most 128 characters)")
 
-_CHANNEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+CHANNEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 
 
-def _js_json(value: object) -> str:
+def js_json(value: object) -> str:
     """How `JSON.stringify` shows a value inside an error message."""
     try:
         return canonical_json(value)
@@ -28,25 +28,25 @@ def _js_json(value: object) -> str:
         return repr(value)
 
 
-def _require_string(value: object, label: str) -> str:
+def require_string(value: object, label: str) -> str:
     if not isinstance(value, str) or is_blank(value):
         raise InvalidRequest(f"{label} must be a non-empty string")
     return value
 
 
-def _require_name(value: object, label: str) -> str:
-    text = _require_string(value, label)
-    if _NAME_RE.fullmatch(text) is None:
+def require_name(value: object, label: str) -> str:
+    text = require_string(value, label)
+    if NAME_RE.fullmatch(text) is None:
         raise InvalidRequest(f"{label} is invalid")
     return text
 
 
-def _require_presentable(value: str, label: str) -> None:
+def require_presentable(value: str, label: str) -> None:
     if has_control_character(value):
         raise InvalidRequest(f"{label} contains a control character")
 
 
-def _as_integer(value: object) -> int | None:
+def as_integer(value: object) -> int | None:
     """The value as an int when JavaScript's `Number.isInteger` would accept it."""
     if isinstance(value, bool):
         return None
@@ -57,14 +57,14 @@ def _as_integer(value: object) -> int | None:
     return None
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _json_copy(value: Any) -> Any:
+def json_copy(value: Any) -> Any:
     """A deep copy of JSON data as dicts and lists, keeping key order."""
     if isinstance(value, Mapping):
-        return {key: _json_copy(item) for key, item in value.items()}
+        return {key: json_copy(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_copy(item) for item in value]
+        return [json_copy(item) for item in value]
     return value

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeAlias, TypedDict, TypeVar
 
 from channels.errors import InvalidPresentation
 from channels.text import (
-    _TERMINAL_CONTROL_RE,
+    TERMINAL_CONTROL_RE,
     has_control_character,
     is_blank,
     operator_safe_text,
@@ -196,7 +196,7 @@ def _display_string(value: object, label: str) -> str:
 
 def _multiline_string(value: object, label: str) -> str:
     text = _normalize_string(value, label)
-    if _TERMINAL_CONTROL_RE.search(text) is not None:
+    if TERMINAL_CONTROL_RE.search(text) is not None:
         raise InvalidPresentation(f"{label} contains a terminal control character")
     return text
 

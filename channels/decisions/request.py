@@ -15,13 +15,13 @@ from channels.decisions.choices import Choice, Response, validate_choices, valid
 from channels.decisions.dates import iso_from_ms, ms_from_iso
 from channels.decisions.digests import digest_canonical, digest_plain, digest_plain_hex, is_digest
 from channels.decisions.fields import (
-    _CHANNEL_RE,
-    _as_integer,
-    _is_number,
-    _json_copy,
-    _require_name,
-    _require_presentable,
-    _require_string,
+    CHANNEL_RE,
+    as_integer,
+    is_number,
+    json_copy,
+    require_name,
+    require_presentable,
+    require_string,
 )
 from channels.decisions.presentation import Presentation, normalize_presentation
 from channels.errors import (
@@ -114,13 +114,13 @@ class Submission:
 
 def validate_audience(value: object) -> str:
     """An audience name matching `^[A-Za-z_][A-Za-z0-9_-]{0,127}$`."""
-    return _require_name(value, "Human decision audience")
+    return require_name(value, "Human decision audience")
 
 
 def validate_title(value: object) -> str:
     """A title that is non-empty after trimming and has no control character, kept untrimmed."""
-    title = _require_string(value, "Human decision title")
-    _require_presentable(title, "Human decision title")
+    title = require_string(value, "Human decision title")
+    require_presentable(title, "Human decision title")
     return title
 
 
@@ -152,7 +152,7 @@ def _timeout_deadline(
     choices: Mapping[str, Choice], created_at_ms: int, on_timeout: OnTimeout
 ) -> Deadline:
     after_ms = on_timeout.after_ms
-    if not _is_number(after_ms) or not math.isfinite(after_ms) or after_ms <= 0:
+    if not is_number(after_ms) or not math.isfinite(after_ms) or after_ms <= 0:
         raise InvalidRequest("Human decision onTimeout afterMs must be a finite positive number")
     try:
         default = validate_response(choices, on_timeout.response)
@@ -202,10 +202,10 @@ def build_request(
     created_at = _created_at(created_at_ms)
     deadline = resolve_deadline(valid_choices, created_at_ms, on_timeout, expires_at)
     ids = {
-        "runId": _require_string(run_id, "Human decision runId"),
-        "workflowName": _require_string(workflow_name, "Human decision workflowName"),
-        "nodeId": _require_string(node_id, "Human decision nodeId"),
-        "attemptId": _require_string(attempt_id, "Human decision attemptId"),
+        "runId": require_string(run_id, "Human decision runId"),
+        "workflowName": require_string(workflow_name, "Human decision workflowName"),
+        "nodeId": require_string(node_id, "Human decision nodeId"),
+        "attemptId": require_string(attempt_id, "Human decision attemptId"),
     }
     valid_audience = validate_audience(audience)
     basis: dict[str, Any] = {
@@ -223,7 +223,7 @@ def build_request(
 
 
 def _created_at(created_at_ms: int) -> str:
-    created = _as_integer(created_at_ms)
+    created = as_integer(created_at_ms)
     if created is None:
         raise InvalidRequest("Human decision createdAt must be an integer of epoch milliseconds")
     try:
@@ -246,11 +246,11 @@ def _validate_subject(subject: JsonValue) -> JsonValue:
         canonical_json(subject)
     except (CanonicalJsonError, RecursionError) as exc:
         raise InvalidRequest("Human decision subject must be JSON-serializable") from exc
-    return _json_copy(subject)
+    return json_copy(subject)
 
 
 def _validate_revision(revision: object) -> int:
-    valid = _as_integer(revision)
+    valid = as_integer(revision)
     if valid is None or valid < 1:
         raise InvalidRequest("Human decision revision must be a positive integer")
     return valid
@@ -330,7 +330,7 @@ def load_request(document: Mapping[str, Any]) -> DecisionRequest:
     if decision_id_for(*ids, digests["request"]) != document["decisionId"]:
         raise IncompatibleRequest("Human decision id does not match its durable request")
     return DecisionRequest(
-        document=_json_copy(document),
+        document=json_copy(document),
         decision_id=document["decisionId"],
         request_digest=digests["request"],
         subject_digest=digests["subject"],
@@ -397,7 +397,7 @@ def validate_source(value: object) -> Source:
     if not isinstance(value, Mapping):
         raise InvalidResponse("Human decision source must be an object")
     channel = _require_answer_text(value.get("channel"), "Human decision channel")
-    if _CHANNEL_RE.fullmatch(channel) is None:
+    if CHANNEL_RE.fullmatch(channel) is None:
         raise InvalidResponse("Human decision channel is invalid")
     return Source(
         channel=channel,

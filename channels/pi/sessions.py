@@ -12,7 +12,7 @@ import apsw
 
 from channels import store
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
-from channels.store import _hex40
+from channels.store import hex40
 from state.database import Database
 from state.errors import LeaseHeld
 from state.leases import Lease
@@ -20,7 +20,7 @@ from state.leases import Lease
 
 def pi_channel_id(session_id: str | None) -> str:
     """`pi-` + 40 hex of SHA-256(session id, or `local` for the operator view)."""
-    return "pi-" + _hex40(session_id or "local")
+    return "pi-" + hex40(session_id or "local")
 
 
 LOCAL_PROFILE = "local"

@@ -59,7 +59,8 @@ def reserve_deliveries(
         if effects.exists(conn, existing):
             continue  # reserved once, with the recipients of that moment
         effects.reserve(
-            conn, source_resource_id=resource_id, source_revision=_revision(conn, resource_id),
+            conn, source_resource_id=resource_id,
+            source_revision=resource_revision(conn, resource_id),
             effect_type=DELIVER, idempotency_key=channel.channel_id,
             payload={"decisionId": decision_id, "channelId": channel.channel_id,
                      "recipients": list(channel.recipients)},
@@ -93,7 +94,7 @@ def reserve_resend(
             " only an ambiguous or failed delivery can be resent")
     key = f"{channel.channel_id}:resend:{len(mine)}"
     reservation = effects.reserve(
-        conn, source_resource_id=resource_id, source_revision=_revision(conn, resource_id),
+        conn, source_resource_id=resource_id, source_revision=resource_revision(conn, resource_id),
         effect_type=DELIVER, idempotency_key=key,
         payload={"decisionId": decision_id, "channelId": channel.channel_id,
                  "recipients": list(channel.recipients), "resend": True},
@@ -102,7 +103,7 @@ def reserve_resend(
     return reservation.effect_id
 
 
-def _revision(conn: apsw.Connection, resource_id: str) -> int:
+def resource_revision(conn: apsw.Connection, resource_id: str) -> int:
     return current_revision(conn, resource_id) or 0
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from channels.config.model import ChannelsConfig, TelegramProfile
-from channels.store import _hex40
+from channels.store import hex40
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,4 +38,4 @@ TELEGRAM_CURSOR = "telegram_update"
 
 def telegram_channel_id(profile: str) -> str:
     """`telegram-` + 40 hex of SHA-256(profile name) (reference identity)."""
-    return "telegram-" + _hex40(profile)
+    return "telegram-" + hex40(profile)

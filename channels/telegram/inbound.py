@@ -19,9 +19,9 @@ from channels.telegram.buttons import TOKEN_RE, ButtonIndex
 from channels.telegram.deliveries import (
     PROMPT,
     SETTLE,
-    _revision,
     delivery_recipients,
     prompt_message_id,
+    resource_revision,
 )
 from channels.telegram.identity import Channel
 from channels.telegram.limits import CALLBACK_TEXT_LIMIT
@@ -150,7 +150,7 @@ def _prompt(
         payload["entities"] = entities
     effects.reserve(
         conn, source_resource_id=decision.resource_id,
-        source_revision=_revision(conn, decision.resource_id), effect_type=PROMPT,
+        source_revision=resource_revision(conn, decision.resource_id), effect_type=PROMPT,
         idempotency_key=f"{channel.channel_id}:{chat}:{choice_id}",
         payload=payload, owner_scope="channel", actor=worker, now=now,
     )
@@ -229,7 +229,7 @@ def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.Sto
         return
     effects.reserve(
         conn, source_resource_id=decision.resource_id,
-        source_revision=_revision(conn, decision.resource_id), effect_type=SETTLE,
+        source_revision=resource_revision(conn, decision.resource_id), effect_type=SETTLE,
         idempotency_key=f"{channel.channel_id}:learned:{learned}",
         payload=effects.payload(conn, earlier), owner_scope="channel", actor=worker, now=now,
     )
