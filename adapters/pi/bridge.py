@@ -5,7 +5,7 @@ stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits 
 
     extension -> bridge                    bridge -> extension
     hello {secret, session_id,             deliver {message_id, decision_id, request_digest,
-           pi_version, mode}                        title, text, choices, deadline_at}
+           session_file, pi_version, mode}          title, text, choices, deadline_at}
     delivered {message_id, entry_id}       settle {decision_id, outcome, provenance, text,
     answer {decision_id, request_digest,           title, channel}
             choice, input, event_id,       result {event_id, decision_id, result, message,
@@ -52,6 +52,7 @@ from adapters.pi.framing import (
     _text,
     parse_line,
 )
+from adapters.pi.session_file import check_session
 from channels import store
 from channels.config import loading
 from channels.config.errors import ConfigError
@@ -147,23 +148,24 @@ class Bridge:
 
     def _hello(self, message: dict[str, Any]) -> None:
         session_id = _identifier(message, "session_id")
-        if self.session_id is None:
-            self._verify(message, session_id)
         if self.session_id is not None:
             if session_id != self.session_id:
                 raise ProtocolError("session_mismatch",
                                     "this bridge serves another Pi session; start a new bridge")
             return
-        hello = {"pi_version": _text(message, "pi_version"), "mode": _text(message, "mode")}
+        checked = self._verify(message, session_id)
+        hello = {"pi_version": _text(message, "pi_version"), "mode": _text(message, "mode"),
+                 "session": checked}
         # The channel row (and its resource and lease) is written only once the session needs
         # it: a `pi --no-session` start that never sees a decision leaves nothing behind.
         self.channel_id = sessions.session_channel_id(session_id)
         self.session_id, self.hello = session_id, hello
         self._try_claim()
 
-    def _verify(self, message: dict[str, Any], session_id: str) -> None:
-        """Only the extension that spawned this bridge may speak for a Pi session: nothing is
-        registered (no channel, no deliveries, no answers) for anyone else."""
+    def _verify(self, message: dict[str, Any], session_id: str) -> str:
+        """Only the extension that spawned this bridge may speak for a Pi session, and only
+        for a session Pi has: nothing is registered (no channel, no deliveries, no answers)
+        for anyone else. Returns how the session was checked."""
         if self.binding.secret is None:
             raise ProtocolError("unverified", "this bridge was not started by the Pi extension"
                                 f" ({self.binding.problem}); nothing is accepted")
@@ -172,6 +174,13 @@ class Bridge:
                                 " extension's pipe; nothing is accepted")
         if sessions.PI_SESSION_ID.fullmatch(session_id) is None:
             raise ProtocolError("unverified", "hello.session_id is not a Pi session id")
+        if "session_file" not in message:
+            raise ProtocolError("unverified", "hello.session_file is missing (the session's"
+                                " file, or null for a session Pi keeps in memory)")
+        checked = check_session(session_id, message["session_file"])
+        if checked.problem is not None:
+            raise ProtocolError("unverified", f"{checked.problem}; nothing is accepted")
+        return checked.kind
 
     def _delivered(self, message: dict[str, Any]) -> None:
         message_id = _identifier(message, "message_id")
