@@ -5,7 +5,7 @@ stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits 
 
     extension -> bridge                    bridge -> extension
     hello {secret, session_id,             deliver {message_id, decision_id, request_digest,
-           pi_version, mode}                        title, text, choices, deadline_at}
+           session_file, pi_version, mode}          title, text, choices, deadline_at}
     delivered {message_id, entry_id}       settle {decision_id, outcome, provenance, text,
     answer {decision_id, request_digest,           title, channel}
             choice, input, event_id,       result {event_id, decision_id, result, message,
@@ -16,15 +16,16 @@ stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits 
     turned {turn_intent_id, entry_id}
 
 After `hello` the bridge claims the lease of the session's channel (`pi-` + hash of the
-session id); while another live bridge holds it, this one says so once (`error lease_held`)
-and waits. As owner it delivers open decisions routed to `pi` (the session's own runs first),
-records each delivery with the Pi entry id the extension reports, accepts answers only with
-`source: "interactive"` (others are recorded and rejected), dedupes them by
-`<session_id>:<event_id>`, and sends `settle` for every decision it showed once it is resolved
-anywhere. `ask` opens a decision in a waiting run bound to the session (`run_bindings`);
-once it is resolved, the session gets a `turn` (a `turn_intents` row) until the extension
-reports the Pi entry that received it (`turned`). Malformed lines get an `error` reply and
-are never fatal. It notices other writers
+session id), registering the channel first once the session needs one (a decision to show,
+an `ask`, a waiting turn; until then it writes nothing); while another live bridge holds
+it, this one says so once (`error lease_held`) and waits. As owner it delivers open
+decisions routed to `pi` (the session's own runs first), records each delivery with the Pi
+entry id the extension reports, accepts answers only with `source: "interactive"` (others
+are recorded and rejected), dedupes them by `<session_id>:<event_id>`, and sends `settle`
+for every decision it showed once it is resolved anywhere. `ask` opens a decision in a
+waiting run bound to the session (`run_bindings`); once it is resolved, the session gets a
+`turn` (a `turn_intents` row) until the extension reports the Pi entry that received it
+(`turned`). Malformed lines get an `error` reply and are never fatal. It notices other writers
 through `PRAGMA data_version` (a counter read without touching any table), polls stdin with
 `select`, and exits cleanly, releasing the lease, when stdin closes.
 """
@@ -51,6 +52,7 @@ from adapters.pi.framing import (
     _text,
     parse_line,
 )
+from adapters.pi.session_file import check_session
 from channels import store
 from channels.config import loading
 from channels.config.errors import ConfigError
@@ -88,6 +90,7 @@ class Bridge:
     session_id: str | None = None
     channel_id: str | None = None
     hello: dict[str, str] = field(default_factory=dict)
+    registered: bool = False  # the session's channel row exists (it is made when needed)
     lease: Lease | None = None
     sent: set[str] = field(default_factory=set)  # decisions this process delivered
     offered: set[str] = field(default_factory=set)  # turn intents this process sent
@@ -125,13 +128,16 @@ class Bridge:
         kind = message["type"]
         if kind == "hello":
             self._hello(message)
-        elif kind not in ("delivered", "answer", "ask", "turned"):
+            return
+        if kind not in ("delivered", "answer", "ask", "turned"):
             raise ProtocolError("unknown_type", f"unknown message type {kind!r}")
-        elif self.session_id is None:
+        if self.session_id is None:
             raise ProtocolError("hello_required", "send hello {session_id, pi_version, mode} first")
-        elif self.lease is None:
+        if self.lease is None and kind == "ask":
+            self._try_claim(needed=True)  # a session that asks needs its channel now
+        if self.lease is None:
             raise ProtocolError("not_ready", "another bridge still serves this Pi session")
-        elif kind == "delivered":
+        if kind == "delivered":
             self._delivered(message)
         elif kind == "ask":
             self._ask(message)
@@ -142,22 +148,24 @@ class Bridge:
 
     def _hello(self, message: dict[str, Any]) -> None:
         session_id = _identifier(message, "session_id")
-        if self.session_id is None:
-            self._verify(message, session_id)
         if self.session_id is not None:
             if session_id != self.session_id:
                 raise ProtocolError("session_mismatch",
                                     "this bridge serves another Pi session; start a new bridge")
             return
-        hello = {"pi_version": _text(message, "pi_version"), "mode": _text(message, "mode")}
-        self.channel_id = self.db.write(
-            lambda c: sessions.register_session(c, session_id, self._now()))
+        checked = self._verify(message, session_id)
+        hello = {"pi_version": _text(message, "pi_version"), "mode": _text(message, "mode"),
+                 "session": checked}
+        # The channel row (and its resource and lease) is written only once the session needs
+        # it: a `pi --no-session` start that never sees a decision leaves nothing behind.
+        self.channel_id = sessions.session_channel_id(session_id)
         self.session_id, self.hello = session_id, hello
         self._try_claim()
 
-    def _verify(self, message: dict[str, Any], session_id: str) -> None:
-        """Only the extension that spawned this bridge may speak for a Pi session: nothing is
-        registered (no channel, no deliveries, no answers) for anyone else."""
+    def _verify(self, message: dict[str, Any], session_id: str) -> str:
+        """Only the extension that spawned this bridge may speak for a Pi session, and only
+        for a session Pi has: nothing is registered (no channel, no deliveries, no answers)
+        for anyone else. Returns how the session was checked."""
         if self.binding.secret is None:
             raise ProtocolError("unverified", "this bridge was not started by the Pi extension"
                                 f" ({self.binding.problem}); nothing is accepted")
@@ -166,6 +174,13 @@ class Bridge:
                                 " extension's pipe; nothing is accepted")
         if sessions.PI_SESSION_ID.fullmatch(session_id) is None:
             raise ProtocolError("unverified", "hello.session_id is not a Pi session id")
+        if "session_file" not in message:
+            raise ProtocolError("unverified", "hello.session_file is missing (the session's"
+                                " file, or null for a session Pi keeps in memory)")
+        checked = check_session(session_id, message["session_file"])
+        if checked.problem is not None:
+            raise ProtocolError("unverified", f"{checked.problem}; nothing is accepted")
+        return checked.kind
 
     def _delivered(self, message: dict[str, Any]) -> None:
         message_id = _identifier(message, "message_id")
@@ -239,9 +254,14 @@ class Bridge:
         assert self.lease is not None and self.channel_id and self.session_id
         return self.lease, self.channel_id, self.session_id
 
-    def _try_claim(self) -> None:
-        assert self.channel_id is not None
-        channel_id = self.channel_id
+    def _try_claim(self, *, needed: bool = False) -> None:
+        assert self.channel_id is not None and self.session_id is not None
+        channel_id, session_id = self.channel_id, self.session_id
+        if not self.registered:
+            if not needed and not self._needs_channel():
+                return
+            self.db.write(lambda c: sessions.register_session(c, session_id, self._now()))
+            self.registered = True
         resource = store.channel_resource(channel_id)
         held = self.db.read(lambda c: leases.read(c, resource))
         try:
@@ -264,6 +284,17 @@ class Bridge:
         lease = self.lease
         self.db.write(lambda c: settlement.recover_settlements(c, lease, channel_id, self._now()))
         self.sync()
+
+    def _needs_channel(self) -> bool:
+        """Does this session need its channel: it has one already (it was opened before), or
+        a decision routed to `pi` is open for it, or an answer waits for it?"""
+        assert self.session_id is not None and self.channel_id is not None
+        channel_id, session_id = self.channel_id, self.session_id
+        self.seen_version, self.last_sync = self._data_version(), time.monotonic()
+        usable, config = self._config()
+        self.registered = self.db.read(lambda c: store.channel_row(c, channel_id)) is not None
+        return self.registered or self.db.read(lambda c: deliveries.has_work(
+            c, session_id, config if usable else None, self._now(), deliver=usable))
 
     def _renew(self) -> None:
         lease = self.lease
@@ -294,14 +325,14 @@ class Bridge:
             return
         try:
             if self.lease is None:
-                self._try_claim()
+                if self.registered or self._changed():  # an idle session reads little
+                    self._try_claim()
                 return
             self._renew()
             if self.lease is None:
                 return
             self._apply_deadlines()
-            version = self._data_version()
-            if version != self.seen_version or time.monotonic() - self.last_sync >= RESYNC_SECONDS:
+            if self._changed():
                 self.sync()
         except StaleLease:
             self._lost()
@@ -317,6 +348,10 @@ class Bridge:
         self.deadlines = {d: at for d, at in self.deadlines.items() if at > now}
         workflows.expire_overdue(self.db, self.owner_id)
         self.sync()
+
+    def _changed(self) -> bool:
+        return (self._data_version() != self.seen_version
+                or time.monotonic() - self.last_sync >= RESYNC_SECONDS)
 
     def _data_version(self) -> int:
         # Changes whenever another connection commits; our own commits leave it alone.

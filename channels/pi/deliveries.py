@@ -10,6 +10,7 @@ import apsw
 from channels import messages, store
 from channels.config.model import ChannelsConfig
 from channels.decisions import records
+from channels.pi import turns
 from channels.pi.answers import OpenDecision, _open_rows, load_open
 from channels.pi.sessions import routes_to_pi
 from state.errors import WriteRejected
@@ -68,6 +69,18 @@ def undelivered(
             found.append(Delivery(delivery_message_id(channel_id, decision_id),
                                   load_open(conn, decision_id)))
     return found
+
+
+def has_work(
+    conn: apsw.Connection, session_id: str, config: ChannelsConfig | None, now: int, *,
+    deliver: bool = True,
+) -> bool:
+    """Is there anything for this session to show (an open decision routed to `pi`, when
+    `deliver`) or to receive (a pending turn)? Until there is, it needs no channel row."""
+    if turns.pending_count(conn, session_id) > 0:
+        return True
+    return deliver and any(routes_to_pi(config, audience)
+                           for _, audience in _open_rows(conn, session_id, now))
 
 
 def record_deliveries(

@@ -14,7 +14,7 @@
  * before anything is sent, so a restart or `/reload` never delivers an answer twice.
  *
  * Protocol (see adapters/pi/bridge.py):
- *   to the bridge:   hello, delivered, answer, ask, turned
+ *   to the bridge:   hello (with the session file), delivered, answer, ask, turned
  *   from the bridge: deliver, settle, result, asked, turn, error
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
@@ -216,6 +216,9 @@ class Bridge {
 			type: "hello",
 			secret,
 			session_id: ctx.sessionManager.getSessionId(),
+			// The bridge checks it: a written file's header must name this session; null for a
+			// session kept in memory (`--no-session`).
+			session_file: ctx.sessionManager.getSessionFile() ?? null,
 			pi_version: piVersion(),
 			mode: piMode(ctx),
 		});

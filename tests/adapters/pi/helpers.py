@@ -130,7 +130,8 @@ class BridgeProcess:
 
     def __init__(self, home: Path, *, tick: float = 0.05, secret: str | None = None) -> None:
         # As the extension does: a socket pair made by this process (the bridge's parent),
-        # carrying a secret that `hello` repeats (added to every hello sent through `send`).
+        # carrying a secret that `hello` repeats (added to every hello sent through `send`,
+        # with `session_file` null unless the test gives one).
         self.secret = secret or os.urandom(32).hex()
         ours, theirs = socket.socketpair()
         read_end, self.secret_pipe = theirs.detach(), ours.detach()
@@ -149,8 +150,9 @@ class BridgeProcess:
         self.proc.stdin.flush()
 
     def send(self, message: dict[str, Any]) -> None:
-        if message.get("type") == "hello" and "secret" not in message:
-            message = {**message, "secret": self.secret}
+        if message.get("type") == "hello":
+            # Like a `--no-session` Pi: no session file (a test names one to check it).
+            message = {"secret": self.secret, "session_file": None, **message}
         # JSON.stringify's form: compact, non-ASCII raw.
         self.send_raw(json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
                       + b"\n")
