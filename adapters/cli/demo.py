@@ -12,6 +12,7 @@ import asyncio
 import os
 import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +29,7 @@ from channels.decisions.choices import text_input
 from channels.telegram import poll as worker
 from channels.telegram.buttons import callback_token
 from state.database import Database
-from state.exit_codes import EXIT_INTERNAL, EXIT_OK
+from state.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 
 DEMO_TOKEN = "123456789:demo-token-not-a-secret_0123456789ab"
 USER = 5123456789
@@ -152,7 +153,9 @@ def serve(token_file: Path, port: int) -> int:
         with os.fdopen(descriptor, "w") as handle:
             handle.write(DEMO_TOKEN + "\n")
     token = token_file.read_text(encoding="utf-8").strip()
-    server = FakeBotApi(token, port=port)
+    # Update ids continue above those of an earlier run (a setup that polled it has its
+    # cursor there; ids below it would be taken as already confirmed and dropped).
+    server = FakeBotApi(token, port=port, first_update_id=int(time.time()))
     server.start()
     print(f"Fake Bot API: {server.base_url} (its token is in {token_file}); Ctrl-C stops it.")
     print(f"Rehearse: piw-channels setup telegram --token-file {token_file} --user {USER}"
@@ -160,16 +163,19 @@ def serve(token_file: Path, port: int) -> int:
     print(f"Press a button: piw-channels demo --press LABEL --api-base-url {server.base_url}",
           flush=True)
     signal.signal(signal.SIGTERM, raise_terminated)
+    code = EXIT_OK
     try:
         while not server.wait_closed(0.5):
             pass
-    except (KeyboardInterrupt, Terminated):
-        pass
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except Terminated:
+        code = EXIT_TERMINATED
     finally:
         server.close()
         if created:
             token_file.unlink(missing_ok=True)
-    return EXIT_OK
+    return code
 
 
 def press(url: str, label: str, user: int | None) -> int:
@@ -182,8 +188,8 @@ def press(url: str, label: str, user: int | None) -> int:
         raise UsageError(f"no demo Bot API answers at {url} ({exc}); start one with:"
                          " piw-channels demo --serve") from None
     if not shown:
-        raise UsageError("no message with buttons on the demo Bot API yet; run: piw-channels"
-                         " ask ..., then piw-channels poll")
+        raise UsageError("no message on the demo Bot API shows buttons (a decided one's are"
+                         " removed); run: piw-channels ask ..., then piw-channels poll")
     message = shown[-1]
     buttons = [b for row in message["inline_keyboard"] for b in row]
     chosen = [b for i, b in enumerate(buttons, 1)

@@ -38,8 +38,6 @@ def render_status(report: dict[str, Any], config_dir: str, profiles: list[str] |
     lines = [f"Database {d['path']}: {_size(int(d['size_bytes']))}, schema {d['schema']},"
              f" {count} open decision{'' if count == 1 else 's'}."]
     closed = [c for c in report["channels"] if _closed_pi_session(c)]
-    if config_problem:
-        lines.append(f"Configuration: {config_problem}")
     for channel in report["channels"]:
         if channel in closed:
             continue
@@ -50,8 +48,10 @@ def render_status(report: dict[str, Any], config_dir: str, profiles: list[str] |
     lines += [f"telegram:{p}: never polled; add the cron line (README: Set up Telegram)"
               for p in profiles or [] if p not in polled]
     attention = report.get("needs_attention") or []
-    if attention:
+    if attention or config_problem:
         lines.append("Needs attention:")
+        if config_problem:  # every poll fails on it, so it comes first
+            lines.append(f"  Configuration: {config_problem}")
         for item in attention:
             alert = Alert(item["key"], item["kind"], item["since"], item["since"], item["facts"])
             lines.append(f"  {describe(alert, item['profile'], now, config_dir)}")

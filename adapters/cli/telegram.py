@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from adapters.cli.alerts import alert_lines
-from adapters.cli.errors import UsageError
+from adapters.cli.errors import Terminated, UsageError
 from adapters.telegram.client import TelegramClient
 from channels.config.errors import SETUP_HINT
 from channels.config.loading import load_config, resolve_config_dir
@@ -24,12 +25,38 @@ from state.database import Database
 from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
 from state.resources import Actor
 
+T = TypeVar("T")
+
 
 @asynccontextmanager
 async def bot_api(profile: TelegramProfile, token: str) -> AsyncIterator[BotApi]:
     """The real Bot API client for one profile (the token stays inside it)."""
     async with TelegramClient(token, api_base_url=profile.api_base_url) as client:
         yield client
+
+
+async def _until_terminated(work: Coroutine[Any, Any, T]) -> T:
+    """Run `work`; SIGTERM cancels it as Ctrl-C does, so the pass unwinds and releases its
+    channel leases at once (a killed poller's lease would hold the channel for 60 s), and the
+    command then exits 143."""
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, terminate)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if terminated:
+            raise Terminated(signal.SIGTERM) from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def _config_or_hint() -> ChannelsConfig | None:
@@ -44,7 +71,7 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
     """One poll pass; print what needs a person (one line each) and exit with the highest
     code of what is still wrong (README table)."""
     with Database.open_writer() as db:
-        reports = asyncio.run(worker.poll(db, config, bot_api, options))
+        reports = asyncio.run(_until_terminated(worker.poll(db, config, bot_api, options)))
     code = EXIT_OK
     config_dir = str(resolve_config_dir())
     for report in reports:

@@ -25,7 +25,8 @@ from adapters.telegram.fake.wire import RAW_ITEM, Exchange, as_int, canonical
 class BotState:
     """What the fake bot remembers between requests."""
 
-    def __init__(self, bot_user: Mapping[str, Any], *, privacy_mode: bool = False) -> None:
+    def __init__(self, bot_user: Mapping[str, Any], *, privacy_mode: bool = False,
+                 first_update_id: int = FIRST_UPDATE_ID) -> None:
         self.cond = threading.Condition()
         self.bot_user = dict(bot_user)
         self.privacy_mode = privacy_mode
@@ -38,7 +39,7 @@ class BotState:
         self.messages: dict[int, dict[int, dict[str, Any]]] = {}
         self._seq = 0
         self._entries: list[Entry] = []
-        self._next_update_id = FIRST_UPDATE_ID
+        self._next_update_id = first_update_id
         self._polls: dict[int, Exchange] = {}
         self._overlaps: list[Overlap] = []
         self._release_generation = 0

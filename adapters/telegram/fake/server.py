@@ -66,6 +66,7 @@ class FakeBotApi:
         fixtures_dir: str | Path | None = None,
         bot_user: Mapping[str, Any] | None = None,
         privacy_mode: bool = False,
+        first_update_id: int | None = None,
     ) -> None:
         if not token:
             raise ValueError("the fake Bot API needs a non-empty token")
@@ -74,7 +75,9 @@ class FakeBotApi:
         self._port = port
         self._fixtures_dir = Path(fixtures_dir) if fixtures_dir else None
         self._state = BotState(dict(bot_user) if bot_user else default_bot_user(token),
-                               privacy_mode=privacy_mode)
+                               privacy_mode=privacy_mode,
+                               **({} if first_update_id is None
+                                  else {"first_update_id": first_update_id}))
         self._methods = BotMethods(self._state)
         self._closed = threading.Event()
         self._httpd: _HttpServer | None = None

@@ -56,10 +56,53 @@ def test_a_rehearsal_against_demo_serve_goes_from_setup_to_an_answer(home: Path)
             decision_id, "yes", "telegram:default")
         missing = cli(home, "demo", "--press", "Maybe", "--api-base-url", url)
         assert (missing.returncode, missing.stderr) == (
-            2, "Error: no message with buttons on the demo Bot API yet; run: piw-channels"
-               " ask ..., then piw-channels poll\n")  # the keyboard was removed on settlement
+            2, "Error: no message on the demo Bot API shows buttons (a decided one's are"
+               " removed); run: piw-channels ask ..., then piw-channels poll\n")
     finally:
         serve.send_signal(signal.SIGINT)
         _, err = serve.communicate(timeout=30)
-    assert (serve.returncode, err) == (0, "")
+    assert (serve.returncode, err) == (130, "")  # Ctrl-C, as the exit-code table says
     assert not token_file.exists()  # the demo token it created is gone again
+
+
+def start_serve(home: Path, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
+    serve = subprocess.Popen([*CLI, "demo", "--serve", *args], cwd=ROOT, env=child_env(home),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return serve, read_lines(serve, 3)
+
+
+def stop(serve: subprocess.Popen[str]) -> None:
+    serve.send_signal(signal.SIGTERM)
+    serve.communicate(timeout=30)
+    assert serve.returncode == 143
+
+
+def ask_poll_press(home: Path, url: str, title: str) -> str:
+    decision_id = cli(home, "ask", "--title", title, "--choice", "yes=Yes").stdout.strip()
+    assert cli(home, "poll").returncode == 0
+    assert cli(home, "demo", "--press", "Yes", "--api-base-url", url).returncode == 0
+    assert cli(home, "poll").returncode == 0
+    return decision_id
+
+
+def test_a_restarted_demo_serve_still_delivers_presses(home: Path) -> None:
+    # Its update ids start again above the last run's, so the cursor the first rehearsal left
+    # does not swallow the presses of the second.
+    token_file = home / "rehearsal.token"
+    serve, (first, rehearse, _) = start_serve(home, "--token-file", str(token_file))
+    url = first.split()[3]
+    port = url.rsplit(":", 1)[1]
+    try:
+        assert cli(home, *shlex.split(rehearse.removeprefix("Rehearse: piw-channels "))
+                   ).returncode == 0
+        one = ask_poll_press(home, url, "First?")
+    finally:
+        stop(serve)
+    serve, _ = start_serve(home, "--token-file", str(token_file), "--port", port)
+    try:
+        two = ask_poll_press(home, url, "Second?")
+    finally:
+        stop(serve)
+    listing = {d["decision_id"]: d for d in json.loads(
+        cli(home, "decisions", "--all", "--json").stdout)}
+    assert (listing[one]["choice"], listing[two]["choice"]) == ("yes", "yes")

@@ -92,3 +92,13 @@ def test_a_bot_api_never_reached_says_never(home: Path) -> None:
     line = status(home)[1]
     assert re.fullmatch(rf"{WHO}: last pass \d+ s ago \({WHEN}\); last successful getUpdates"
                         " never", line), line
+
+
+def test_a_broken_token_file_needs_attention_in_status_too(home: Path, fake: FakeBotApi) -> None:
+    assert poll(home).code == 0
+    token = home / "telegram.token"
+    token.chmod(0o644)  # every poll now fails with 77
+    lines = status(home)
+    assert "Nothing needs attention." not in lines
+    at = lines.index("Needs attention:")
+    assert lines[at + 1].startswith("  Configuration: ") and "chmod 600" in lines[at + 1], lines

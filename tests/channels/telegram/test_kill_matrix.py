@@ -162,7 +162,11 @@ def test_random_sigkills_lose_no_acknowledged_update_and_never_resend_or_double_
           f" {len(matrix.decisions)} decisions, messages by status {dict(outcomes)}")
     for _ in range(4):  # drain: clean passes until nothing is left to do
         result = run_cli(matrix.home, "poll", "--once")
-        assert result.returncode == 0, f"{result.stderr} {matrix.why()}"
+        # A send a kill left ambiguous needs a person while its decision is open: poll says
+        # so (once, then quietly with exit 75). Nothing else may be wrong.
+        assert result.returncode in (0, 75), f"{result.stderr} {matrix.why()}"
+        assert all("may not have arrived" in line or line.startswith("Recovered:")
+                   for line in result.stderr.splitlines()), f"{result.stderr} {matrix.why()}"
     matrix.check()
     assert matrix.fake.pending_updates() == [], matrix.why()
     states = inbox_states()
