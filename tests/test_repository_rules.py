@@ -161,3 +161,16 @@ def test_no_product_module_is_longer_than_500_lines() -> None:
         if count > MAX_MODULE_LINES:
             long[path.relative_to(ROOT).as_posix()] = count
     assert long == {}
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """A name another module needs is part of its owner's interface: public, not `_name`."""
+    offenders = []
+    for path in python_files():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                    and node.module.split(".")[0] in LAYERS:
+                offenders += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}"
+                              for a in node.names if a.name.startswith("_")]
+    assert offenders == []

@@ -48,9 +48,9 @@ from adapters.pi.framing import (
     MAX_LINE_BYTES,
     LineWriter,
     ProtocolError,
-    _identifier,
-    _text,
+    identifier_field,
     parse_line,
+    text_field,
 )
 from adapters.pi.session_file import check_session
 from channels import store
@@ -147,15 +147,15 @@ class Bridge:
             self._answer(message)
 
     def _hello(self, message: dict[str, Any]) -> None:
-        session_id = _identifier(message, "session_id")
+        session_id = identifier_field(message, "session_id")
         if self.session_id is not None:
             if session_id != self.session_id:
                 raise ProtocolError("session_mismatch",
                                     "this bridge serves another Pi session; start a new bridge")
             return
         checked = self._verify(message, session_id)
-        hello = {"pi_version": _text(message, "pi_version"), "mode": _text(message, "mode"),
-                 "session": checked}
+        hello = {"pi_version": text_field(message, "pi_version"),
+                 "mode": text_field(message, "mode"), "session": checked}
         # The channel row (and its resource and lease) is written only once the session needs
         # it: a `pi --no-session` start that never sees a decision leaves nothing behind.
         self.channel_id = sessions.session_channel_id(session_id)
@@ -183,8 +183,8 @@ class Bridge:
         return checked.kind
 
     def _delivered(self, message: dict[str, Any]) -> None:
-        message_id = _identifier(message, "message_id")
-        entry_id = _identifier(message, "entry_id")
+        message_id = identifier_field(message, "message_id")
+        entry_id = identifier_field(message, "entry_id")
         lease, channel_id, session_id = self._owner()
         try:
             self.db.write(lambda c: deliveries.confirm_delivery(
@@ -198,13 +198,13 @@ class Bridge:
         entered = message.get("input")
         if entered is not None and not isinstance(entered, str | dict):
             raise ProtocolError("malformed", "answer.input must be null, text or an object")
-        source = _text(message, "source")
-        event_id = _identifier(message, "event_id")
+        source = text_field(message, "source")
+        event_id = identifier_field(message, "event_id")
         lease, channel_id, session_id = self._owner()
         event = AnswerEvent(
-            decision_id=_identifier(message, "decision_id"),
-            request_digest=_text(message, "request_digest"),
-            choice=_text(message, "choice"),
+            decision_id=identifier_field(message, "decision_id"),
+            request_digest=text_field(message, "request_digest"),
+            choice=text_field(message, "choice"),
             entered=entered,
             actor_id=session_id,
             event_key=f"{session_id}:{event_id}",
@@ -223,7 +223,7 @@ class Bridge:
         self.sync()  # our own commit does not move data_version: settle right away
 
     def _ask(self, message: dict[str, Any]) -> None:
-        event_id = _identifier(message, "event_id")
+        event_id = identifier_field(message, "event_id")
         _, _, session_id = self._owner()
         spec = asking.ask_spec(message, session_id)
         usable, config = self._config()
@@ -238,8 +238,8 @@ class Bridge:
         self.sync()
 
     def _turned(self, message: dict[str, Any]) -> None:
-        turn_intent_id = _identifier(message, "turn_intent_id")
-        entry_id = _identifier(message, "entry_id")
+        turn_intent_id = identifier_field(message, "turn_intent_id")
+        entry_id = identifier_field(message, "entry_id")
         lease, channel_id, session_id = self._owner()
         try:
             self.db.write(lambda c: turns.confirm_turn(

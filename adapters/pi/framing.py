@@ -80,15 +80,15 @@ class LineWriter:
         return True
 
 
-def _text(message: dict[str, Any], name: str) -> str:
+def text_field(message: dict[str, Any], name: str) -> str:
     value = message.get(name)
     if not isinstance(value, str) or not value.strip():
         raise ProtocolError("malformed", f"{message['type']}.{name} must be a non-empty string")
     return value
 
 
-def _identifier(message: dict[str, Any], name: str) -> str:
-    value = _text(message, name)
+def identifier_field(message: dict[str, Any], name: str) -> str:
+    value = text_field(message, name)
     if len(value) > MAX_ID_LENGTH or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
         raise ProtocolError("malformed", f"{message['type']}.{name} is not a valid identifier")
     return value

@@ -69,7 +69,7 @@ def _choice_json(choice_id: str, choice: Any) -> dict[str, Any]:
     return entry
 
 
-def _open_rows(
+def open_rows(
     conn: apsw.Connection, session_id: str | None, now: int | None
 ) -> list[tuple[str, str]]:
     """(decision_id, audience) of every open decision; runs started from `session_id` first.
@@ -101,7 +101,7 @@ def open_for_pi(
     only those still before their deadline)."""
     return [
         OpenDecision.from_stored(records.load(conn, decision_id))
-        for decision_id, audience in _open_rows(conn, session_id, now)
+        for decision_id, audience in open_rows(conn, session_id, now)
         if routes_to_pi(config, audience)
     ]
 

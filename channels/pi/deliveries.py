@@ -11,7 +11,7 @@ from channels import messages, store
 from channels.config.model import ChannelsConfig
 from channels.decisions import records
 from channels.pi import turns
-from channels.pi.answers import OpenDecision, _open_rows, load_open
+from channels.pi.answers import OpenDecision, load_open, open_rows
 from channels.pi.sessions import routes_to_pi
 from state.errors import WriteRejected
 from state.leases import Lease
@@ -61,7 +61,7 @@ def undelivered(
     """
     statuses = delivery_statuses(conn, channel_id)
     found = []
-    for decision_id, audience in _open_rows(conn, session_id, now):
+    for decision_id, audience in open_rows(conn, session_id, now):
         confirmed = statuses.get(decision_id) == "confirmed" and not include_confirmed
         if confirmed or decision_id in skip:
             continue
@@ -80,7 +80,7 @@ def has_work(
     if turns.pending_count(conn, session_id) > 0:
         return True
     return deliver and any(routes_to_pi(config, audience)
-                           for _, audience in _open_rows(conn, session_id, now))
+                           for _, audience in open_rows(conn, session_id, now))
 
 
 def record_deliveries(
