@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli.alerts import duration
+from adapters.cli.arguments import DECISION_ID_HELP
 from adapters.cli.errors import UsageError, raise_terminated
 from adapters.cli.status_text import ago, clock_time, with_iso
 from channels.config.loading import load_config
@@ -343,12 +344,12 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_decisions)
 
     p = sub.add_parser("show", help="show one decision's text, status and submissions")
-    p.add_argument("decision_id", help="decision id (a unique prefix is enough)")
+    p.add_argument("decision_id", help=DECISION_ID_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_show)
 
     p = sub.add_parser("cancel", help="cancel an open decision as an operator")
-    p.add_argument("decision_id", help="decision id (a unique prefix is enough)")
+    p.add_argument("decision_id", help=DECISION_ID_HELP)
     p.add_argument("--reason", default="cancelled", help="reason shown to channels")
     p.set_defaults(handler=cmd_cancel)
 

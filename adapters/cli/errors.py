@@ -21,3 +21,4 @@ class Terminated(BaseException):
 def raise_terminated(signum: int, frame: object) -> None:
     """A SIGTERM handler: unwind with `Terminated`."""
     raise Terminated(signum)
+

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from adapters.cli.arguments import DECISION_ID_HELP
 from adapters.cli.errors import UsageError
 from adapters.pi import binding, bridge, operator
 from channels.config.loading import load_config
@@ -187,12 +188,12 @@ def register(sub: Any) -> None:
     q.set_defaults(handler=cmd_list)
 
     q = pi_sub.add_parser("show", help="one decision's text, numbered choices and status")
-    q.add_argument("decision_id", help="decision id (a unique prefix is enough)")
+    q.add_argument("decision_id", help=DECISION_ID_HELP)
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.set_defaults(handler=cmd_show)
 
     q = pi_sub.add_parser("answer", help="answer a decision as the local operator (terminal only)")
-    q.add_argument("decision_id", help="decision id (a unique prefix is enough)")
+    q.add_argument("decision_id", help=DECISION_ID_HELP)
     q.add_argument("choice", help="choice id, or its number as `pi show` prints it")
     text = q.add_mutually_exclusive_group()
     text.add_argument("--text", help="the text a choice asks for (kept exactly)")

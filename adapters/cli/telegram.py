@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from adapters.cli.alerts import alert_lines
+from adapters.cli.arguments import DECISION_ID_HELP
 from adapters.cli.errors import Terminated, UsageError
 from adapters.telegram.client import TelegramClient
 from channels.config.errors import SETUP_HINT
@@ -183,7 +184,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("resend", help="explicitly resend an ambiguous or failed delivery")
     p.add_argument("decision_id", nargs="?",
-                   help="decision id, or its Decision fingerprint (a unique prefix is enough)")
+                   help=DECISION_ID_HELP)
     p.add_argument("--all-failed", action="store_true",
                    help="resend every failed or refused delivery of the profile (after fixing"
                    " the config; ambiguous ones are left for you to check)")

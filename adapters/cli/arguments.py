@@ -1,0 +1,7 @@
+"""Argument conventions shared by the command groups."""
+
+from __future__ import annotations
+
+# The help of every DECISION_ID argument (show, cancel, resend, pi show, pi answer).
+DECISION_ID_HELP = ("decision id, or its Decision fingerprint (a unique prefix of either is"
+                    " enough)")
