@@ -20,20 +20,6 @@ from channels.decisions.resolution import RUN_CONTINUE
 from state import blobs, effects
 
 
-def open_deliveries(conn: apsw.Connection, channel_id: str) -> list[tuple[str, str, str]]:
-    """(decision_id, resource_id, delivery message status) of the unresolved decisions with a
-    delivery on the channel, oldest first."""
-    rows: list[Any] = conn.execute(
-        "SELECT m.decision_id, d.resource_id, m.status"
-        " FROM channel_messages m JOIN human_decisions d USING (decision_id)"
-        " WHERE m.channel_id = ? AND m.purpose = 'delivery' AND NOT EXISTS"
-        " (SELECT 1 FROM human_decision_resolutions r WHERE r.decision_id = m.decision_id)"
-        " ORDER BY d.created_at, m.decision_id",
-        (channel_id,),
-    ).fetchall()
-    return [(str(a), str(b), str(c)) for a, b, c in rows]
-
-
 @dataclass(frozen=True, slots=True)
 class DecisionView:
     """What status surfaces show: no actor identifiers; of the winner only its channel's name."""
@@ -96,13 +82,29 @@ def list_views(conn: apsw.Connection, *, include_resolved: bool = False) -> list
 # waiting only when the resolved decision's continuation finishes the run). The `IN` term
 # repeats the index's condition word for word (SQLite uses a partial index only then); CROSS
 # JOIN keeps the attempts as the outer loop.
-_OPEN = (
+_OPEN_FROM = (
     " FROM node_attempts a INDEXED BY node_attempts_one_active_per_run"
     " CROSS JOIN human_decisions d ON d.run_id = a.run_id AND d.attempt_id = a.attempt_id"
+)
+_OPEN_WHERE = (
     " WHERE a.status IN ('pending', 'running', 'waiting') AND a.status = 'waiting'"
     " AND NOT EXISTS (SELECT 1 FROM human_decision_resolutions r"
     " WHERE r.decision_id = d.decision_id)"
 )
+_OPEN = _OPEN_FROM + _OPEN_WHERE
+
+
+def open_deliveries(conn: apsw.Connection, channel_id: str) -> list[tuple[str, str, str]]:
+    """(decision_id, resource_id, delivery message status) of the unresolved decisions with a
+    delivery on the channel, oldest first (from the open ones: flat with history)."""
+    rows: list[Any] = conn.execute(
+        f"SELECT d.decision_id, d.resource_id, m.status{_OPEN_FROM}"
+        " CROSS JOIN channel_messages m ON m.decision_id = d.decision_id"
+        f"{_OPEN_WHERE} AND m.channel_id = ? AND m.purpose = 'delivery'"
+        " ORDER BY d.created_at, d.decision_id",
+        (channel_id,),
+    ).fetchall()
+    return [(str(a), str(b), str(c)) for a, b, c in rows]
 
 
 _BASIS = "SELECT d.decision_id, d.request_digest, d.choices_hash"

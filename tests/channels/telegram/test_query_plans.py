@@ -101,3 +101,48 @@ def test_no_query_on_the_poll_path_scans_a_growing_table(home: Path) -> None:
                      for line in _full_scans(db.conn, sql, bindings, partial)]
     assert len(traced) > 40  # the trace saw the whole cycle
     assert scans == []
+
+
+def _cycle_steps(db: Database, fake: FakeBotApi, count: int) -> dict[str, tuple[int, int]]:
+    """Open `count` decisions, deliver them, press each and settle: {statement: (executions,
+    VM steps)} of the traced passes. VM steps count rows visited, so a query that reads more
+    rows as the history grows shows it even where its plan is an indexed search."""
+    steps: dict[str, list[int]] = {}
+
+    def profile(event: dict[str, Any]) -> None:
+        entry = steps.setdefault(str(event["sql"]), [0, 0])
+        entry[0] += 1
+        entry[1] += int(event["stmt_status"]["SQLITE_STMTSTATUS_VM_STEP"])
+
+    handles = [open_decision(db, title=f"Step {i}?") for i in range(count)]
+    db.conn.trace_v2(apsw.SQLITE_TRACE_PROFILE, profile)
+    poll_in_process(db)
+    db.conn.trace_v2(0, None)
+    for handle in handles:
+        [(ref,)] = db.conn.execute(
+            "SELECT p.external_message_ref FROM channel_message_parts p JOIN channel_messages m"
+            " USING (message_id) WHERE m.decision_id = ? AND m.purpose = 'delivery'",
+            (handle.decision_id,))
+        press_button(fake, handle, "continue", int(ref))
+    db.conn.trace_v2(apsw.SQLITE_TRACE_PROFILE, profile)
+    poll_in_process(db)
+    poll_in_process(db)
+    db.conn.trace_v2(0, None)
+    return {sql: (n, vm) for sql, (n, vm) in steps.items()}
+
+
+def test_no_statement_reads_more_rows_with_a_longer_history(home: Path) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            short = _cycle_steps(db, fake, 3)
+            _cycle_steps(db, fake, 40)  # history: 43 settled decisions
+            long = _cycle_steps(db, fake, 3)
+            settled = db.conn.execute(
+                "SELECT count(*) FROM human_decision_resolutions").get
+    assert settled == 46  # every cycle did its work
+    assert len(short) > 40
+    grown = [f"{short[sql][1] / short[sql][0]:.0f} -> {vm / n:.0f} steps: {sql}"
+             for sql, (n, vm) in long.items()
+             if sql in short and vm / n > 1.25 * short[sql][1] / short[sql][0] + 20]
+    assert not grown, "\n".join(grown)
