@@ -1,5 +1,6 @@
 """What the benches share: an alternating raw-commit baseline, a loopback TLS front for the fake
-Bot API (so cold starts pay for https as against real Telegram), and fdatasync counting.
+Bot API (so cold starts pay for https as against real Telegram; in its own process, so its
+relaying is not counted as ours), and fdatasync counting.
 
 Honesty rules the benches follow:
 - the raw durable commit is timed in chunks alternating with the work, on a connection with the
@@ -15,14 +16,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import select
 import shutil
 import signal
-import socket
-import ssl
 import subprocess
+import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,55 +128,21 @@ def self_signed(directory: Path) -> tuple[Path, Path, Path]:
 
 
 class TlsFront:
-    """A loopback TLS terminator in front of the plain-http fake: https://127.0.0.1:<port>."""
+    """A loopback TLS terminator in front of the plain-http fake, https://127.0.0.1:<port>, in
+    a process of its own: the server side of TLS is Telegram's work, so it must not share the
+    measured process's interpreter (its relay threads would take the GIL from the pass)."""
 
     def __init__(self, upstream_url: str, cert: Path, key: Path) -> None:
-        host, port = upstream_url.removeprefix("http://").rstrip("/").split(":")
-        self._upstream = (host, int(port))
-        self._ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self._ctx.load_cert_chain(cert, key)
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self.base_url = f"https://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                raw, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
-
-    def _serve(self, raw: socket.socket) -> None:
-        """One thread per connection, relaying both ways with select: an SSL socket must
-        not be read and written from two threads at once (that garbles the stream)."""
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle delay
-        try:
-            client = self._ctx.wrap_socket(raw, server_side=True)
-            upstream = socket.create_connection(self._upstream)
-        except (OSError, ssl.SSLError):
-            raw.close()
-            return
-        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            while True:
-                ready = [client] if client.pending() else \
-                    select.select([client, upstream], [], [], 120)[0]
-                if not ready:
-                    return
-                for src in ready:
-                    data = src.recv(65536)
-                    if not data:
-                        return
-                    (upstream if src is client else client).sendall(data)
-        except (OSError, ssl.SSLError):
-            pass
-        finally:
-            for s in (client, upstream):
-                with contextlib.suppress(OSError):
-                    s.close()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.tls_front", upstream_url, str(cert), str(key)],
+            cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().strip()
+        if not line.startswith("https://"):
+            self._proc.kill()
+            raise RuntimeError(f"the TLS front did not start: {line!r}")
+        self.base_url = line
 
     def close(self) -> None:
-        self._closed = True
-        self._sock.close()
+        self._proc.terminate()
+        self._proc.wait(10)
