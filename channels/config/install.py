@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from channels.config.errors import ConfigInvalid
+from channels.config.errors import ConfigError, ConfigInvalid
 from channels.config.files import (
     SETUP_LABEL,
     FileRef,
@@ -125,6 +125,7 @@ def _merge_and_write(
     replaced = profile.name in profiles
     if not repoint_credential:
         _refuse_repointing(profiles, credentials, profile, credential)
+    _refuse_shared_bot(profiles, credentials, profile, credential)
     merged_audience = Audience(audience, _merged_routes(audiences.get(audience), profile.channel))
     profiles[profile.name] = profile
     audiences[audience] = merged_audience
@@ -160,6 +161,41 @@ def _refuse_repointing(profiles: Mapping[str, TelegramProfile],
             f" (--credential {profile.name}) or pass --repoint-credential to move"
             f" {', '.join(users)} to {credential.token_file} too; nothing was written",
             field="credential")
+
+
+def _refuse_shared_bot(profiles: Mapping[str, TelegramProfile],
+                       credentials: Mapping[str, TelegramCredential], profile: TelegramProfile,
+                       credential: TelegramCredential) -> None:
+    """A bot serves one profile: two profiles on one bot would both poll it (each update
+    reaches only one of them) and both deliver every decision. Profiles sharing this
+    credential are `_refuse_repointing`'s business; here, those that reach the same bot
+    through a credential of their own."""
+    bot = _bot_id(credential)
+    for other in profiles.values():
+        if other.name == profile.name or other.credential == credential.name \
+                or other.api_base_url != profile.api_base_url:
+            continue
+        theirs = credentials.get(other.credential)
+        if theirs is None:
+            continue
+        same_file = theirs.token_file == credential.token_file
+        if same_file or (bot is not None and _bot_id(theirs) == bot):
+            raise ConfigInvalid(
+                f"{SETUP_LABEL}: profile {other.name} already uses bot {bot} (token file"
+                f" {theirs.token_file}); a bot serves one profile (two would both poll it and"
+                f" send every decision twice): to change that profile pass --profile"
+                f" {other.name}, for another profile create another bot with @BotFather;"
+                f" nothing was written", field="token_file")
+
+
+def _bot_id(credential: TelegramCredential) -> str | None:
+    """The bot id a token file names (its digits before the colon), None when unreadable:
+    a broken file of another profile is that profile's problem, not this setup's."""
+    try:
+        token = read_token_file(credential, prefix="", field=None)
+    except ConfigError:
+        return None
+    return token.partition(":")[0]
 
 
 def _merged_routes(existing: Audience | None, channel: str) -> tuple[str, ...]:

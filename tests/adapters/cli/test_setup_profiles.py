@@ -112,3 +112,25 @@ def test_ask_without_any_configuration_accepts_only_the_default_audience(home: P
     refused = cli(home, "ask", "--title", "Ship?", "--choice", "yes=Yes", "--audience", "ops")
     assert refused.returncode == 2
     assert "audience 'ops' is not configured (configured: none)" in refused.stderr
+
+
+def test_setup_refuses_a_second_profile_on_a_bot_another_profile_uses(
+    home: Path, bots: tuple[FakeBotApi, FakeBotApi],
+) -> None:
+    a, _ = bots
+    file_a = token(home, "a.token", TOKEN_A)
+    copy = token(home, "a-copy.token", TOKEN_A)  # the same bot through another file
+    assert setup(home, "bota", file_a, a.base_url).returncode == 0
+    before = sorted((p.name, p.read_bytes()) for p in config_dir(home).iterdir())
+    for token_file in (file_a, copy):
+        refused = cli(home, "setup", "telegram", "--token-file", str(token_file),  # no --profile
+                      "--user", str(USER), "--chat", str(USER), "--api-base-url", a.base_url)
+        assert (refused.returncode, refused.stdout) == (78, "")
+        assert refused.stderr.splitlines() == [
+            "Error: Telegram setup: profile bota already uses bot 7100000001 (token file"
+            f" {file_a}); a bot serves one profile (two would both poll it and send every"
+            " decision twice): to change that profile pass --profile bota, for another"
+            " profile create another bot with @BotFather; nothing was written"]
+    assert sorted((p.name, p.read_bytes()) for p in config_dir(home).iterdir()) == before
+    # Setting the same profile up again with the copy is a change of that profile: fine.
+    assert setup(home, "bota", copy, a.base_url).returncode == 0
