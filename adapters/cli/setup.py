@@ -31,6 +31,7 @@ __all__ = [
     "VERIFY_DEADLINE_SECONDS",
     "BotApiUnavailable",
     "VerifiedBot",
+    "absolute_path_argument",
     "audience_argument",
     "cmd_setup_telegram",
     "id_argument",
@@ -121,6 +122,15 @@ audience_argument = _matching(
     _AUDIENCE, "audience", "use letters, digits, '_' or '-', starting with a letter or '_' "
     "(at most 128 characters)",
 )  # fmt: skip
+
+
+def absolute_path_argument(text: str) -> Path:
+    """An absolute path (the installed path is used from cron, whose directory is not yours)."""
+    path = Path(text).expanduser()
+    if not path.is_absolute():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an absolute path: give the full path, like {Path.cwd() / text}")
+    return path
 
 
 def url_argument(text: str) -> str:
@@ -278,7 +288,7 @@ def register(sub: Any) -> None:
 def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token-file",
-        type=Path,
+        type=absolute_path_argument,
         required=True,
         metavar="ABS_PATH",
         help="absolute path of the mode-0600 file that holds the bot token",

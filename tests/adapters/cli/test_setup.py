@@ -286,7 +286,8 @@ def _directory(path: Path) -> str:
 @pytest.mark.parametrize(
     ("prepare", "code", "message"),
     [
-        (_relative, 78, "token file secrets/bot.token must be an absolute path"),
+        (_relative, 2, "argument --token-file: 'secrets/bot.token' is not an absolute path:"
+                       " give the full path, like /"),
         (_chmod(0o644), 77, "permissions must be 0600 or stricter (mode is 0644); fix: chmod 600 "),
         (_chmod(0o640), 77, "permissions must be 0600 or stricter (mode is 0640); fix: chmod 600 "),
         (_content(" \n"), 78, "token file is empty"),
