@@ -15,3 +15,18 @@ EXIT_CONFIG: Final = 78  # invalid configuration (EX_CONFIG)
 EXIT_INTERRUPTED: Final = 130  # Ctrl-C
 EXIT_BROKEN_PIPE: Final = 141  # the output's reader went away (`| head`), as SIGPIPE would
 EXIT_TERMINATED: Final = 143  # SIGTERM (after cleaning up, like Ctrl-C)
+
+# What each code means, in a few words (the top-level --help lists them all).
+MEANINGS: Final = {
+    EXIT_OK: "ok",
+    EXIT_INTERNAL: "internal error",
+    EXIT_USAGE: "usage",
+    EXIT_NOT_ACCEPTED: "`ask --wait`: not accepted",
+    EXIT_INCOMPATIBLE: "incompatible or corrupt database",
+    EXIT_TEMPORARY: "temporary condition (try again)",
+    EXIT_PERMISSION: "permission problem",
+    EXIT_CONFIG: "invalid configuration",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+    EXIT_BROKEN_PIPE: "output closed",
+    EXIT_TERMINATED: "terminated (SIGTERM)",
+}

@@ -325,10 +325,12 @@ def register(sub: Any) -> None:
     p.add_argument("--summary", help="one-line summary (default: the title)")
     p.add_argument("--presentation", type=Path, metavar="FILE.json",
                    help="a pi-workflows.decision-presentation.v1 document")
-    p.add_argument("--choice", action=_ChoiceAction, dest="choices", default=[],
-                   metavar="ID=LABEL", help="a choice (repeat; order is kept)")
-    p.add_argument("--text-choice", action=_ChoiceAction, dest="choices", default=[],
-                   metavar="ID=LABEL=PROMPT", help="a choice that asks for text")
+    # Required as a pair: argparse can only mark one option required, so the group says it.
+    choices = p.add_argument_group("choices (at least one --choice or --text-choice)")
+    choices.add_argument("--choice", action=_ChoiceAction, dest="choices", default=[],
+                         metavar="ID=LABEL", help="a choice (repeat; order is kept)")
+    choices.add_argument("--text-choice", action=_ChoiceAction, dest="choices", default=[],
+                         metavar="ID=LABEL=PROMPT", help="a choice that asks for text")
     p.add_argument("--audience", default=DEFAULT_AUDIENCE,
                    help="a configured audience (default operator)")
     p.add_argument("--timeout", metavar="DURATION", help="deadline, e.g. 90s, 10m, 2h")

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from adapters.cli import telegram as telegram_cli
 from adapters.cli.errors import Terminated, UsageError, raise_terminated
@@ -206,14 +206,23 @@ def press(url: str, label: str, user: int | None) -> int:
     return EXIT_OK
 
 
+# Options of one mode, refused without it (silently ignoring them would mislead).
+_MODE_OPTIONS: Final = {"serve": ("port", "token_file"), "press": ("api_base_url", "user")}
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo, serve its fake Bot API, or press a button on it."""
+    for mode, active in (("serve", args.serve), ("press", args.press is not None)):
+        for name in _MODE_OPTIONS[mode]:
+            if getattr(args, name) is not None and not active:
+                option = "--" + name.replace("_", "-")
+                raise UsageError(f"{option} only applies with --{mode}")
     if args.press is not None:
         if args.api_base_url is None:
             raise UsageError("--press needs --api-base-url (the URL demo --serve printed)")
         return press(args.api_base_url, args.press, args.user)
     if args.serve:
-        return serve(args.token_file or Path.home() / "piw-demo.token", args.port)
+        return serve(args.token_file or Path.home() / "piw-demo.token", args.port or 0)
     return run_demo()
 
 
@@ -228,7 +237,7 @@ def register(sub: Any) -> None:
                       help="run the fake Bot API on loopback until Ctrl-C, printing its URL")
     mode.add_argument("--press", metavar="LABEL",
                       help="press the button with this label (or number) on the newest message")
-    p.add_argument("--port", type=int, default=0, help="--serve: port (default: a free one)")
+    p.add_argument("--port", type=int, help="--serve: port (default: a free one)")
     p.add_argument("--token-file", type=Path, metavar="PATH",
                    help="--serve: the token the fake accepts (default: ~/piw-demo.token,"
                    " created with a demo token and removed at exit)")

@@ -21,6 +21,7 @@ check_packages()  # before anything imports `state` or `channels`: they may be s
 import apsw  # noqa: E402
 
 from adapters.cli.errors import Terminated, UsageError  # noqa: E402
+from state import exit_codes  # noqa: E402
 from state.errors import StateError  # noqa: E402
 from state.exit_codes import (  # noqa: E402
     EXIT_BROKEN_PIPE,
@@ -87,8 +88,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="piw-channels",
         description="Carry Pi Workflows human decisions over Telegram and Pi.",
-        epilog="Exit codes: 0 ok, 1 internal error, 2 usage, 65 incompatible or corrupt "
-        "database, 75 temporary condition, 77 permission problem, 78 invalid configuration.",
+        epilog="Exit codes: " + ", ".join(f"{code} {meaning}" for code, meaning
+                                          in exit_codes.MEANINGS.items()) + ".",
     )
     parser.add_argument("--version", action="version", version=f"piw-channels {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from channels.decisions import records, resolution
 from channels.decisions.resolution import HumanAnswer
+from state import exit_codes
 from state.database import Database
 from state.version import VERSION
 from tests.adapters.cli.test_decisions_cli import CLI, cli, wait_for_open_decision
@@ -185,3 +186,30 @@ def test_ask_wait_on_a_terminal_says_where_the_decision_was_delivered(home: Path
                 proc.kill()
             os.close(main)
     assert seen.decode().splitlines()[2] == f"Delivered to telegram:{PROFILE}."
+
+
+def test_the_top_level_help_lists_every_exit_code(home: Path) -> None:
+    result = cli(home, "--help")
+    assert result.returncode == 0
+    epilog = " ".join(result.stdout.split("Exit codes:")[1].split())
+    codes = sorted(v for k, v in vars(exit_codes).items() if k.startswith("EXIT_"))
+    assert codes == sorted(exit_codes.MEANINGS)
+    for code in codes:
+        assert f"{code} {exit_codes.MEANINGS[code]}" in epilog
+
+
+def test_ask_help_says_a_choice_is_required(home: Path) -> None:
+    result = cli(home, "ask", "--help")
+    assert "choices (at least one --choice or --text-choice):" in result.stdout
+    refused = cli(home, "ask", "--title", "T")
+    assert (refused.returncode, refused.stderr.splitlines()) == (
+        2, ["Error: give at least one --choice ID=LABEL or --text-choice"])
+
+
+def test_demo_options_of_another_mode_are_refused_not_ignored(home: Path) -> None:
+    for args, line in ((["--port", "8443"], "Error: --port only applies with --serve"),
+                       (["--press", "Yes", "--token-file", "/x"],
+                        "Error: --token-file only applies with --serve"),
+                       (["--user", "5"], "Error: --user only applies with --press")):
+        result = cli(home, "demo", *args)
+        assert (result.returncode, result.stdout, result.stderr.splitlines()) == (2, "", [line])
