@@ -166,11 +166,13 @@ def test_a_second_profile_is_merged_and_the_first_is_kept(
     home: Path, fake: FakeBotApi, token_file: Path, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    second_file = write_token(tmp_path / "secrets" / "backup.token", TOKEN)
+    second_file = write_token(tmp_path / "secrets" / "backup.token", OTHER_TOKEN)
     assert invoke(capsys, setup_args(token_file, fake.base_url)).code == 0
-    second = setup_args(second_file, fake.base_url, "--profile", "backup", "--audience",
-                        "oncall", "--credential", "telegram-backup")  # fmt: skip
-    result = invoke(capsys, second)
+    with FakeBotApi(OTHER_TOKEN) as backup_bot:  # a second bot: one bot serves one profile
+        second = setup_args(second_file, backup_bot.base_url, "--profile", "backup",
+                            "--audience", "oncall", "--credential", "telegram-backup")
+        result = invoke(capsys, second)
+        assert [r.method for r in backup_bot.requests()] == ["getMe"]
     assert result.code == 0, result.err
     channels = read_json(config_dir(home) / "channels.json")
     assert isinstance(channels, dict)
@@ -185,7 +187,7 @@ def test_a_second_profile_is_merged_and_the_first_is_kept(
         "telegram": {"default": {"tokenFile": str(token_file)},
                      "telegram-backup": {"tokenFile": str(second_file)}},
     }  # fmt: skip
-    assert [r.method for r in fake.requests()] == ["getMe", "getMe"]
+    assert [r.method for r in fake.requests()] == ["getMe"]
 
 
 # --- getMe failures: nothing written ----------------------------------------------------------
@@ -390,8 +392,8 @@ def test_argument_rules_agree_with_channels_config(
     tmp_path: Path, token_file: Path, check: Callable[[str], str], field: str,
     samples: list[str],
 ) -> None:  # fmt: skip
-    for value in samples:
-        expected = _config_accepts(tmp_path / "config", token_file, **{field: value})
+    for n, value in enumerate(samples):  # a directory each: one bot serves one profile
+        expected = _config_accepts(tmp_path / f"config{n}", token_file, **{field: value})
         assert _accepts(check, value) == expected, (field, value)
 
 
