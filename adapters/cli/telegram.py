@@ -85,6 +85,9 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
         elif report.status in ("conflict", "unauthorized"):  # lease lost, or an alerts bug
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY if report.status == "conflict" else EXIT_CONFIG)
+        if report.status == "shared_bot":  # not polled: another profile polls its bot
+            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            code = max(code, EXIT_CONFIG)
         if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY)

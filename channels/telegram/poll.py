@@ -23,6 +23,7 @@ from typing import Any
 from channels import inbox, messages, store
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
+from channels.errors import ChannelsError
 from channels.telegram import alerts, deliveries, identity, inbound
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
@@ -66,7 +67,7 @@ class ChannelReport:
     """What one channel's pass did (counts and codes only: no ids)."""
 
     channel: str
-    status: str = "polled"  # polled | busy | conflict | unauthorized | bad_batch
+    status: str = "polled"  # polled | busy | conflict | unauthorized | bad_batch | shared_bot
     updates: int = 0
     processed: int = 0
     effects: int = 0
@@ -92,11 +93,38 @@ async def poll(
     workflows.expire_overdue(db, owner_id)
     start = wall_clock()
     end = start + (ONCE_DEADLINE_SECONDS if options.once else options.window_seconds)
+    shared = _shared_bots(config, profiles)
     tasks = [
         _ChannelPoll(db, Channel(p, config), owner_id, options, end, wall_clock).run(api_factory)
-        for p in profiles
+        for p in profiles if p.name not in shared
     ]
-    return list(await asyncio.gather(*tasks))
+    polled = iter(await asyncio.gather(*tasks))
+    return [shared[p.name] if p.name in shared else next(polled) for p in profiles]
+
+
+def _shared_bots(config: ChannelsConfig,
+                 profiles: list[TelegramProfile]) -> dict[str, ChannelReport]:
+    """Profiles whose bot an earlier profile already polls (one bot serves one profile: two
+    getUpdates consumers split the bot's updates and both deliver every decision): each gets
+    a report instead of a pass. A token that cannot be read is left to its profile's pass."""
+    first: dict[tuple[str, str], str] = {}
+    shared: dict[str, ChannelReport] = {}
+    for profile in profiles:
+        try:
+            token = config.read_token(profile)
+        except ChannelsError:
+            continue
+        bot = token.partition(":")[0]
+        owner = first.setdefault((bot, profile.api_base_url), profile.name)
+        if owner != profile.name:
+            shared[profile.name] = ChannelReport(
+                Channel(profile, config).name, status="shared_bot", message=(
+                    f"profile {profile.name} uses bot {bot}, which profile {owner} already"
+                    " polls; one bot serves one profile (two would split its updates and send"
+                    f" every decision twice): remove profile {profile.name} from channels.json"
+                    " or give it a bot of its own (setup telegram --profile"
+                    f" {profile.name} --token-file ...)"))
+    return shared
 
 
 @dataclass

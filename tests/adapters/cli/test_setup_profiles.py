@@ -134,3 +134,32 @@ def test_setup_refuses_a_second_profile_on_a_bot_another_profile_uses(
     assert sorted((p.name, p.read_bytes()) for p in config_dir(home).iterdir()) == before
     # Setting the same profile up again with the copy is a change of that profile: fine.
     assert setup(home, "bota", copy, a.base_url).returncode == 0
+
+
+def test_poll_polls_a_shared_bot_once_and_names_the_profile_to_fix(
+    home: Path, bots: tuple[FakeBotApi, FakeBotApi],
+) -> None:
+    a, _ = bots
+    file_a, copy = token(home, "a.token", TOKEN_A), token(home, "a-copy.token", TOKEN_A)
+    assert setup(home, "bota", file_a, a.base_url).returncode == 0
+    # An older setup (or a hand edit) left a second profile on the same bot.
+    channels_file, credentials_file = (config_dir(home) / n
+                                       for n in ("channels.json", "credentials.json"))
+    channels, credentials = (json.loads(f.read_text()) for f in (channels_file,
+                                                                   credentials_file))
+    channels["telegramProfiles"]["twin"] = {**channels["telegramProfiles"]["bota"],
+                                            "credential": "twin"}
+    channels["audiences"]["operator"]["channels"].append("telegram:twin")
+    credentials["telegram"]["twin"] = {"tokenFile": str(copy)}
+    channels_file.write_text(json.dumps(channels))
+    credentials_file.write_text(json.dumps(credentials))
+    open_decision_now()
+    polled = cli(home, "poll", "--once")
+    assert (polled.returncode, polled.stdout) == (78, "")
+    assert polled.stderr.splitlines() == [
+        "Error: telegram:twin: profile twin uses bot 7100000001, which profile bota already"
+        " polls; one bot serves one profile (two would split its updates and send every"
+        " decision twice): remove profile twin from channels.json or give it a bot of its own"
+        " (setup telegram --profile twin --token-file ...)"]
+    assert len(a.requests("getUpdates")) == 1  # bota polled, twin did not
+    assert len(a.requests("sendMessage")) == 1  # the decision went out once
