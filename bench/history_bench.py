@@ -7,7 +7,10 @@ run), in large transactions and without HTTP, so that it is quick to build yet h
 a real press leaves behind, all within the last 7 days.
 
 Prints per press end to end (one `poll --once` pass in process per batch of --presses) and the
-cold idle `piw-channels poll --once`, at both sizes; target: 10,000 within 5% of 100.
+cold idle `piw-channels poll --once`, at both sizes; target: 10,000 within 5% of 100. Then,
+for one more batch at each size, the pages it wrote: WAL frames and distinct pages per press,
+and the b-trees whose distinct pages grow most (what the growth of per-press cost is made of:
+every statement visits the same number of rows at both sizes, see test_query_plans.py).
 
 Run: python bench/history_bench.py [--history N] [--rounds N] [--presses N] [--runs N]
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -37,6 +41,7 @@ from channels.telegram.deliveries import DELIVER, SETTLE
 from channels.telegram.identity import Channel
 from state import effects, leases
 from state.database import Database
+from state.files import STATE_RELATIVE_PATH
 from state.resources import Actor
 
 
@@ -105,6 +110,64 @@ def fill_history(db: Database, count: int) -> None:
     db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def restore(pristine: Path, home: Path) -> None:
+    """Put the built database back (its -wal and -shm go: they belong to the replaced file),
+    written out before the batch starts: the copy's writeback must not compete with it."""
+    path = home / STATE_RELATIVE_PATH
+    for stale in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        stale.unlink(missing_ok=True)
+    shutil.copyfile(pristine, path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _wal_frames(wal: Path) -> list[int]:
+    """The page number of every frame in a WAL file (its 32-byte header, then frames of a
+    24-byte header and one page each)."""
+    data = wal.read_bytes()
+    page_size = int.from_bytes(data[8:12], "big")
+    return [int.from_bytes(data[i:i + 4], "big")
+            for i in range(32, len(data) - 24 - page_size + 1, 24 + page_size)]
+
+
+def pages_written(db: Database, fake: Any, presses: int,
+                  start: int) -> tuple[list[int], dict[int, str]]:
+    """Frames one batch's pass wrote (checkpoints held off, so the WAL keeps them all), and
+    the b-tree each page belongs to."""
+    handles = piw.open_decisions(db, presses, start)
+    piw.poll_in_process(db)
+    piw.push_presses(fake.control, db, handles)
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.conn.wal_autocheckpoint(0)
+    piw.poll_in_process(db)
+    frames = _wal_frames(Path(f"{db.path}-wal"))
+    db.conn.wal_autocheckpoint(1000)
+    db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    owners = {int(n): str(name) for name, n in db.conn.execute("SELECT name, pageno FROM dbstat")}
+    return frames, owners
+
+
+def print_pages(sizes: tuple[int, int], written: dict[int, tuple[list[int], dict[int, str]]],
+                presses: int) -> None:
+    distinct: dict[int, dict[str, int]] = {}
+    for size in sizes:
+        frames, owners = written[size]
+        pages = set(frames)
+        counts: dict[str, int] = {}
+        for page in pages:
+            counts[owners.get(page, "?")] = counts.get(owners.get(page, "?"), 0) + 1
+        distinct[size] = counts
+        print(f"pages one batch wrote at {size}: {len(frames) / presses:.1f} WAL frames and"
+              f" {len(pages) / presses:.1f} distinct pages per press")
+    small, large = (distinct[s] for s in sizes)
+    grown = sorted(large, key=lambda n: small.get(n, 0) - large[n])[:8]
+    print("  distinct pages per press by b-tree, most grown: " + ", ".join(
+        f"{n} {small.get(n, 0) / presses:.1f} -> {large[n] / presses:.1f}" for n in grown))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--history", type=int, default=10_000)
@@ -136,6 +199,11 @@ def main() -> None:
                     fill_history(db, size)
                 print(f"history of {size} settled decisions built in"
                       f" {time.perf_counter() - start:.1f} s")
+            # Each batch starts from a copy of the built file, so it runs at exactly that size
+            # (otherwise the small side would grow to 100 + rounds x presses decisions).
+            pristine = {size: base / f"pristine-{size}.sqlite" for size in sizes}
+            for size, home in zip(sizes, homes, strict=True):
+                shutil.copyfile(home / STATE_RELATIVE_PATH, pristine[size])
             envs = [piw.child_env(h, SSL_CERT_FILE=str(bundle)) for h in homes]
             poll = piw.poll_command()
             for env in envs:
@@ -145,6 +213,7 @@ def main() -> None:
             for _ in range(args.rounds):
                 for size, home, fake in zip(sizes, homes, fakes, strict=True):
                     os.environ["HOME"] = str(home)
+                    restore(pristine[size], home)
                     with Database.open_writer() as db:
                         handles = piw.open_decisions(db, args.presses, size + done[size])
                         piw.poll_in_process(db)
@@ -154,7 +223,14 @@ def main() -> None:
                         per_press[size].append(
                             (time.perf_counter() - start) * 1000 / args.presses)
                         done[size] += args.presses
-                        piw.check_settled(db, size + done[size])
+                        piw.check_settled(db, size + args.presses)
+            written = {}
+            for size, home, fake in zip(sizes, homes, fakes, strict=True):
+                os.environ["HOME"] = str(home)
+                restore(pristine[size], home)
+                with Database.open_writer() as db:
+                    written[size] = pages_written(db, fake, args.presses, size + done[size])
+                restore(pristine[size], home)
             cold = piw.alternating_medians(
                 {str(s): (poll, e) for s, e in zip(sizes, envs, strict=True)}, args.runs)
             for front in fronts:
@@ -163,6 +239,7 @@ def main() -> None:
     print(f"per press end to end ({args.rounds} batches of {args.presses}, median):"
           f" {small:.3f} ms at {sizes[0]}, {large:.3f} ms at {sizes[1]}:"
           f" {large / small:.3f}x  (target <= 1.05x)")
+    print_pages(sizes, written, args.presses)
     c_small, c_large = (cold[str(s)] * 1000 for s in sizes)
     print(f"cold idle `poll --once` over https (median of {args.runs}, alternating):"
           f" {c_small:.1f} ms at {sizes[0]}, {c_large:.1f} ms at {sizes[1]}:"
