@@ -107,9 +107,33 @@ def resource_revision(conn: apsw.Connection, resource_id: str) -> int:
     return current_revision(conn, resource_id) or 0
 
 
-def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str) -> str:
-    """The ForceReply prompt of one text choice of a decision, in one chat."""
-    return messages.message_id_for(channel_id, "prompt", decision_id, choice_id, chat_id)
+def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str,
+                      presser: int | None = None) -> str:
+    """The ForceReply prompt of one text choice of a decision, in one chat; in a group, one
+    per person who pressed (it names them, so that their reply box opens)."""
+    if presser is None:
+        return messages.message_id_for(channel_id, "prompt", decision_id, choice_id, chat_id)
+    return messages.message_id_for(channel_id, "prompt", decision_id, choice_id, chat_id,
+                                   str(presser))
+
+
+def prompt_of(payload: dict[str, Any]) -> str:
+    """The message id of the prompt a telegram.prompt effect sends."""
+    presser = payload.get("presser")
+    return prompt_message_id(str(payload["channelId"]), str(payload["decisionId"]),
+                             str(payload["choiceId"]), str(payload["chatId"]),
+                             presser if isinstance(presser, int) else None)
+
+
+def prompts(conn: apsw.Connection, channel_id: str,
+            decision: records.StoredDecision) -> list[tuple[str, str, str]]:
+    """(message id, choice id, chat) of every prompt presses asked for on the channel."""
+    found = []
+    for effect in effects.list_for_source(conn, decision.resource_id, PROMPT):
+        payload = effects.payload(conn, effect)
+        if payload.get("channelId") == channel_id:
+            found.append((prompt_of(payload), str(payload["choiceId"]), str(payload["chatId"])))
+    return found
 
 
 def _channel_deliveries(conn: apsw.Connection, channel_id: str,

@@ -20,7 +20,7 @@ from channels.telegram.deliveries import (
     PROMPT,
     SETTLE,
     delivery_recipients,
-    prompt_message_id,
+    prompts,
     resource_revision,
 )
 from channels.telegram.identity import Channel
@@ -146,13 +146,15 @@ def _prompt(
         "decisionId": decision.decision_id, "choiceId": choice_id,
         "channelId": channel.channel_id, "chatId": chat, "threadId": p.get("threadId"),
         "text": text}
-    if entities:
+    key = f"{channel.channel_id}:{chat}:{choice_id}"
+    if entities:  # a group: the prompt names its presser, so each presser gets their own
         payload["entities"] = entities
+        payload["presser"] = p["userId"]
+        key += f":{p['userId']}"
     effects.reserve(
         conn, source_resource_id=decision.resource_id,
         source_revision=resource_revision(conn, decision.resource_id), effect_type=PROMPT,
-        idempotency_key=f"{channel.channel_id}:{chat}:{choice_id}",
-        payload=payload, owner_scope="channel", actor=worker, now=now,
+        idempotency_key=key, payload=payload, owner_scope="channel", actor=worker, now=now,
     )
     return _answered(p.get("callbackId"), {"result": "prompted", "choice": choice_id},
                      "Reply to the prompt message with your text.")
@@ -252,7 +254,7 @@ def _reply(
     if not isinstance(text, str):
         return Processed(_ignored("not_text"))
     decision = records.load(conn, prompt.decision_id)
-    choice_id = _prompted_choice(channel, decision, str(chat), prompt.message_id)
+    choice_id = _prompted_choice(conn, channel, decision, prompt.message_id)
     if choice_id is None:
         return Processed(_ignored("unbound_reply"))
     name = decision.request.choices[choice_id]["input"]["name"]
@@ -276,12 +278,10 @@ def _reconcile_prompt(
         return None
     chat = str(p["chatId"])
     for decision_id in views.open_decision_ids(conn):
-        request = records.load(conn, decision_id).request
-        for choice_id, choice in request.choices.items():
-            if "input" not in choice:
-                continue
-            message_id = prompt_message_id(channel.channel_id, decision_id, choice_id, chat)
-            if messages.unconfirmed_text(conn, message_id) == p["replyToText"]:
+        decision = records.load(conn, decision_id)
+        for message_id, _, prompted_chat in prompts(conn, channel.channel_id, decision):
+            if prompted_chat == chat and \
+                    messages.unconfirmed_text(conn, message_id) == p["replyToText"]:
                 ref = str(p["replyTo"])
                 messages.confirm_part(conn, message_id, 0, 0, chat, ref)
                 messages.set_message_status(conn, message_id, "confirmed", now,
@@ -290,14 +290,12 @@ def _reconcile_prompt(
     return None
 
 
-def _prompted_choice(
-    channel: Channel, decision: records.StoredDecision, chat: str, message_id: str
-) -> str | None:
-    for choice_id, choice in decision.request.choices.items():
-        if "input" in choice and prompt_message_id(
-            channel.channel_id, decision.decision_id, choice_id, chat) == message_id:
-            return choice_id
-    return None
+def _prompted_choice(conn: apsw.Connection, channel: Channel,
+                     decision: records.StoredDecision, message_id: str) -> str | None:
+    """The text choice whose prompt `message_id` is (any presser's: a reply to another
+    person's prompt answers too; the reply's own sender is the one checked and recorded)."""
+    return next((choice for found, choice, _ in prompts(conn, channel.channel_id, decision)
+                 if found == message_id), None)
 
 
 def _outcome_result(outcome: Verdict) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from channels.decisions.presentation import render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.telegram.buttons import ButtonIndex, keyboard
-from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, prompt_message_id
+from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, prompt_of
 from channels.telegram.identity import Channel
 from channels.telegram.parts import split_parts
 from channels.transport import AMBIGUOUS, NOT_SENT, OK, REJECTED, BotApi, ProviderResult, describe
@@ -243,8 +243,7 @@ class Outbound:
     async def _prompt(self, attempt: Attempt) -> None:
         p = self.db.read(lambda c: effects.payload(c, attempt.effect))
         chat = str(p["chatId"])
-        message_id = prompt_message_id(self.channel.channel_id, p["decisionId"],
-                                                  p["choiceId"], chat)
+        message_id = prompt_of(p)
         self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, p["decisionId"], "prompt", p["text"],
             self._now()))

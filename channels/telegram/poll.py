@@ -401,8 +401,7 @@ def _messages_of(conn: Any, channel_id: str, effect: effects.Effect) -> list[str
     p = effects.payload(conn, effect)
     decision_id = str(p["decisionId"])
     if effect.effect_type == deliveries.PROMPT:
-        return [deliveries.prompt_message_id(channel_id, decision_id, str(p["choiceId"]),
-                                             str(p["chatId"]))]
+        return [deliveries.prompt_of(p)]
     purpose: messages.Purpose = (
         "delivery" if effect.effect_type == deliveries.DELIVER else "settlement")
     return [messages.message_id_for(channel_id, purpose, decision_id)]

@@ -234,3 +234,53 @@ def test_a_migrated_group_is_recorded_with_its_new_id_and_the_error_carries_it(
         error = store.last_provider_error(db.conn, channel_id_of())
     assert error is not None and error["migrateToChatId"] == SUPERGROUP
     assert {r.params["chat_id"] for r in group.fake.requests("sendMessage")} == {str(GROUP)}
+
+
+def test_a_second_approver_pressing_a_text_choice_gets_a_prompt_that_names_them(
+    group: Group,
+) -> None:
+    handle = open_decision_now()
+    group.poll()
+    zoe = recorded("callback_supergroup.json")["callback_query"]["from"]
+    group.press(handle, "replan")
+    group.press(handle, "replan", user=zoe)
+    group.poll()
+    prompts = [r for r in group.fake.requests("sendMessage")
+               if r.params.get("reply_markup") == FORCE_REPLY]
+    assert [r.params["text"] for r in prompts] == [
+        "Ada, Replan: What should change?", f"{zoe['first_name']}, Replan: What should change?"]
+    assert [json.loads(r.fields["entities"])[0]["user"]["id"] for r in prompts] == [ADA, ZOE]
+    # Zoe answers on her own prompt; a second press of hers reuses it.
+    group.press(handle, "replan", user=zoe)
+    group.poll()
+    assert len([r for r in group.fake.requests("sendMessage")
+                if r.params.get("reply_markup") == FORCE_REPLY]) == 2
+    [zoe_prompt] = [m for m in group.fake.sent_messages(group.chat)
+                    if m["text"] == prompts[1].params["text"]]
+    reply = group.reply(zoe_prompt, "Zoe's instructions.")
+    group.poll()
+    assert inbox_results()[-1] == (reply, "reply", "won")
+    [response] = db_rows("SELECT b.content FROM human_decision_resolutions r JOIN blobs b"
+                         " ON b.blob_hash = r.response_hash WHERE r.decision_id = ?",
+                         handle.decision_id)
+    assert json.loads(bytes(response[0]))["input"] == {"instructions": "Zoe's instructions."}
+
+
+def test_a_reply_to_another_approvers_prompt_answers_as_the_one_who_replied(
+    group: Group,
+) -> None:
+    handle = open_decision_now()
+    group.poll()
+    group.press(handle, "replan")  # Ada's prompt
+    group.poll()
+    update = recorded("reply_to_prompt_group.json")
+    zoe = recorded("callback_supergroup.json")["callback_query"]["from"]
+    update["message"]["from"] = zoe
+    update["message"]["reply_to_message"] = copy.deepcopy(group.prompt())
+    update["message"]["message_id"] = int(group.prompt()["message_id"]) + 1
+    update["message"]["text"] = "Zoe answers Ada's prompt."
+    reply = group.fake.push_update(update)
+    group.poll()
+    assert inbox_results()[-1] == (reply, "reply", "won")
+    assert db_rows("SELECT actor_id FROM human_decision_resolutions WHERE decision_id = ?",
+                   handle.decision_id) == [(f"telegram-user:{ZOE}",)]
