@@ -33,7 +33,14 @@ from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, Outbound
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database, savepoint
-from state.errors import LeaseHeld, StaleLease, StateError
+from state.errors import (
+    BlobMismatch,
+    EffectConflict,
+    LeaseHeld,
+    StaleLease,
+    StaleRevision,
+    StateError,
+)
 from state.leases import Lease
 from state.resources import Actor
 
@@ -46,6 +53,10 @@ INBOX_BATCH = 100
 ANSWER_CONCURRENCY = 1
 SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
+
+
+# State errors that are one row's own: its data contradicts what is stored.
+_ROW_FAULTS = (EffectConflict, BlobMismatch, StaleRevision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,9 +375,11 @@ class _ChannelPoll:
         return count
 
     def _process_batch(self, conn: Any, rows: list[inbox.InboxRow]) -> list[inbound.Processed]:
-        """Each row in its own savepoint: a row that hits a bug is undone alone and recorded
-        as ignored:error, never retried forever; a StateError (the lease, the database) is
-        not the row's fault and undoes the whole batch."""
+        """Each row in its own savepoint: a row that hits a bug, or whose writes contradict
+        what is stored, is undone alone and recorded as ignored:error, never retried forever
+        (undoing the batch would bring the same rows back every pass: a wedged channel); any
+        other StateError (the lease, the database) is not the row's fault and undoes the
+        whole batch."""
         self.lease = leases.renew(conn, self.lease, self._now())
         done = []
         for row in rows:
@@ -375,9 +388,9 @@ class _ChannelPoll:
                 with savepoint(conn, "inbox_row"):
                     done.append(inbound.process(conn, self.channel, self.index, self.lease,
                                                 row, now))
-            except StateError:
-                raise
             except Exception as exc:
+                if isinstance(exc, StateError) and not isinstance(exc, _ROW_FAULTS):
+                    raise
                 result = {"result": "ignored:error", "message": str(exc)[:200]}
                 inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id,
                                      result, now)

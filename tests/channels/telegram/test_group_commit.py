@@ -17,12 +17,16 @@ import apsw
 import pytest
 
 from adapters.telegram.fake import FakeBotApi, Fault
-from channels.decisions import resolution, views, workflows
+from channels.decisions import records, resolution, views, workflows
 from channels.decisions.resolution import HumanAnswer
+from channels.telegram.deliveries import PROMPT
+from state import effects, resources
 from state.database import Database, default_path
+from state.resources import Actor
 from tests.channels.telegram.helpers import (
     TOKEN,
     USER,
+    channel_id_of,
     configure_telegram_profile,
     cursor_value,
     db_rows,
@@ -245,6 +249,36 @@ def test_a_row_that_hits_a_bug_is_undone_alone_inside_the_batch(
         for i in (0, 2):
             assert submissions_of_update(presses[i]) == [(handles[i].decision_id, "won")]
         assert len(fake.requests("answerCallbackQuery")) == 2
+
+
+def test_a_row_whose_effect_contradicts_a_stored_one_is_ignored_not_the_batch(
+    home: Path,
+) -> None:
+    """A stored effect under the same key with another payload (an older version wrote it)
+    must not undo the batch: undone, the same rows come back every pass and the channel is
+    wedged. The row is recorded as ignored:error, the others are processed, the cursor moves."""
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            handles = [open_decision(db, title=f"Plan {i}?") for i in range(3)]
+            poll_in_process(db)
+            channel = channel_id_of()
+            decision = db.read(lambda c: records.load(c, handles[1].decision_id))
+            db.write(lambda c: effects.reserve(
+                c, source_resource_id=decision.resource_id,
+                source_revision=resources.current_revision(c, decision.resource_id) or 0,
+                effect_type=PROMPT, idempotency_key=f"{channel}:{USER}:replan",
+                payload={"decisionId": decision.decision_id, "choiceId": "replan",
+                         "channelId": channel, "chatId": str(USER), "text": "older"},
+                owner_scope="channel", actor=Actor("channel", "older"), now=db.clock.now_ms()))
+            refs = _delivered_refs()
+            presses = [press_button(fake, h, c, refs[h.decision_id])
+                       for h, c in zip(handles, ("continue", "replan", "continue"), strict=True)]
+            poll_in_process(db)
+            assert [r for _, _, r in inbox_results()] == ["won", "ignored:error", "won"]
+            assert cursor_value() == presses[-1] + 1
+            poll_in_process(db)  # nothing comes back
+            assert [r for _, _, r in inbox_results()] == ["won", "ignored:error", "won"]
 
 
 def test_the_settlements_of_a_batch_go_out_concurrently(home: Path) -> None:
