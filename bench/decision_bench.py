@@ -12,11 +12,13 @@ Run: python bench/decision_bench.py [--decisions N]
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,6 +31,15 @@ from state.database import Database
 CHOICES = {"continue": {"label": "Continue"}, "stop": {"label": "Stop"}}
 CHANNEL_ID = "telegram-" + "0" * 40
 CHANNEL = "telegram:bench"
+
+
+def _present(conn: Any, *, decision_id: str, now: int) -> None:
+    messages.ensure_message(conn, messages.message_id_for(CHANNEL_ID, "delivery", decision_id),
+                            CHANNEL_ID, decision_id, "delivery", "decision", now)
+
+
+def _answer(conn: Any, *, answer: HumanAnswer, now: int) -> Any:
+    return resolution.resolve(conn, answer, now, allowed_channels=[CHANNEL])
 
 
 def main() -> None:
@@ -50,9 +61,7 @@ def main() -> None:
                 presentation=workflows.presentation_for("Approve?", "Bench decision.", None))
             handles = [workflows.create_ask(db, spec, "bench") for _ in range(args.decisions)]
             for h in handles:  # presented on the channel: the answer reserves its settlement
-                db.write(lambda c, d=h.decision_id: messages.ensure_message(
-                    c, messages.message_id_for(CHANNEL_ID, "delivery", d), CHANNEL_ID, d,
-                    "delivery", "decision", now))
+                db.write(functools.partial(_present, decision_id=h.decision_id, now=now))
             elapsed = 0.0
             for first in range(0, args.decisions, args.chunk):
                 raw.chunk(args.chunk)
@@ -62,8 +71,7 @@ def main() -> None:
                     answer = HumanAnswer(h.decision_id, h.request.request_digest,
                                          {"choice": "continue"}, CHANNEL, "telegram-user:1",
                                          f"e{i}", f"{CHANNEL}:callback:k{i}")
-                    db.write(lambda c, a=answer: resolution.resolve(
-                        c, a, db.clock.now_ms(), allowed_channels=[CHANNEL]))
+                    db.write(functools.partial(_answer, answer=answer, now=db.clock.now_ms()))
                 elapsed += time.perf_counter() - start
             settles = int(db.conn.execute(
                 "SELECT count(*) FROM effects WHERE effect_type = 'telegram.settle'").get)

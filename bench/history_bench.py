@@ -18,6 +18,7 @@ Run: python bench/history_bench.py [--history N] [--rounds N] [--presses N] [--r
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import statistics
@@ -105,8 +106,8 @@ def fill_history(db: Database, count: int) -> None:
                 title=f"Old step {i}?", choices=piw.CHOICES,
                 presentation=workflows.presentation_for(f"Old step {i}?", None, None))
             handles.append(workflows.create_ask(db, spec, owner))
-        db.write(lambda c, h=handles, s=start: _settle_history(
-            c, db, channel, None, owner, h, 10_000_000 + 2 * s))
+        db.write(functools.partial(_settle_history, db=db, channel=channel, lease=None,
+                                   owner=owner, handles=handles, first_ref=10_000_000 + 2 * start))
     db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 

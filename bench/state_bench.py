@@ -14,6 +14,7 @@ Run: python bench/state_bench.py [--commits N] [--events N]
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
 import statistics
@@ -59,7 +60,7 @@ def typical_commands(db: Database, n: int, raw: RawCommits | None = None, chunk:
             raw.chunk(chunk)
         start = time.perf_counter()
         for i in range(first, min(n, first + chunk)):
-            revision = db.write(lambda c, i=i, e=revision: command(c, i, e))
+            revision = db.write(functools.partial(command, i=i, expected=revision))
         elapsed += time.perf_counter() - start
     return n / elapsed
 
