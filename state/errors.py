@@ -7,6 +7,7 @@
     ├── PermissionProblem           directory or file modes, unwritable location (77)
     ├── DatabaseBusy                another writer held the lock past every retry (75)
     ├── DiskFull                    the file system holding the database is full (75)
+    ├── DiskIOError                 the disk failed a read or write (74)
     └── WriteRejected               a command's checks failed; nothing was written
         ├── StaleRevision           the expected resource revision is not current
         ├── LeaseHeld               a live owner holds the lease (75)
@@ -24,6 +25,7 @@ from typing import ClassVar
 from state.exit_codes import (
     EXIT_INCOMPATIBLE,
     EXIT_INTERNAL,
+    EXIT_IO_ERROR,
     EXIT_PERMISSION,
     EXIT_TEMPORARY,
 )
@@ -66,6 +68,13 @@ class DiskFull(StateError):
 
     code = "disk_full"
     exit_code = EXIT_TEMPORARY
+
+
+class DiskIOError(StateError):
+    """The disk failed a read or write (not for want of room); the transaction rolled back."""
+
+    code = "disk_io_error"
+    exit_code = EXIT_IO_ERROR
 
 
 class PermissionProblem(StateError):

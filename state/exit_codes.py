@@ -9,6 +9,7 @@ EXIT_INTERNAL: Final = 1  # a bug: report it
 EXIT_USAGE: Final = 2  # bad arguments
 EXIT_NOT_ACCEPTED: Final = 3  # `ask --wait`: the decision ended without being accepted
 EXIT_INCOMPATIBLE: Final = 65  # incompatible or corrupt database (EX_DATAERR)
+EXIT_IO_ERROR: Final = 74  # the disk failed a read or write of the database (EX_IOERR)
 EXIT_TEMPORARY: Final = 75  # may recover by itself: cron tries again (EX_TEMPFAIL)
 EXIT_PERMISSION: Final = 77  # EX_NOPERM
 EXIT_CONFIG: Final = 78  # invalid configuration (EX_CONFIG)
@@ -23,6 +24,7 @@ MEANINGS: Final = {
     EXIT_USAGE: "usage",
     EXIT_NOT_ACCEPTED: "`ask --wait`: not accepted",
     EXIT_INCOMPATIBLE: "incompatible or corrupt database",
+    EXIT_IO_ERROR: "disk I/O error",
     EXIT_TEMPORARY: "temporary condition (try again)",
     EXIT_PERMISSION: "permission problem",
     EXIT_CONFIG: "invalid configuration",

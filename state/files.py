@@ -15,6 +15,7 @@ from state.errors import (
     RESET_INSTRUCTION,
     DatabaseCorrupt,
     DiskFull,
+    DiskIOError,
     IncompatibleDatabase,
     PermissionProblem,
     StateError,
@@ -111,13 +112,25 @@ def corrupt(path: Path, exc: BaseException) -> DatabaseCorrupt:
 
 def translate(path: Path, exc: BaseException) -> StateError | None:
     """The state error for an apsw failure that is about the file, not the command: a
-    malformed database (65) or a full disk (75). None for anything else."""
+    malformed database (65), a full disk (75) or a failing disk (74). None for anything
+    else."""
     if isinstance(exc, apsw.CorruptError | apsw.NotADBError):
         return corrupt(path, exc)
     if isinstance(exc, apsw.FullError):
         return _disk_full(path)
     if isinstance(exc, apsw.IOError) and _free_bytes(path.parent) == 0:
         return _disk_full(path)  # a -wal or -shm that could not grow: "disk I/O error"
+    if isinstance(exc, apsw.ProtocolError):  # the -shm cannot be mapped or locked
+        return DiskIOError(
+            f"SQLite could not lock or map the files of {path} (SQLite: {exc}); the file"
+            " system holding it is failing, or lacks the locks a WAL database needs (a"
+            " network file system?): check the disk and its file system (dmesg), then run"
+            " the command again")
+    if isinstance(exc, apsw.IOError):
+        return DiskIOError(
+            f"the disk failed a read or write of {path} (SQLite: {exc}); the change in"
+            " progress was not committed and earlier ones are kept: check the disk and its"
+            " file system (dmesg), then run the command again")
     return None
 
 

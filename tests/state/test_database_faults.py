@@ -134,6 +134,64 @@ def test_no_inode_left_for_a_new_database_is_a_full_disk_too(home: Path, tmp_pat
     assert done.stderr.count("\n") == 1
 
 
+def test_a_failing_disk_exits_74_saying_so_and_loses_nothing(home: Path, tmp_path: Path) -> None:
+    """A real EIO: the database's ext4 file system sits on a loop device whose backing file
+    lives on a small tmpfs; once that tmpfs is full, the loop device fails writes, ext4 still
+    reports free room, and SQLite's fsync gets "disk I/O error"."""
+    if not _can_mount_tmpfs(tmp_path) or shutil.which("losetup") is None \
+            or shutil.which("mkfs.ext4") is None:
+        pytest.skip("needs unshare -m, a tmpfs, losetup and mkfs.ext4")
+    workflows = _db(home).parent
+    workflows.mkdir(parents=True, mode=0o700)
+    backing, out = tmp_path / "backing", tmp_path / "out"
+    backing.mkdir()
+    out.mkdir()
+    cli = shlex.join([sys.executable, "-c", "from adapters.cli.main import main; main()"])
+    big = "x" * 3000
+    script = f"""
+        mount -t tmpfs -o size=8m tmpfs {backing} || exit 90
+        truncate -s 64M {backing}/disk.img
+        mkfs.ext4 -q -F {backing}/disk.img || exit 91
+        loop=$(losetup -f --show {backing}/disk.img) || exit 92
+        mount "$loop" {workflows} || {{ losetup -d "$loop"; exit 93; }}
+        chmod 700 {workflows}
+        {cli} {shlex.join(ASK)} > {out}/first || exit 94
+        dd if=/dev/zero of={backing}/filler bs=64k 2>/dev/null
+        for i in 1 2; do  # the second waits ~10 s: SQLite retries the lock, then gives up
+          {cli} ask --title t$i --summary {big} --choice a=A > /dev/null 2>> {out}/err
+          echo $? >> {out}/codes
+        done
+        umount {workflows}; losetup -d "$loop"; rm {backing}/filler
+        mount -o loop {backing}/disk.img {workflows} || exit 95
+        {cli} decisions --json > {out}/after
+        {cli} verify > {out}/verify; echo $? > {out}/verify_code
+        umount {workflows}
+    """
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], cwd=Path(__file__).parents[2],
+                          env=_env(home), capture_output=True, text=True, timeout=300)
+    if done.returncode in (90, 91, 92, 93):
+        pytest.skip(f"no loop device file system here (step {done.returncode}): {done.stderr}")
+    assert done.returncode == 0, done.stderr
+    codes = (out / "codes").read_text().split()
+    assert "74" in codes and set(codes) <= {"0", "74"}, codes  # never 1, never a traceback
+    lines = (out / "err").read_text().splitlines()
+    failed = re.compile(re.escape(f"Error: the disk failed a read or write of {_db(home)}"
+                                  " (SQLite: ") + r"[^)]*" + re.escape(
+        "); the change in progress was not committed and earlier ones are kept: check the"
+        " disk and its file system (dmesg), then run the command again"))
+    # Once a write failed, the next commands cannot map the -shm on that disk either.
+    unmapped = re.compile(re.escape(f"Error: SQLite could not lock or map the files of"
+                                    f" {_db(home)} (SQLite: ") + r"[^)]*" + re.escape(
+        "); the file system holding it is failing, or lacks the locks a WAL database needs"
+        " (a network file system?): check the disk and its file system (dmesg), then run the"
+        " command again"))
+    assert lines and failed.fullmatch(lines[0]), lines
+    assert all(failed.fullmatch(line) or unmapped.fullmatch(line) for line in lines), lines
+    first = (out / "first").read_text().strip()
+    assert first in (out / "after").read_text()  # committed before the disk failed: kept
+    assert (out / "verify_code").read_text().strip() == "0"
+
+
 def _env(home: Path) -> dict[str, str]:
     from tests.conftest import child_env
     return child_env(home)
