@@ -21,7 +21,7 @@ from typing import Any
 
 from adapters.cli.arguments import DECISION_ID_HELP
 from adapters.cli.errors import UsageError
-from adapters.pi import binding, bridge, operator
+from adapters.pi import binding, operator, serving
 from channels.config.loading import load_config
 from channels.config.model import ChannelsConfig
 from channels.decisions import views, workflows
@@ -171,7 +171,7 @@ def cmd_bridge(args: argparse.Namespace) -> int:
     # The secret pipe is read first, while the extension that made it is surely still there.
     found = binding.read_binding(args.secret_fd)
     with Database.open_writer() as db:
-        return bridge.run(db, workflows.new_owner_id(db, "pi-bridge"), found,
+        return serving.run(db, workflows.new_owner_id(db, "pi-bridge"), found,
                           tick_seconds=args.tick)
 
 
@@ -204,7 +204,7 @@ def register(sub: Any) -> None:
 
     q = pi_sub.add_parser("bridge", help="JSON-lines bridge for one Pi session (run by the Pi"
                           " extension)")
-    q.add_argument("--tick", type=float, default=bridge.TICK_SECONDS, help=argparse.SUPPRESS)
+    q.add_argument("--tick", type=float, default=serving.TICK_SECONDS, help=argparse.SUPPRESS)
     q.add_argument("--secret-fd", type=int, metavar="FD",
                    help="the inherited pipe the Pi extension writes its secret on")
     q.set_defaults(handler=cmd_bridge)

@@ -26,26 +26,21 @@ for every decision it showed once it is resolved anywhere. `ask` opens a decisio
 waiting run bound to the session (`run_bindings`); once it is resolved, the session gets a
 `turn` (a `turn_intents` row) until the extension reports the Pi entry that received it
 (`turned`). Malformed lines get an `error` reply and are never fatal. It notices other writers
-through `PRAGMA data_version` (a counter read without touching any table), polls stdin with
-`select`, and exits cleanly, releasing the lease, when stdin closes.
+through `PRAGMA data_version` (a counter read without touching any table). The process around
+it (stdin, ticks, signals) is `adapters.pi.serving`.
 """
 
 from __future__ import annotations
 
-import os
-import select
-import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 from adapters.pi import asking
 from adapters.pi.binding import Binding
 from adapters.pi.framing import (
-    MAX_LINE_BYTES,
     LineWriter,
     ProtocolError,
     identifier_field,
@@ -68,7 +63,6 @@ from state.database import Database
 from state.errors import LeaseHeld, StaleLease, StateError, WriteRejected
 from state.leases import Lease
 
-TICK_SECONDS = 0.5
 RESYNC_SECONDS = 5.0
 INTERACTIVE = "interactive"
 
@@ -444,52 +438,3 @@ def settle_message(item: Settlement) -> dict[str, Any]:
     return {"type": "settle", "decision_id": item.decision_id, "outcome": item.outcome,
             "provenance": item.provenance, "text": item.text, "title": item.title,
             "channel": item.channel}
-
-
-# -- the process -------------------------------------------------------------------------------
-
-
-def _stop(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(0)
-
-
-def serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = TICK_SECONDS) -> None:
-    """Read lines until stdin closes (or the extension stops reading), ticking in between."""
-    buffer = b""
-    discarding = False
-    while not bridge.out.closed:
-        readable, _, _ = select.select([stdin_fd], [], [], tick_seconds)
-        if readable:
-            chunk = os.read(stdin_fd, 65536)
-            if not chunk:
-                break
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if discarding:
-                    discarding = False  # the end of an over-long line
-                else:
-                    bridge.handle_line(line)
-            if len(buffer) > MAX_LINE_BYTES:
-                bridge.error("line_too_long", f"lines are limited to {MAX_LINE_BYTES} bytes")
-                buffer, discarding = b"", True
-        bridge.tick()
-    if buffer.strip() and not discarding:
-        bridge.error("truncated", "stdin closed in the middle of a line; it was ignored")
-
-
-def run(db: Database, owner_id: str, binding: Binding, *, stdin_fd: int = 0,
-        stdout_fd: int = 1, tick_seconds: float = TICK_SECONDS,
-        load_config: ConfigLoader | None = None) -> int:
-    """The `pi bridge` process: serve until stdin closes, then release the lease."""
-    previous = signal.signal(signal.SIGTERM, _stop)
-    bridge = Bridge(db, LineWriter(stdout_fd), owner_id,
-                    load_config=load_config or loading.load_config, binding=binding)
-    try:
-        serve(bridge, stdin_fd, tick_seconds=tick_seconds)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        bridge.close()
-        signal.signal(signal.SIGTERM, previous)
-    return 0
