@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -157,10 +158,7 @@ def print_pages(sizes: tuple[int, int], written: dict[int, tuple[list[int], dict
     for size in sizes:
         frames, owners = written[size]
         pages = set(frames)
-        counts: dict[str, int] = {}
-        for page in pages:
-            counts[owners.get(page, "?")] = counts.get(owners.get(page, "?"), 0) + 1
-        distinct[size] = counts
+        distinct[size] = dict(Counter(owners.get(page, "?") for page in pages))
         print(f"pages one batch wrote at {size}: {len(frames) / presses:.1f} WAL frames and"
               f" {len(pages) / presses:.1f} distinct pages per press")
     small, large = (distinct[s] for s in sizes)

@@ -8,7 +8,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from adapters.cli.alerts import alert_lines
 from adapters.cli.arguments import DECISION_ID_HELP
@@ -68,6 +68,12 @@ def _config_or_hint() -> ChannelsConfig | None:
     return config
 
 
+# Pass statuses that come without an alert report, and their exit codes: a conflict, a
+# rejected token, a profile left unpolled because another profile polls its bot.
+_UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
+                     "shared_bot": EXIT_CONFIG}
+
+
 def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool) -> int:
     """One poll pass; print what needs a person (one line each) and exit with the highest
     code of what is still wrong (README table)."""
@@ -82,12 +88,9 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
             for line in lines:
                 print(line, file=sys.stderr)
             code = max(code, report.alerts.exit_code)
-        elif report.status in ("conflict", "unauthorized"):  # lease lost, or an alerts bug
+        elif report.status in _UNALERTED:  # not polled, lease lost, or an alerts bug
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
-            code = max(code, EXIT_TEMPORARY if report.status == "conflict" else EXIT_CONFIG)
-        if report.status == "shared_bot":  # not polled: another profile polls its bot
-            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
-            code = max(code, EXIT_CONFIG)
+            code = max(code, _UNALERTED[report.status])
         if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY)

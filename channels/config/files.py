@@ -125,6 +125,12 @@ def _os_error(ref: FileRef, exc: OSError) -> ConfigError:
     return ConfigUnavailable(f"{ref.context} cannot be used ({reason})", path=ref.path)
 
 
+def bot_id(token: str) -> str:
+    """The bot's numeric id: the digits before the token's colon (not secret: getMe returns
+    it), which tells whether two token files are the same bot."""
+    return token.partition(":")[0]
+
+
 def read_token_file(credential: TelegramCredential, *, prefix: str, field: str | None) -> str:
     """The trimmed token; every error names the file, never its content."""
     path = credential.token_file

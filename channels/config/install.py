@@ -9,6 +9,7 @@ from channels.config.errors import ConfigError, ConfigInvalid
 from channels.config.files import (
     SETUP_LABEL,
     FileRef,
+    bot_id,
     prepare_directory,
     read_private_file,
     read_token_file,
@@ -195,7 +196,7 @@ def _bot_id(credential: TelegramCredential) -> str | None:
         token = read_token_file(credential, prefix="", field=None)
     except ConfigError:
         return None
-    return token.partition(":")[0]
+    return bot_id(token)
 
 
 def _merged_routes(existing: Audience | None, channel: str) -> tuple[str, ...]:

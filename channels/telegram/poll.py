@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from channels import inbox, messages, store
+from channels.config.files import bot_id
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
@@ -120,12 +121,13 @@ def _shared_bots(config: ChannelsConfig,
     a report instead of a pass. A token that cannot be read is left to its profile's pass."""
     first: dict[tuple[str, str], str] = {}
     shared: dict[str, ChannelReport] = {}
+    if len(profiles) < 2:
+        return shared  # the usual case reads no token twice
     for profile in profiles:
         try:
-            token = config.read_token(profile)
+            bot = bot_id(config.read_token(profile))
         except ChannelsError:
             continue
-        bot = token.partition(":")[0]
         owner = first.setdefault((bot, profile.api_base_url), profile.name)
         if owner != profile.name:
             shared[profile.name] = ChannelReport(
