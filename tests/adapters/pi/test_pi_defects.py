@@ -7,6 +7,7 @@ import os
 import shlex
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,10 +141,21 @@ def _owner_of(db: Database, session_id: str) -> str | None:
     return None if state is None or not state.is_live(db.clock.now_ms()) else state.owner_id
 
 
-def _answer_through_decision(client: RpcClient, title: str) -> None:
-    client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
-    picked = client.answer_dialog("select", f"1. {title}")
+def _answer_through_decision(client: RpcClient, title: str, timeout: float = 20) -> None:
+    # A new bridge writes its deliver line right after it claims the lease; /decision may
+    # reach the extension before that line does ("No open decisions"): ask again.
+    end = time.monotonic() + timeout
+    while True:
+        client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
+        picked = client.wait_for(
+            lambda m: m.get("method") == "select" or is_notice("No open decisions")(m),
+            "the decision menu")
+        if picked.get("method") == "select":
+            break
+        assert time.monotonic() < end, "the decision never became answerable"
+        time.sleep(0.3)
     assert picked["options"] == [f"1. {title}"]
+    client.send({"type": "extension_ui_response", "id": picked["id"], "value": f"1. {title}"})
     client.answer_dialog("select", "1. Continue")
     client.wait_for(is_notice("Accepted: Continue"), "the accepted notice")
 
