@@ -34,6 +34,12 @@ RESET_INSTRUCTION = (
     "Pi Workflows durable state is incompatible. Move or remove the old workflow state, "
     "then create a new state.sqlite database."
 )
+# A damaged file is ours: its decisions are worth restoring, not starting over.
+CORRUPT_INSTRUCTION = (
+    "Restore your latest backup over it (a copy `piw-channels backup` made; move the damaged"
+    " file and its -wal and -shm away first), or with no backup, move them away and run"
+    " `piw-channels init` to create a new database."
+)
 
 
 class StateError(Exception):

@@ -48,6 +48,8 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
     if alert.kind == "webhook":
         return (f"{who}: a webhook is active for this bot; remove it (Bot API deleteWebhook:"
                 f" https://api.telegram.org/bot<token>/deleteWebhook) to poll")
+    if alert.kind == "pass":
+        return f"{who}: {f.get('description')}"
     if alert.kind == "unreachable":
         return (f"{who}: no successful getUpdates for {duration(now - alert.since)}"
                 f" ({_error(f)}); check this machine's network and DNS and the Bot API, then"
@@ -56,6 +58,9 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
     if alert.kind == "ambiguous":
         return (f"{decision} may not have arrived (a send's outcome is unknown); check the"
                 f" chat, and if a part is missing run: {resend}")
+    if alert.kind == "failed":
+        return (f"{decision} could not be delivered ({f.get('description')}); once that is"
+                f" fixed, run: {resend}")
     if alert.kind == "migrated":
         return (f"{decision}: group {f.get('chat')} became supergroup {f.get('newChat')};"
                 f" replace {f.get('chat')} with {f.get('newChat')} in {chats}, then run:"
@@ -76,7 +81,9 @@ def recovered(alert: Alert, profile: str, now: int) -> str:
         return f"{who}: getUpdates works again (no conflict any more)"
     if alert.kind == "unreachable":
         return f"{who}: the Bot API is reachable again (after {lasted} without getUpdates)"
-    what = {"ambiguous": "an ambiguous delivery",
+    if alert.kind == "pass":
+        return f"{who}: a pass works again (after {lasted}; was: {f.get('description')})"
+    what = {"ambiguous": "an ambiguous delivery", "failed": "an undeliverable decision",
             "migrated": f"chat {f.get('chat')} migrated",
             "rejected": f"chat {f.get('chat')} refused it"}.get(alert.kind, alert.kind)
     return f"{who}: Decision {f.get('fingerprint')} no longer needs attention (was: {what})"

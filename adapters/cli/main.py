@@ -21,7 +21,7 @@ check_packages()  # before anything imports `state` or `channels`: they may be s
 import apsw  # noqa: E402
 
 from adapters.cli.errors import Terminated, UsageError  # noqa: E402
-from state import exit_codes  # noqa: E402
+from state import crashes, exit_codes  # noqa: E402
 from state.errors import StateError  # noqa: E402
 from state.exit_codes import (  # noqa: E402
     EXIT_BROKEN_PIPE,
@@ -139,8 +139,18 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except Exception as exc:
         code = getattr(exc, "exit_code", None)
-        print(f"Error: {exc}", file=sys.stderr)
-        return code if isinstance(code, int) else EXIT_INTERNAL
+        if isinstance(code, int) and code != EXIT_INTERNAL:  # a known error: its own line
+            print(f"Error: {exc}", file=sys.stderr)
+            return code
+        return _internal_error(exc, command, verbose=bool(getattr(args, "verbose", False)))
+
+
+def _internal_error(exc: Exception, command: str | None, *, verbose: bool) -> int:
+    """A bug: one line naming its private crash report (`-v` prints the traceback too)."""
+    print(f"Error: {crashes.report_line(exc, f'running {command}')}", file=sys.stderr)
+    if verbose:
+        print(crashes.format_report(exc, f"running {command}"), end="", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _silence_stdout() -> None:

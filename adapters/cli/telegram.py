@@ -60,8 +60,8 @@ async def _until_terminated(work: Coroutine[Any, Any, T]) -> T:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-def _config_or_hint() -> ChannelsConfig | None:
-    config = load_config()
+def _config_or_hint(*, check_tokens: bool = True) -> ChannelsConfig | None:
+    config = load_config(check_tokens=check_tokens)
     if config is None or not config.profiles:
         print(f"Error: no Telegram channel is configured; run: {SETUP_HINT}", file=sys.stderr)
         return None
@@ -77,11 +77,19 @@ _UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
 def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool) -> int:
     """One poll pass; print what needs a person (one line each) and exit with the highest
     code of what is still wrong (README table)."""
+    expiry: worker.ExpiryFailures = {}
     with Database.open_writer() as db:
-        reports = asyncio.run(_until_terminated(worker.poll(db, config, bot_api, options)))
+        reports = asyncio.run(_until_terminated(worker.poll(db, config, bot_api, options,
+                                                            expiry_failures=expiry)))
     code = EXIT_OK
     config_dir = str(resolve_config_dir())
+    for failed in expiry.values():  # each decision whose deadline failed, alone
+        print(f"Error: {failed.line}", file=sys.stderr)
+        code = max(code, failed.exit_code)
     for report in reports:
+        for problem in report.problems:  # a row or an effect that failed alone
+            print(f"Error: {report.channel}: {problem.line}", file=sys.stderr)
+            code = max(code, problem.exit_code)
         if report.alerts is not None:
             lines = alert_lines(report.alerts, config_dir, verbose=verbose,
                                 token_file=_token_file(config, report.alerts.profile))
@@ -91,6 +99,9 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
         elif report.status in _UNALERTED:  # not polled, lease lost, or an alerts bug
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, _UNALERTED[report.status])
+        elif report.status == "failed":  # its claim or release failed: no alert report
+            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            code = max(code, report.exit_code)
         if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY)
@@ -115,7 +126,7 @@ def _token_file(config: ChannelsConfig, profile: str) -> str | None:
 
 def cmd_poll(args: argparse.Namespace) -> int:
     """The cron job: poll every configured profile once, or for a window of seconds."""
-    config = _config_or_hint()
+    config = _config_or_hint(check_tokens=False)  # each token file fails its profile alone
     if config is None:
         return EXIT_CONFIG
     options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,

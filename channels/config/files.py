@@ -21,6 +21,7 @@ from channels.config.errors import (
     ConfigPermission,
     ConfigUnavailable,
 )
+from state.files import make_private_dir
 
 if TYPE_CHECKING:
     from channels.config.model import TelegramCredential
@@ -165,7 +166,7 @@ def read_token_file(credential: TelegramCredential, *, prefix: str, field: str |
 
 def prepare_directory(root: Path) -> None:
     try:
-        root.mkdir(mode=_PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        make_private_dir(root)  # every missing ancestor 0700 too, whatever the umask
         os.chmod(root, _PRIVATE_DIR_MODE)  # kept 0700 even when it already existed
     except OSError as exc:
         ref = FileRef(root, f"{SETUP_LABEL}: configuration directory {root}")

@@ -15,6 +15,7 @@ from channels.decisions import records, views
 from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
+from state.exit_codes import EXIT_INTERNAL, EXIT_USAGE
 from state.resources import Actor, current_revision
 
 DELIVER = "telegram.deliver"
@@ -175,3 +176,30 @@ def failed_deliveries(conn: apsw.Connection, channel: Channel) -> list[str]:
                      or refused_recipients(conn, channel.channel_id, resource_id)):
             found.append(decision_id)
     return found
+
+
+def messages_of_effect(conn: apsw.Connection, channel_id: str,
+                       effect: effects.Effect) -> list[str]:
+    """The channel messages an effect writes (to check for intent rows)."""
+    p = effects.payload(conn, effect)
+    decision_id = str(p["decisionId"])
+    if effect.effect_type == PROMPT:
+        return [prompt_of(p)]
+    purpose: messages.Purpose = "delivery" if effect.effect_type == DELIVER else "settlement"
+    return [messages.message_id_for(channel_id, purpose, decision_id)]
+
+
+def delivery_failure(conn: apsw.Connection, channel_id: str,
+                     resource_id: str) -> dict[str, Any] | None:
+    """Why the latest delivery of a decision on this channel failed for good before any
+    recipient was tried (a bug, or a request this channel cannot render), with the exit code
+    that tells it: 1 for a bug, 2 for the request; None when it did not fail so."""
+    mine = _channel_deliveries(conn, channel_id, resource_id)
+    if not mine or mine[-1].status is not effects.EffectStatus.REJECTED:
+        return None
+    error = effects.error_of(conn, mine[-1].effect_id)
+    if not isinstance(error, dict) or "recipients" in error:
+        return None
+    internal = "internal" in error
+    return {"description": str(error.get("internal") or error.get("description") or "failed"),
+            "exitCode": EXIT_INTERNAL if internal else EXIT_USAGE}

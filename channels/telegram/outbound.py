@@ -22,15 +22,16 @@ from channels.decisions import records
 from channels.decisions.presentation import render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
+from channels.failures import Failure, failure
 from channels.telegram.buttons import ButtonIndex, keyboard
-from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, prompt_of
+from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, messages_of_effect, prompt_of
 from channels.telegram.identity import Channel
 from channels.telegram.parts import split_parts
 from channels.transport import AMBIGUOUS, NOT_SENT, OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, Effect
-from state.errors import StateError
+from state.errors import StaleLease, StateError, WriteRejected
 
 EFFECT_TYPES = (DELIVER, PROMPT, SETTLE)
 MAX_SETTLE_ATTEMPTS = 3
@@ -49,6 +50,7 @@ class Outbound:
     index: ButtonIndex
     deadline: Callable[[], float]  # epoch seconds by which calls must end
     errors: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)  # effects that failed alone
     # The Bot API refused the token (401/404): nothing was sent, and nothing will be until the
     # token works again, so this pass applies no more effects (they stay due).
     unauthorized: bool = False
@@ -99,6 +101,9 @@ class Outbound:
             attempt, settlement = self.db.write(begin)
         except StateError:
             return  # another owner took it, or it was settled meanwhile
+        except Exception as exc:  # a bug in the settlement's intents: this effect fails alone
+            self._fail_unbegun(effect, exc)
+            return
         try:
             if effect.effect_type == DELIVER:
                 await self._deliver(attempt)
@@ -107,18 +112,40 @@ class Outbound:
             else:
                 assert settlement is not None
                 await self._settle(attempt, settlement)
-        except (StateError, asyncio.CancelledError):
-            raise
+        except StaleLease:
+            return  # the effect's lease lapsed and another owner took it over
         except Exception as exc:  # a bug must not turn into a poison effect retried forever
+            if isinstance(exc, StateError) and not isinstance(exc, WriteRejected):
+                raise  # the database's own failure: not this effect's
             self._give_up(attempt, exc)
 
     def _give_up(self, attempt: Attempt, exc: Exception) -> None:
-        """Settle the attempt as ambiguous (never re-sent blindly; an operator may resend)."""
-        error = {"internal": f"{type(exc).__name__}: {exc}"[:300]}
+        """This effect fails alone, told in one line (a bug names its crash report): ambiguous
+        when a part may have gone out (never re-sent blindly), else failed for good; `status`
+        lists both until an operator resends."""
+        found = failure(exc, f"applying {attempt.effect.effect_type} {attempt.effect.effect_id}")
+        self.failures.append(found)
+        error = {"internal" if found.internal else "description": found.line[:300]}
         self.errors.append({"method": attempt.effect.effect_type, **error})
         with contextlib.suppress(StateError):  # already settled by the failing path
-            self.db.write(lambda c: effects.finish_attempt(c, attempt, "ambiguous",
-                                                           self._now(), error=error))
+            self.db.write(lambda c: self._settle_failed(c, attempt, error))
+
+    def _settle_failed(self, c: Any, attempt: Attempt, error: dict[str, Any]) -> None:
+        now = self._now()
+        written = messages_of_effect(c, self.channel.channel_id, attempt.effect)
+        maybe_sent = [m for m in written if messages.message_has_intents(c, m)]
+        for message_id in written:
+            messages.set_message_status(c, message_id, "ambiguous" if maybe_sent else "failed",
+                                        now)
+        effects.finish_attempt(c, attempt, "ambiguous" if maybe_sent else "rejected", now,
+                               error=error)
+
+    def _fail_unbegun(self, effect: Effect, exc: Exception) -> None:
+        """A bug before the attempt could begin: begin a bare one, and give it up."""
+        with contextlib.suppress(StateError):
+            attempt = self.db.write(lambda c: effects.begin_attempt(
+                c, effect.effect_id, "channel", self.owner_id, self._now(), self.db.entropy))
+            self._give_up(attempt, exc)
 
     # -- recording -----------------------------------------------------------------------------
 

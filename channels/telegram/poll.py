@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +25,7 @@ from channels.config.files import bot_id
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
+from channels.failures import Failure, expiry_failure, failure
 from channels.telegram import alerts, deliveries, identity, inbound
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
@@ -79,7 +80,8 @@ class ChannelReport:
     """What one channel's pass did (counts and codes only: no ids)."""
 
     channel: str
-    status: str = "polled"  # polled | busy | conflict | unauthorized | bad_batch | shared_bot
+    # polled | busy | conflict | unauthorized | bad_batch | shared_bot | failed
+    status: str = "polled"
     updates: int = 0
     processed: int = 0
     effects: int = 0
@@ -88,6 +90,13 @@ class ChannelReport:
     updates_ok_at: int | None = None  # the last successful getUpdates of this pass
     updates_error: dict[str, Any] | None = None  # the last getUpdates, when it failed
     alerts: alerts.AlertReport | None = None  # what needs a person (None: not polled)
+    exit_code: int = 0  # of a failed pass (status "failed")
+    failure: Failure | None = None  # why the pass failed (status "failed")
+    problems: list[Failure] = field(default_factory=list)  # rows and effects that failed alone
+
+
+# Decision id -> why its deadline could not be applied (each reported once per command).
+ExpiryFailures = dict[str, Failure]
 
 
 async def poll(
@@ -97,21 +106,44 @@ async def poll(
     options: PollOptions,
     *,
     wall_clock: Callable[[], float] = time.time,
+    expiry_failures: ExpiryFailures | None = None,
 ) -> list[ChannelReport]:
-    """Run one poll pass over the configured profiles (concurrently: one task each)."""
+    """Run one poll pass over the configured profiles (concurrently: one task each, each
+    failing alone); the decisions whose deadline failed go to `expiry_failures`."""
     profiles = [config.profile(options.profile)] if options.profile else \
         list(config.profiles.values())
     owner_id = workflows.new_owner_id(db, "poll")
-    workflows.expire_overdue(db, owner_id)
+    failed = {} if expiry_failures is None else expiry_failures
+    expire_overdue(db, owner_id, failed)
     start = wall_clock()
     end = start + (ONCE_DEADLINE_SECONDS if options.once else options.window_seconds)
     shared = _shared_bots(config, profiles)
     tasks = [
-        _ChannelPoll(db, Channel(p, config), owner_id, options, end, wall_clock).run(api_factory)
+        _alone(Channel(p, config).name, _ChannelPoll(
+            db, Channel(p, config), owner_id, options, end, wall_clock, failed).run(api_factory))
         for p in profiles if p.name not in shared
     ]
     polled = iter(await asyncio.gather(*tasks))
     return [shared[p.name] if p.name in shared else next(polled) for p in profiles]
+
+
+def expire_overdue(db: Database, owner_id: str, failed: ExpiryFailures) -> None:
+    """Apply due deadlines; a decision that fails is noted once in `failed` (the others are
+    settled all the same)."""
+    for decision_id, exc in workflows.expire_overdue(db, owner_id).failed:
+        if decision_id not in failed:
+            failed[decision_id] = expiry_failure(decision_id, exc)
+
+
+async def _alone(name: str, work: Coroutine[Any, Any, ChannelReport]) -> ChannelReport:
+    """One profile's pass, failing alone: what escapes it (its claim or release) becomes its
+    report, and the other profiles' passes go on."""
+    try:
+        return await work
+    except Exception as exc:
+        found = failure(exc, f"polling {name}")
+        return ChannelReport(name, status="failed", message=found.line,
+                             exit_code=found.exit_code, failure=found)
 
 
 def _shared_bots(config: ChannelsConfig,
@@ -148,6 +180,7 @@ class _ChannelPoll:
     options: PollOptions
     end: float
     wall_clock: Callable[[], float]
+    expiry_failures: ExpiryFailures
     report: ChannelReport = field(init=False)
     lease: Lease = field(init=False)
     index: ButtonIndex = field(default_factory=ButtonIndex)
@@ -179,6 +212,10 @@ class _ChannelPoll:
                     await self._cycle(api)
                 finally:
                     await self._answered()  # before the client closes
+        except Exception as exc:  # this profile's pass fails alone, and is an alert
+            found = failure(exc, f"polling {self.channel.name}")
+            self.report.status, self.report.message = "failed", found.line
+            self.report.exit_code, self.report.failure = found.exit_code, found
         finally:
             self._release()
         return self.report
@@ -187,13 +224,17 @@ class _ChannelPoll:
         now = self._now()
         store.ensure_channel(conn, self.channel.channel_id, "telegram", self.channel.profile.name,
                              now)
-        return store.claim(conn, self.channel.channel_id, self.owner_id, now, self.db.entropy)
+        return store.claim_or_take_over(conn, self.channel.channel_id, self.owner_id, now,
+                                        self.db.entropy, workflows.owner_process_gone)
 
     def _release(self) -> None:
         """Release the lease; its event records the pass state the alerts are derived from."""
         lease = self.lease
-        result = alerts.PassResult(self.report.status, self.report.updates_ok_at,
-                                   self.report.updates_error)
+        failed = self.report.failure
+        result = alerts.PassResult(
+            self.report.status, self.report.updates_ok_at, self.report.updates_error,
+            None if failed is None else {"description": failed.line,
+                                         "exitCode": failed.exit_code, "cause": failed.cause})
 
         def command(c: Any) -> alerts.AlertReport | None:
             now = self._now()
@@ -238,13 +279,14 @@ class _ChannelPoll:
             self.report.effects += await outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
             await self._answered()
             self.report.effects += await outbound.apply_due()
-            workflows.expire_overdue(self.db, self.owner_id)
+            expire_overdue(self.db, self.owner_id, self.expiry_failures)
             # The window ends once too little of it is left for a long poll: a zero-timeout
             # getUpdates in a loop would spin (hundreds of calls) until the last second.
             if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
                     self.report.status == "bad_batch":  # the same bytes would come back at once
                 break
         self.report.errors.extend(outbound.errors)
+        self.report.problems.extend(outbound.failures)
         if self.report.errors:
             last = self.report.errors[-1]
             self._renew()
@@ -260,8 +302,8 @@ class _ChannelPoll:
         have gone out, pending again when no part is left as an intent."""
         now = self._now()
         for effect in self._abandoned(conn):
-            maybe_sent = [m for m in _messages_of(conn, self.channel.channel_id, effect)
-                          if messages.message_has_intents(conn, m)]
+            written = deliveries.messages_of_effect(conn, self.channel.channel_id, effect)
+            maybe_sent = [m for m in written if messages.message_has_intents(conn, m)]
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
                 messages.set_message_status(conn, message_id, "ambiguous", now)
@@ -393,10 +435,20 @@ class _ChannelPoll:
             except Exception as exc:
                 if isinstance(exc, StateError) and not isinstance(exc, _ROW_FAULTS):
                     raise
-                result = {"result": "ignored:error", "message": str(exc)[:200]}
-                inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id,
-                                     result, now)
+                done.append(self._row_failed(conn, row, exc, now))
         return done
+
+    def _row_failed(self, conn: Any, row: inbox.InboxRow, exc: Exception,
+                    now: int) -> inbound.Processed:
+        """A row that failed alone: recorded as ignored:error, told in one line, and a press
+        answered (the person must not think it counted)."""
+        found = failure(exc, "processing it")
+        self.report.problems.append(
+            Failure(f"update {row.external_event_id}: {found.line}", found.exit_code,
+                    found.internal))
+        result = {"result": "ignored:error", "message": found.line[:200]}
+        inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id, result, now)
+        return inbound.failed(row, result)
 
     async def _answer(self, api: BotApi, callback_id: str, text: str) -> None:
         async with self._answer_slots:
@@ -410,13 +462,3 @@ class _ChannelPoll:
             pending, self._answering = self._answering, set()
             await asyncio.gather(*pending)
 
-
-def _messages_of(conn: Any, channel_id: str, effect: effects.Effect) -> list[str]:
-    """The channel messages an effect writes (to check for intent rows)."""
-    p = effects.payload(conn, effect)
-    decision_id = str(p["decisionId"])
-    if effect.effect_type == deliveries.PROMPT:
-        return [deliveries.prompt_of(p)]
-    purpose: messages.Purpose = (
-        "delivery" if effect.effect_type == deliveries.DELIVER else "settlement")
-    return [messages.message_id_for(channel_id, purpose, decision_id)]
