@@ -326,6 +326,7 @@ class _ChannelPoll:
         offset_text = self.db.read(lambda c: store.cursor(c, channel_id, identity.TELEGRAM_CURSOR))
         offset = None if offset_text is None else int(offset_text)
         self._renew()
+        self.db.check_file()  # a deleted or replaced database must not confirm updates
         until = self._until()
         timeout = 0 if self.options.once else max(
             MIN_LONG_POLL_SECONDS, min(self.options.long_poll_seconds,

@@ -23,6 +23,7 @@ from tests.channels.telegram.helpers import (
     configure_telegram_profile,
     db_value,
     kill_hard,
+    push_plain_message,
     reap,
     wait_in_flight,
 )
@@ -107,3 +108,33 @@ def test_an_exclusive_lock_is_75_in_one_line(home: Path, fake: FakeBotApi) -> No
         assert "stayed locked by another process" in status.stdout
     finally:
         holder.close()
+
+
+@pytest.mark.parametrize("fault", ["deleted", "replaced"])
+def test_a_database_deleted_or_replaced_under_a_poller_confirms_no_update(
+    home: Path, fake: FakeBotApi, fault: str,
+) -> None:
+    assert piw(home, "poll", "--once").returncode == 0
+    before = len(fake.requests("getUpdates"))
+    poller = subprocess.Popen([*CLI, "poll", "--for", "30"], cwd=ROOT, env=child_env(home),
+                              text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_in_flight(fake, "getUpdates", before + 1)  # the long poll
+        db = default_path()
+        moved = db.with_name("moved-away.sqlite")
+        for suffix in ("", "-wal", "-shm"):
+            if Path(f"{db}{suffix}").exists():
+                Path(f"{db}{suffix}").rename(f"{moved}{suffix}")
+        if fault == "replaced":
+            assert piw(home, "init").returncode == 0  # another, empty database at the path
+        update_id = push_plain_message(fake)
+        _, err = poller.communicate(timeout=60)
+        code = poller.returncode
+    finally:
+        reap(poller)
+    assert code == 65, err
+    assert f"{db} was {'deleted' if fault == 'deleted' else 'replaced'}" in err, err
+    # The update was received, but never confirmed: Telegram sends it again.
+    offsets = [r.params.get("offset") for r in fake.requests("getUpdates")]
+    assert str(update_id + 1) not in offsets, offsets
+    assert db.exists() == (fault == "replaced")  # nothing created a new file
