@@ -121,15 +121,15 @@ def _config_state() -> tuple[list[str], tuple[str, int] | None]:
 
 def _database_problem(args: argparse.Namespace, before: list[dict[str, Any]],
                       exc: StateError) -> int:
-    from adapters.cli.status_text import attention_lines
     from channels import health
 
     items = [*before, {"kind": "database", "exit_code": exc.exit_code, "message": str(exc)}]
     if args.json:
         print_json({"database": "unusable", "path": str(default_path()),
                     "needs_attention": items})
-    else:
-        print("\n".join(attention_lines(items, 0, "")))
+    else:  # nothing else can be shown: one line each, as every command says it
+        for item in items:
+            print(f"Error: {item['message']}", file=sys.stderr)
     return health.exit_code(items)
 
 

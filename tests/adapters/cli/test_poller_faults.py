@@ -6,6 +6,7 @@ line. Real `piw-channels` children against the loopback fake Bot API.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,16 +97,16 @@ def test_an_exclusive_lock_is_75_in_one_line(home: Path, fake: FakeBotApi) -> No
     try:
         holder.execute("PRAGMA locking_mode=EXCLUSIVE")
         holder.execute("BEGIN EXCLUSIVE")
-        for args in (["poll", "--once"], ["decisions"], ["init"]):
+        for args in (["poll", "--once"], ["decisions"], ["init"], ["status"]):
             done = piw(home, *args)
             assert done.returncode == 75, (args, done.stderr)
             assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1, \
                 (args, done.stderr)
             assert "stayed locked by another process" in done.stderr
-        status = piw(home, "status")  # the health check lists it
-        assert (status.returncode, status.stderr) == (75, "")
-        assert status.stdout.splitlines()[0] == "Needs attention:"
-        assert "stayed locked by another process" in status.stdout
+        status = piw(home, "status", "--json")  # the health check lists it
+        assert status.returncode == 75
+        [item] = json.loads(status.stdout)["needs_attention"]
+        assert item["kind"] == "database" and "stayed locked" in item["message"]
     finally:
         holder.close()
 

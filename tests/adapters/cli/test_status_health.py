@@ -91,7 +91,8 @@ def test_a_corrupt_database_is_65_with_the_advice_to_restore_a_backup(
     _corrupt_table(default_path(), "human_decisions")
     done = cli(home, "status")
     assert done.code == 65, done.lines
-    assert done.lines[0] == "Needs attention:" and done.lines[1].endswith(CORRUPT_INSTRUCTION)
+    [line] = done.lines  # on stderr, as every command says it
+    assert line.startswith("Error: ") and line.endswith(CORRUPT_INSTRUCTION)
     code, items = health(home)
     assert (code, kinds(items)) == (65, [("database", 65)])
 
