@@ -56,8 +56,13 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
                 f" run: piw-channels poll --once -v --profile {profile}")
     decision = f"{who}: Decision {f.get('fingerprint')}"
     if alert.kind == "ambiguous":
-        return (f"{decision} may not have arrived (a send's outcome is unknown); check the"
-                f" chat, and if a part is missing run: {resend}")
+        unknown = [str(c) for c in f.get("chats") or []]
+        where = (f" in chat {unknown[0]}" if len(unknown) == 1 else
+                 f" in chats {', '.join(unknown)}" if unknown else "")
+        check = "check the chat" if not unknown else \
+            f"check {'that chat' if len(unknown) == 1 else 'those chats'}"
+        return (f"{decision} may not have arrived{where} (a send's outcome is unknown);"
+                f" {check}, and if a part is missing run: {resend}")
     if alert.kind == "failed":
         return (f"{decision} could not be delivered ({f.get('description')}); once that is"
                 f" fixed, run: {resend}")

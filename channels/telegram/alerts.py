@@ -230,7 +230,8 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
         base = {"decisionId": decision_id,
                 "fingerprint": views.fingerprint_of(conn, decision_id)}
         if status == "ambiguous":
-            found[f"ambiguous:{decision_id}"] = ("ambiguous", now, base)
+            chats = deliveries.ambiguous_chats(conn, channel_id, decision_id, resource_id)
+            found[f"ambiguous:{decision_id}"] = ("ambiguous", now, {**base, "chats": chats})
         elif status == "failed" and (why := deliveries.delivery_failure(conn, channel_id,
                                                                         resource_id)):
             found[f"failed:{decision_id}"] = ("failed", now, {**base, **why})

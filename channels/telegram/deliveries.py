@@ -203,3 +203,16 @@ def delivery_failure(conn: apsw.Connection, channel_id: str,
     internal = "internal" in error
     return {"description": str(error.get("internal") or error.get("description") or "failed"),
             "exitCode": EXIT_INTERNAL if internal else EXIT_USAGE}
+
+
+def ambiguous_chats(conn: apsw.Connection, channel_id: str, decision_id: str,
+                    resource_id: str) -> list[str]:
+    """The chats of a decision's delivery on this channel whose part may or may not have
+    arrived (a part row left as an intent): the ones to check."""
+    mine = _channel_deliveries(conn, channel_id, resource_id)
+    if not mine:
+        return []
+    recipients = [str(r) for r in effects.payload(conn, mine[-1]).get("recipients", [])]
+    message_id = messages.message_id_for(channel_id, "delivery", decision_id)
+    unknown = sorted({p.recipient_index for p in messages.parts(conn, message_id) if p.is_intent})
+    return [recipients[r] for r in unknown if r < len(recipients)]

@@ -32,6 +32,7 @@ from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, Effect
 from state.errors import StaleLease, StateError, WriteRejected
+from state.exit_codes import EXIT_TEMPORARY
 
 EFFECT_TYPES = (DELIVER, PROMPT, SETTLE)
 MAX_SETTLE_ATTEMPTS = 3
@@ -188,11 +189,18 @@ class Outbound:
 
     async def _send_delivery(self, attempt: Attempt, d: _Delivery) -> None:
         report: list[dict[str, Any]] = []
+        unknown: list[dict[str, Any]] = []  # recipients whose part may or may not have arrived
         for r, chat in enumerate(d.recipients):
             status, attempt = await self._send_recipient(attempt, d, r, chat)
-            if status.get("status") in ("ambiguous", "not_sent", "rate_limited"):
+            if status.get("status") == "ambiguous":
+                unknown.append({**status, "chat": chat})
+                continue  # one chat's unknown part never holds up the other chats
+            if status.get("status") in ("not_sent", "rate_limited"):
                 return  # that path already recorded the attempt
             report.append(status)
+        if unknown:
+            self._ambiguous(attempt, d.message_id, {"recipients": unknown, "others": report})
+            return
         delivered = sum(1 for s in report if s["status"] == "confirmed")
         message_status: messages.MessageStatus = "confirmed" if delivered else "failed"
         self.db.write(lambda c: messages.set_message_status(c, d.message_id, message_status,
@@ -210,9 +218,8 @@ class Outbound:
             if row is not None and not row.is_intent:
                 continue  # confirmed earlier: never sent again
             if row is not None and not d.resend:
-                self._ambiguous(attempt, d.message_id, {"recipient": r, "part": index,
-                                                        "reason": "unsettled_intent"})
-                return {"status": "ambiguous"}, attempt
+                return {"status": "ambiguous", "recipient": r, "part": index,
+                        "reason": "unsettled_intent"}, attempt
             attempt = self._write_intent(attempt, d.message_id, r, index, text, row is None)
             markup = d.markup if index == len(d.texts) - 1 else None
             res = await self.api.send_message(chat, text, markup, deadline=self._until(attempt))
@@ -238,9 +245,8 @@ class Outbound:
             self.db.write(lambda c: messages.confirm_part(c, message_id, r, p, chat, ref))
             return None
         self._note_error("sendMessage", res)
-        if maybe_acted(res):
-            self._ambiguous(attempt, message_id, {"recipient": r, "part": p, **describe(res)})
-            return {"status": "ambiguous"}
+        if maybe_acted(res):  # the caller records it (a delivery goes on to other chats)
+            return {"status": "ambiguous", "recipient": r, "part": p, **describe(res)}
         self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, p))
         if res.outcome == NOT_SENT or token_rejected(res):
             # Provably not sent: due again; after a refused token at once, since this pass
@@ -287,7 +293,9 @@ class Outbound:
                                           entities=p.get("entities"),
                                           deadline=self._until(attempt))
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
-        if status is None:
+        if status is not None and status["status"] == "ambiguous":
+            self._ambiguous(attempt, message_id, {**status, "chat": chat})
+        elif status is None:
             ref = str(res.message_id)
 
             def confirm(c: Any) -> None:
@@ -318,7 +326,7 @@ class Outbound:
         for r, _ in posts:
             messages.write_part_intent(c, message_id, r, 0, text, now)
         return _Settlement(message_id, text, _keyboard_messages(c, channel_id, decision_id),
-                           posts)
+                           posts, decision_id)
 
     async def _settle(self, attempt: Attempt, s: _Settlement) -> None:
         failures = 0
@@ -339,17 +347,25 @@ class Outbound:
                 self._note_error("sendMessage", res)
                 self.unauthorized = self.unauthorized or token_rejected(res)
             sent.append((r, chat, res))
+            if maybe_acted(res) and not (res.outcome == OK and res.message_id is not None):
+                self.failures.append(Failure(
+                    f"{s.decision_id}: its outcome post to chat {chat} may not have arrived (its"
+                    f" answer was lost: {describe(res).get('description')}); check that chat:"
+                    " it is never posted twice", EXIT_TEMPORARY))
         final, unauthorized = attempt, self.unauthorized
 
         def confirm(c: Any) -> None:
             now = self._now()
             post_failures = sum(_record_post(c, s.message_id, r, chat, res)
                                 for r, chat, res in sent)
-            status: messages.MessageStatus = "confirmed" if not post_failures else "pending"
+            # A post whose answer was lost keeps its intent row: ambiguous, never confirmed.
+            unknown = messages.message_has_intents(c, s.message_id)
+            status: messages.MessageStatus = "pending" if post_failures else \
+                "ambiguous" if unknown else "confirmed"
             messages.set_message_status(c, s.message_id, status, now)
             total = failures + post_failures
             if not total:
-                effects.finish_attempt(c, final, "applied", now)
+                effects.finish_attempt(c, final, "ambiguous" if unknown else "applied", now)
             elif final.attempt_number < MAX_SETTLE_ATTEMPTS or unauthorized:
                 effects.finish_attempt(c, final, "rejected", now, error={"failures": total},
                                        retry_at=now + NOT_SENT_BACKOFF_MS)
@@ -398,6 +414,7 @@ class _Settlement:
     text: str
     keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
     posts: list[tuple[int, str]]  # (recipient, chat) of each outcome post, intent written
+    decision_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -254,8 +254,9 @@ def test_sigkill_while_the_server_holds_a_send_leaves_an_ambiguous_delivery_neve
 
         assert expire_poller_leases(pid) >= 2  # the channel and the delivery effect
         fp = handle.request.presentation_digest[7:19]
-        alert = (f"telegram:{PROFILE}: Decision {fp} may not have arrived (a send's outcome is"
-                 " unknown); check the chat, and if a part is missing run: piw-channels resend"
+        alert = (f"telegram:{PROFILE}: Decision {fp} may not have arrived in chat {USER} (a"
+                 " send's outcome is unknown); check that chat, and if a part is missing run:"
+                 " piw-channels resend"
                  f" {handle.decision_id} --profile {PROFILE}")
         assert _poll_once(home, 75) == [f"Error: {alert}"]  # cron hears of it
 
