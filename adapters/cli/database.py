@@ -52,6 +52,9 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
     if args.dest.exists():
         raise UsageError(f"{args.dest} already exists; choose a new backup file")
+    if not args.dest.absolute().parent.is_dir():
+        raise UsageError(f"{args.dest.absolute().parent} is not a directory; create it first"
+                         " or choose another place for the backup")
     report = maintenance.backup(args.dest)
     print(report.path)
     return EXIT_OK

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from adapters.cli.packages import check_packages
 
@@ -82,10 +82,19 @@ _GROUPS: dict[str, Callable[[], Register]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the README's one `Error:` line (and exit 2) instead of its usage text;
+    every subcommand's parser is one too (argparse makes them of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"Error: {self.prog}: {message} (see: {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with every subcommand, or, when `command` names a known command, with that
     command's group only."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="piw-channels",
         description="Carry Pi Workflows human decisions over Telegram and Pi.",
         epilog="Exit codes: " + ", ".join(f"{code} {meaning}" for code, meaning

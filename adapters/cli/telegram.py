@@ -18,12 +18,14 @@ from channels.config.errors import SETUP_HINT
 from channels.config.loading import load_config, resolve_config_dir
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
+from channels.failures import expiry_failure
 from channels.telegram import deliveries
 from channels.telegram import poll as worker
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
 from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
+from state.files import default_path
 from state.resources import Actor
 
 T = TypeVar("T")
@@ -128,10 +130,31 @@ def cmd_poll(args: argparse.Namespace) -> int:
     """The cron job: poll every configured profile once, or for a window of seconds."""
     config = _config_or_hint(check_tokens=False)  # each token file fails its profile alone
     if config is None:
+        _apply_deadlines()  # a Pi-only user's --timeout still fires
         return EXIT_CONFIG
     options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
                                  alert_after_ms=int(args.alert_after * 60_000))
     return run_poll(config, options, args.verbose)
+
+
+def _apply_deadlines() -> None:
+    """Apply due deadlines without any Telegram profile (an existing database only)."""
+    if not default_path().exists():
+        return
+    with Database.open_writer() as db:
+        report = workflows.expire_overdue(db, workflows.new_owner_id(db, "poll"))
+    for decision_id, exc in report.failed:
+        print(f"Error: {expiry_failure(decision_id, exc).line}", file=sys.stderr)
+
+
+def _resend_profile(config: ChannelsConfig, name: str | None) -> str:
+    """--profile, or the one profile there is."""
+    if name is not None:
+        return name
+    if len(config.profiles) == 1:
+        return next(iter(config.profiles))
+    raise UsageError("give --profile NAME (configured: "
+                     f"{', '.join(sorted(config.profiles))})")
 
 
 def cmd_resend(args: argparse.Namespace) -> int:
@@ -142,6 +165,7 @@ def cmd_resend(args: argparse.Namespace) -> int:
     config = _config_or_hint()
     if config is None:
         return EXIT_CONFIG
+    args.profile = _resend_profile(config, args.profile)
     channel = Channel(config.profile(args.profile), config)
     with Database.open_writer() as db:
         if args.all_failed:
@@ -205,6 +229,7 @@ def register(sub: Any) -> None:
     p.add_argument("--all-failed", action="store_true",
                    help="resend every failed or refused delivery of the profile (after fixing"
                    " the config; ambiguous ones are left for you to check)")
-    p.add_argument("--profile", required=True, help="the Telegram profile to resend on")
+    p.add_argument("--profile", help="the Telegram profile to resend on (default: the only"
+                   " one, when there is one)")
     p.add_argument("-v", "--verbose", action="store_true", help="say what the poll did")
     p.set_defaults(handler=cmd_resend)
