@@ -26,7 +26,7 @@ from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
 from channels.failures import Failure, expiry_failure, failure
-from channels.telegram import alerts, deliveries, identity, inbound
+from channels.telegram import alerts, deliveries, identity, inbound, membership
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.deliveries import SETTLE
@@ -433,6 +433,8 @@ class _ChannelPoll:
                 with savepoint(conn, "inbox_row"):
                     done.append(inbound.process(conn, self.channel, self.index, self.lease,
                                                 row, now))
+                if changed := membership.alert_for(self.channel, done[-1].result):
+                    self.report.problems.append(changed)  # a config change needed at once
             except Exception as exc:
                 if isinstance(exc, StateError) and not isinstance(exc, _ROW_FAULTS):
                     raise
