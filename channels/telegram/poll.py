@@ -166,9 +166,9 @@ def _shared_bots(config: ChannelsConfig,
                 Channel(profile, config).name, status="shared_bot", message=(
                     f"profile {profile.name} uses bot {bot}, which profile {owner} already"
                     " polls; one bot serves one profile (two would split its updates and send"
-                    f" every decision twice): remove profile {profile.name} from channels.json"
-                    " or give it a bot of its own (setup telegram --profile"
-                    f" {profile.name} --token-file ...)"))
+                    f" every decision twice): remove it (piw-channels setup telegram --remove"
+                    f" {profile.name}) or give it a bot of its own (setup telegram --profile"
+                    f" {profile.name} --credential {profile.name} --token-file ...)"))
     return shared
 
 
