@@ -21,8 +21,9 @@ from state.files import default_path, make_private_dir
 from state.version import VERSION
 
 PREFIX: Final = "piw-channels-crash-"
-# The Bot API token shape (<bot id>:<secret>); a crash must not copy one into a file.
-_TOKEN_SHAPE: Final = re.compile(r"(?<![A-Za-z0-9_-])[0-9]{5,}:[A-Za-z0-9_-]{20,}")
+# The Bot API token shape (<bot id>:<secret>), wherever it stands (a request URL has it right
+# after "bot"); a crash must not copy one into a file.
+_TOKEN_SHAPE: Final = re.compile(r"[0-9]{5,}:[A-Za-z0-9_-]{20,}")
 
 
 def crash_directory() -> Path:
