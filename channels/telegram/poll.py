@@ -464,4 +464,3 @@ class _ChannelPoll:
         while self._answering:
             pending, self._answering = self._answering, set()
             await asyncio.gather(*pending)
-
