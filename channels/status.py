@@ -103,6 +103,9 @@ def _attention(conn: apsw.Connection, channel_id: str, profile: str,
     reported = {} if last is None else last.alerts
     for key, (kind, since, facts) in alerts.decision_conditions(conn, channel_id, now).items():
         first = reported.get(key)  # when cron first heard of it, if it did
+        # The chats of an ambiguous part stay out (a private chat's id is its user's id):
+        # poll's line, in the operator's cron mail, names them.
+        shown = {k: v for k, v in facts.items() if k != "chats"}
         found.append({"profile": profile, "key": key, "kind": kind,
-                      "since": since if first is None else first.since, "facts": facts})
+                      "since": since if first is None else first.since, "facts": shown})
     return found
