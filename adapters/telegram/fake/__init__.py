@@ -38,7 +38,7 @@ from adapters.telegram.fake.fixtures import (
     load_demo_fixture,
     load_fixture,
 )
-from adapters.telegram.fake.records import Overlap, RecordedRequest
+from adapters.telegram.fake.records import Overlap, PushedUpdate, RecordedRequest
 from adapters.telegram.fake.runner import FakeBotApiProcess, main
 from adapters.telegram.fake.server import FakeBotApi, unused_port_url
 
@@ -51,6 +51,7 @@ __all__ = [
     "Fault",
     "FaultKind",
     "Overlap",
+    "PushedUpdate",
     "RecordedRequest",
     "RemoteFakeBotApi",
     "demo_fixture_names",
