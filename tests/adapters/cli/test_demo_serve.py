@@ -14,7 +14,6 @@ from tests.channels.telegram.helpers import CLI
 from tests.conftest import child_env
 from tests.paths import ROOT
 
-
 HEADER_LINES = 5  # what demo --serve prints before the chat transcript
 
 
