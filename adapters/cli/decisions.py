@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli.arguments import DECISION_ID_HELP
-from adapters.cli.decision_table import BY, Listed, render_table, terminal_width
+from adapters.cli.decision_table import BY, Listed, render_table, status_text, terminal_width
 from adapters.cli.errors import UsageError, raise_terminated
 from adapters.cli.status_text import ago, clock_time, with_iso
 from channels.config.loading import load_config
@@ -252,7 +252,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _status_line(view: views.DecisionView, won: history.Winner | None, now: int) -> str:
     if won is None:
-        return view.display_status
+        return status_text(view, now)
     what = view.choice_label or view.choice if won.outcome == "accepted" else \
         f"reason: {view.reason}"
     if won.provenance == "human":

@@ -76,6 +76,8 @@ def test_the_deadline_column_says_when_and_how_long_and_overdue_replaces_open(
     assert re.search(rf"\soverdue\s+—\s+—\s+—\s+{at} UTC \((9|10) min ago\)\s+Timed\?$",
                      later[str(timed["fingerprint"])])
     assert re.search(r"\sopen\s", later[str(untimed["fingerprint"])])
+    shown = cli(home, "show", str(timed["decision_id"]), minutes=40).stdout.splitlines()
+    assert "status: overdue" in shown
     # The next day's deadline carries its date.
     tomorrow = ask(home, "Tomorrow?", "--timeout", "30h")
     day = datetime.fromtimestamp(int(str(tomorrow["deadline_at"])) / 1000, UTC)
