@@ -175,6 +175,8 @@ class Transcript:
         """The lines one event adds (none for what the person cannot see)."""
         if isinstance(event, PushedUpdate):
             return self._person(event)
+        if event.method == "getMe" and isinstance(event.result, dict):
+            self.bot = str(event.result.get("first_name") or self.bot)
         if event.method in _INVISIBLE:
             return []
         params = event.params
@@ -195,7 +197,7 @@ class Transcript:
             commands = _json(params.get("commands")) or []
             listed = ", ".join(f"/{c.get('command')} ({c.get('description')})"
                                for c in commands if isinstance(c, dict))
-            return [f"{clock(event.started_at)} {self.bot}'s command menu: {listed or 'empty'}"]
+            return [f"{clock(event.started_at)} {self.bot} set its command menu: {listed or 'empty'}"]
         return [f"{clock(event.started_at)} ({self.bot} called {event.method})"]
 
     # ---- what the bot did
@@ -382,7 +384,7 @@ class TranscriptFollower:
         for request in self._fake.requests():
             if request.seq in self._done:
                 continue
-            if request.method in _INVISIBLE:
+            if request.method == "getUpdates":  # never waited for: a long poll takes long
                 self._done.add(request.seq)
             elif request.ended_at is not None or request.result is not None:
                 self._done.add(request.seq)

@@ -11,7 +11,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from adapters.telegram.fake import RemoteFakeBotApi
+from adapters.telegram.fake import RecordedRequest, RemoteFakeBotApi
+from adapters.telegram.fake.transcript import readable, shorten
 from channels.decisions import records, views
 from channels.telegram.buttons import callback_token
 from state.database import Database
@@ -44,43 +45,52 @@ def transcript_of(serve: subprocess.Popen[str]) -> list[str]:
 
 def test_the_readme_rehearsal_finishes_a_text_answer_with_demo_reply(home: Path) -> None:
     serve, url = rehearsal(home)
+    fake = RemoteFakeBotApi(url)
     try:
         decision_id = ok(cli(home, "ask", "--title", "Migrate the billing tables?",
                              "--choice", "go=Continue", "--text-choice",
                              "replan=Replan=What should change?")).strip()
         ok(cli(home, "poll"))
+        [card] = sent_with(fake, "inline_keyboard")
         assert ok(cli(home, "demo", "--press", "Replan", "--api-base-url", url)) == (
             "pressed 'Replan'; run piw-channels poll to collect it\n")
         ok(cli(home, "poll"))  # collects the press; the prompt goes out
+        [prompt] = sent_with(fake, "force_reply")
         assert ok(cli(home, "demo", "--reply", "use the staging db", "--api-base-url",
-                      url)) == ("replied 'use the staging db' to “Replan: What should"
-                                " change?”; run piw-channels poll to collect it\n")
+                      url)) == (f"replied 'use the staging db' to “{shorten(prompt.params['text'])}”;"
+                                " run piw-channels poll to collect it\n")
         ok(cli(home, "poll"))  # collects the reply: the decision is answered and settled
         [listed] = json.loads(ok(cli(home, "decisions", "--all", "--json")))
         assert (listed["decision_id"], listed["status"], listed["choice"], listed["input"],
                 listed["channel"]) == (decision_id, "accepted", "replan",
                                        {"text": "use the staging db"}, "telegram:default")
         assert "typed reply (text): use the staging db" in ok(cli(home, "show", decision_id))
-        fake = RemoteFakeBotApi(url)
         assert fake.keyboards() == []  # settled: the buttons are gone
-        outcome = fake.requests("sendMessage")[-1].params["text"]
+        outcome = fake.requests("sendMessage")[-1].params
     finally:
-        lines = transcript_of(serve)
-    chat = lines  # the header was read by rehearsal()
-    heads = [line for line in chat if line and not line.startswith(" ")]
-    assert [re.sub(r"(?<=\w)[ :(↪].*", "", h) for h in heads] == [
-        "PiW", "Ada", "PiW", "PiW", "Ada", "buttons", "PiW"], chat
-    assert re.fullmatch(r"Ada pressed \[ Replan \] on “.+”", heads[1])
-    card_quote = heads[1].split(" on ", 1)[1]
-    assert heads[4:6] == ["Ada ↪ replying to “Replan: What should change?”:",
-                          f"buttons removed from {card_quote}"]
-    card = chat[1:chat.index(heads[1])]
-    assert "    Migrate the billing tables?" in card or \
-        "    **Migrate the billing tables?**" in card
-    assert card[-2:] == ["    [ Continue ]", "    [ Replan ]"]
-    assert "    use the staging db" in chat
-    assert chat[-len(outcome.splitlines()):] == ["    " + x if x else "" for x in
-                                                 outcome.splitlines()]
+        chat = transcript_of(serve)
+    card_quote, prompt_quote = (f"“{shorten(r.params['text'])}”" for r in (card, prompt))
+    pressed = chat.index(f"Ada pressed [ Replan ] on {card_quote}")
+    replied = chat.index(f"Ada ↪ replying to {prompt_quote}:")
+    removed = chat.index(f"buttons removed from {card_quote}")
+    assert pressed < replied < removed, chat
+    assert chat[replied + 1] == "    use the staging db"
+    # The card as sent: its text with its entities, then its buttons.
+    shown = ["    " + line if line else ""
+             for line in readable(card.params["text"], card.params.get("entities")).split("\n")]
+    start = chat.index(shown[0])
+    assert chat[start:start + len(shown)] == shown
+    assert any("[ Replan ]" in line for line in chat[start + len(shown):pressed])
+    assert chat[start - 1].startswith("PiW Decisions")
+    # And last, the outcome post.
+    told = readable(outcome["text"], outcome.get("entities")).split("\n")
+    assert chat[-len(told):] == ["    " + line if line else "" for line in told]
+
+
+def sent_with(fake: RemoteFakeBotApi, markup: str) -> list[RecordedRequest]:
+    """The sends whose reply_markup has `markup` (a keyboard, a ForceReply)."""
+    return [r for r in fake.requests("sendMessage")
+            if markup in (r.params.get("reply_markup") or {})]
 
 
 def tokens(decision_id: str) -> set[str]:

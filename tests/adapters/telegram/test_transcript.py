@@ -113,6 +113,17 @@ def test_the_persons_presses_and_replies_are_in_the_transcript_in_order(
         card + 1, card + 2]
 
 
+def test_the_bots_name_comes_from_getme_before_its_first_message(fake: FakeBotApi) -> None:
+    assert call(fake.base_url, "getMe")[0] == 200
+    [get_me] = fake.requests("getMe")
+    menu = RecordedRequest(2, "setMyCommands", "POST", "", b"", {}, {"commands": (
+        '[{"command":"pending","description":"List open decisions"}]')}, True, None, 0.0,
+        0.1, 200, True)
+    assert render([get_me, menu]) == [
+        "00:00:00 PiW Decisions set its command menu: /pending (List open decisions)"]
+    assert render([menu]) == ["00:00:00 Bot set its command menu: /pending (List open decisions)"]
+
+
 def test_what_never_reached_the_chat_says_so(fake: FakeBotApi) -> None:
     status, _ = call(fake.base_url, "sendMessage", {"chat_id": CHAT, "text": "x" * 5000})
     assert status == 400
