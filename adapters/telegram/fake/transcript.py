@@ -197,7 +197,8 @@ class Transcript:
             commands = _json(params.get("commands")) or []
             listed = ", ".join(f"/{c.get('command')} ({c.get('description')})"
                                for c in commands if isinstance(c, dict))
-            return [f"{clock(event.started_at)} {self.bot} set its command menu: {listed or 'empty'}"]
+            return [f"{clock(event.started_at)} {self.bot} set its command menu:"
+                    f" {listed or 'empty'}"]
         return [f"{clock(event.started_at)} ({self.bot} called {event.method})"]
 
     # ---- what the bot did
