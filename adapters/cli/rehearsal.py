@@ -21,6 +21,7 @@ from channels.decisions import workflows as decision_service
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from state.errors import DatabaseMissing
+from state.exit_codes import EXIT_OK
 
 # The person the demo fixtures act as (a private chat's user id is its chat id).
 _PERSON: Final = {"is_bot": False, "first_name": "Ada", "username": "ada_ops",
@@ -58,7 +59,7 @@ def press(url: str, label: str, user: int | None, decision: str | None = None) -
         "message_id": message["message_id"], "message_text": message["text"],
         "callback_data": chosen[0]["callback_data"]})
     print(f"pressed {chosen[0]['text']!r}; run piw-channels poll to collect it")
-    return 0
+    return EXIT_OK
 
 
 def reply(url: str, text: str, user: int | None, decision: str | None = None) -> int:
@@ -94,7 +95,7 @@ def reply(url: str, text: str, user: int | None, decision: str | None = None) ->
     fake.push_update({"message": update})
     print(f"replied {shorten(text)!r} to “{shorten(str(message.get('text', '')))}”; run"
           " piw-channels poll to collect it")
-    return 0
+    return EXIT_OK
 
 
 class _Decision:
