@@ -35,7 +35,8 @@ def test_the_readme_rehearsal_runs_to_the_end_on_a_fresh_home(tmp_path: Path) ->
     block = rehearsal_block()
     assert "demo --reply" in block and "--text-choice" in block
     port = str(free_port())
-    listening = (f"for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null"
+    # Up to a minute: five test suites may share this machine's two cores.
+    listening = (f"for _ in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null"
                  " && break; sleep 0.1; done")
     lines = []
     for line in block.replace(README_PORT, port).splitlines():
