@@ -85,12 +85,11 @@ class GatePolicy:
 
 DEFAULT_BASH: Final = (
     "git push", "git reset --hard", "git clean -f", "git checkout --", "git branch -D",
-    "git rebase", "git commit --amend",
     "rm -rf", "rm -r", "sudo", "su", "doas", "curl|sh", "wget|sh", "*|sh",
     "chmod", "chown", "dd", "mkfs", "shred", "truncate", "mount", "umount",
     "npm publish", "pnpm publish", "yarn publish", "cargo publish", "twine upload",
     "gh release", "docker push", "kubectl delete", "terraform apply", "terraform destroy",
-    "crontab", "systemctl", "reboot", "shutdown",
+    "crontab", "reboot", "shutdown",
 )
 
 DEFAULT_PATHS: Final = (

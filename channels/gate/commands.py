@@ -9,6 +9,7 @@ too deep, too much input) is reported in `Script.problem`; `parse_script` never 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import Final
@@ -109,10 +110,18 @@ def parse_script(text: str, depth: int = 0) -> Script:
             raise Unreadable("a ')' closes nothing")
         reader.structure(tokens)
     except Unreadable as exc:
+        _salvage(reader)
         return Script(tuple(reader.commands), str(exc))
     except RecursionError:
         return Script(tuple(reader.commands), "commands are nested too deeply")
     return Script(tuple(reader.commands))
+
+
+def _salvage(reader: _Reader) -> None:
+    """The commands before the point the reader gave up at (the guard still judges them)."""
+    tokens = [t for t in reader.partial if t.kind != "redir"]
+    with contextlib.suppress(Unreadable, RecursionError):
+        reader.structure(tokens)
 
 
 class _Reader:
@@ -123,12 +132,15 @@ class _Reader:
         self.commands: list[SimpleCommand] = []
         self.pending: list[_Pending] = []
         self.documents: dict[int, str] = {}
+        self.partial: list[_Token] = []  # the top level's tokens so far
 
     # -- tokens ---------------------------------------------------------------------------
 
     def tokens(self, *, inside: bool) -> list[_Token]:
         """Tokens up to the end, or (inside a substitution) up to its unmatched `)`."""
         out: list[_Token] = []
+        if not inside:
+            self.partial = out
         parens = 0
         text = self.text
         while self.pos < len(text):

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -77,12 +78,16 @@ class Protected:
                    (os.getpid(), os.getppid()))
 
     def files(self) -> list[tuple[Path, str]]:
-        """Every protected file with the name of what it is."""
+        """Every protected file with the name of what it is (as named, and resolved)."""
+        return list(self._files)
+
+    @cached_property
+    def _files(self) -> tuple[tuple[Path, str], ...]:
         found = [(Path(f"{self.database}{s}"), "state database") for s in DATABASE_SUFFIXES]
         found += [(self.config_dir / name, "config file") for name in CONFIG_FILES]
         found += [(path, "token file") for path in self.token_files]
         both = found + [(resolve(str(p), cwd=p.parent, home=p.parent), k) for p, k in found]
-        return list(dict.fromkeys(both))
+        return tuple(dict.fromkeys(both))
 
 
 def _token_files(config_dir: Path) -> tuple[Path, ...]:

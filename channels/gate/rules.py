@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Final
 
@@ -51,8 +52,13 @@ def _is_program(wanted: str, name: str) -> bool:
     return name == wanted or name.startswith(wanted + ".")
 
 
+@lru_cache(maxsize=1024)
+def _pattern_words(pattern: str) -> tuple[str, ...]:
+    return tuple(shlex.split(pattern))
+
+
 def _words_match(pattern: str, words: Sequence[str]) -> bool:
-    wanted = shlex.split(pattern)
+    wanted = _pattern_words(pattern)
     if not words or not _is_program(wanted[0], program_name(words[0])):
         return False
     program = wanted[0]

@@ -358,10 +358,20 @@ _HANDLERS: dict[str, _Handler] = {
 
 
 def string_literals(code: str) -> list[str]:
-    """The quoted strings of a program's text (Python, JavaScript, Perl, Ruby, shell-like)."""
+    """The quoted strings of a program's text (Python, JavaScript, Perl, Ruby, shell-like),
+    with literals joined by `+`, `.` or nothing but spaces folded into one (`"pi" + "w"`)."""
     pattern = r'"""(.*?)"""|\'\'\'(.*?)\'\'\'|"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'' \
               r"|`((?:[^`\\]|\\.)*)`"
     found: list[str] = []
+    end = -1
     for match in re.finditer(pattern, code, re.DOTALL):
-        found.append(next(g for g in match.groups() if g is not None))
+        value = next(g for g in match.groups() if g is not None)
+        if found and _CONCATENATION.fullmatch(code[end:match.start()]):
+            found[-1] += value
+        else:
+            found.append(value)
+        end = match.end()
     return found
+
+
+_CONCATENATION: Final = re.compile(r"\s*(\+|\.|\.\.)?\s*")
