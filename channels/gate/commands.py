@@ -59,6 +59,7 @@ class SimpleCommand:
     upstream: SimpleCommand | None = None  # the command whose output it reads through a pipe
     alternatives: tuple[str, ...] = ()  # literal words inside the program word's substitutions
     depth: int = 0
+    inner: tuple[str, ...] = ()  # the words of the commands inside any of its substitutions
 
     @property
     def stdin(self) -> str | None:
@@ -341,6 +342,8 @@ class _Reader:
                 continue
             esc = text[self.pos + 1:self.pos + 2]
             self.pos += 2
+            if not esc:
+                break
             if esc in _ANSI_ESCAPES:
                 out.append(_ANSI_ESCAPES[esc])
             elif esc in "xuU":
@@ -430,8 +433,10 @@ class _Reader:
             assignments.append((match.group(1), match.group(2)))
             rest.pop(0)
         alternatives = rest[0].inner if rest else ()
+        inner = tuple(w for token in words for w in token.inner)
         command = SimpleCommand(tuple(w.text for w in rest), tuple(assignments),
-                                tuple(redirects), upstream, tuple(alternatives), self.depth)
+                                tuple(redirects), upstream, tuple(alternatives), self.depth,
+                                inner)
         self.commands.append(command)
         return command
 

@@ -17,16 +17,11 @@ from typing import Any, Final
 
 from channels.config.errors import ConfigError
 from channels.config.gate import DEFAULT_POLICY, GatePolicy
-from channels.gate.guard import (
-    ALLOW,
-    Judgement,
-    Protected,
-    block,
-    guard_bash,
-    guard_path_tool,
-)
+from channels.gate.guard import guard_bash, guard_path_tool
 from channels.gate.paths import lexical, tool_path
+from channels.gate.protected import Protected
 from channels.gate.rules import bash_rule, path_rule
+from channels.gate.verdict import ALLOW, Judgement, block
 from channels.gate.walk import Walk, walk
 
 __all__ = ["Judgement", "Protected", "judge"]

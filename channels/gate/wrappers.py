@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from channels.gate.commands import SimpleCommand
+from channels.gate.commands import SUBSTITUTION, SimpleCommand
 
 MAX_LAYERS: Final = 32
 
@@ -41,6 +41,7 @@ class Runs:
     layers: list[tuple[str, ...]] = field(default_factory=list)  # each a program and its args
     scripts: list[str] = field(default_factory=list)  # command lines it hands to a shell
     code: list[str] = field(default_factory=list)  # programs it hands to an interpreter
+    files: list[str] = field(default_factory=list)  # script files it has a shell run
     unseen_stdin: bool = False  # a shell or interpreter runs what a pipe feeds it
 
 
@@ -113,6 +114,8 @@ def short_value(words: Sequence[str], flags: str, long: Sequence[str] = ()) -> s
             for position, flag in enumerate(word[1:], start=1):
                 if flag in flags:
                     rest = word[position + 1:]
+                    if rest and all(letter in flags for letter in rest):
+                        rest = ""  # `node -pe CODE`: two flags, the value is the next word
                     return rest or (words[i + 1] if i + 1 < len(words) else "")
     return None
 
@@ -178,7 +181,8 @@ def _exec(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> lis
 def _xargs(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
     long = ("--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs",
             "--max-chars", "--process-slot-var", "--eof", "--replace")
-    return [after_options(rest, "adEILnPs", long) or ["echo"]]
+    # The arguments xargs appends are read from stdin: unknown, like a substitution's value.
+    return [[*(after_options(rest, "adEILnPs", long) or ["echo"]), SUBSTITUTION]]
 
 
 def _find(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
@@ -261,10 +265,62 @@ def _shell(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> li
         if words:
             runs.scripts.append(words[0])
         return []
-    if words and not any("s" in w for w in clusters):
+    if words and not any("s" in w for w in clusters) and not _reads_stdin(words[0]):
+        if SUBSTITUTION in words[0] or words[0].startswith("/dev/fd/"):
+            runs.unseen_stdin = True  # `bash <(…)`: a program this reader cannot see
+        runs.files.append(words[0])
         return [words]  # a script file: its name is the program
     _stdin(command, runs, as_code=False)
     return []
+
+
+def _reads_stdin(operand: str) -> bool:
+    return operand in ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0")
+
+
+def _source(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+    if rest:
+        runs.files.append(rest[0])
+    return []
+
+
+def _at(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+    """`at`, `batch`: a script from stdin (or `-f FILE`) run later."""
+    script = short_value(rest, "f")
+    if script is not None:
+        runs.files.append(script)
+    else:
+        _stdin(command, runs, as_code=False)
+    return []
+
+
+def _git(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+    """`git -c alias.x='!cmd'`, `-c core.pager=cmd`: configuration values that run commands."""
+    for i, word in enumerate(rest[:-1]):
+        if word == "-c" and "=" in rest[i + 1]:
+            runs.scripts.append(rest[i + 1].split("=", 1)[1].lstrip("!"))
+    return []
+
+
+def _tmux(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+    words = after_options(rest, "LSf")
+    if words and words[0] in ("new-session", "new", "new-window", "neww", "split-window",
+                              "splitw", "respawn-pane", "respawnp", "respawn-window", "respawnw",
+                              "run-shell", "run", "display-popup", "popup"):
+        operands = after_options(words[1:], "cefnstxylFTShw")
+        if operands:
+            runs.scripts.append(" ".join(operands))
+    return []
+
+
+def _screen(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+    return [] if short_value(rest, "X") is not None else [after_options(rest, "SpcTehsL")]
+
+
+def _parallel(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+    words = after_options(rest, "jSI", ("--jobs",))
+    end = next((i for i, w in enumerate(words) if w in (":::", "::::", ":::+")), len(words))
+    return [words[:end]]
 
 
 def _interpreter(name: str) -> str | None:
@@ -289,7 +345,9 @@ def _interpreted(rest: list[str], command: SimpleCommand, runs: Runs,
         return [[program, *module[1]]]
     words = after_options(rest, _VALUE_FLAGS[kind],
                           tuple(k for k, v in _NODE_LONG.items() if v == "value"))
-    if words and words[0] != "-":
+    if words and not _reads_stdin(words[0]):
+        if SUBSTITUTION in words[0] or words[0].startswith("/dev/fd/"):
+            runs.unseen_stdin = True  # `python3 <(…)`: a program this reader cannot see
         return [words]  # a script file: its name is the program
     _stdin(command, runs, as_code=True)
     return []
@@ -327,6 +385,8 @@ def _stdin(command: SimpleCommand, runs: Runs, *, as_code: bool) -> None:
         runs.unseen_stdin = upstream is not None or any(
             r.op in ("<", "<>") for r in command.redirects)
         return
+    if text is None and upstream is not None:
+        text = upstream.stdin  # `cat <<EOF | sh`
     (runs.code if as_code else runs.scripts).append(text)
 
 
@@ -354,6 +414,17 @@ _HANDLERS: dict[str, _Handler] = {
     "pipx": _runner(("run",), "", ("--spec", "--python")),
     "npx": _runner((), "p", ("--package",)), "bunx": _runner((), "", ()),
     "poetry": _runner(("run",), "C", ("--directory",)), "pdm": _runner(("run",), "p", ()),
+    "source": _source, ".": _source, "at": _at, "batch": _at, "git": _git, "tmux": _tmux,
+    "screen": _screen, "parallel": _parallel,
+    "systemd-run": _plain("upEM", ("--unit", "--property", "--setenv", "--description",
+                                   "--slice", "--machine", "--uid", "--gid",
+                                   "--working-directory", "--on-calendar", "--on-active")),
+    "strace": _plain("oeEpsuPIXa"), "ltrace": _plain("oeEpsuna"), "valgrind": _plain(),
+    "pkexec": _plain("", ("--user",)), "chroot": _first_operand_then_command(""),
+    "unshare": _plain("S", ("--setuid", "--setgid")), "nsenter": _plain("tSG"),
+    "firejail": _plain(), "xvfb-run": _plain("nsfe"), "entr": _plain(), "sg": _su,
+    "catchsegv": _plain(), "dbus-run-session": _plain(),
+    "faketime": _first_operand_then_command(""),
 }
 
 

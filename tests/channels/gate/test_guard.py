@@ -21,8 +21,7 @@ BLOCKED = [
     ("script --command='piw-channels cancel 2a06' /dev/null", f"{CLI} cancel"),
     ("python3 -c 'import pty; pty.spawn([\"piw-channels\", \"pi\", \"answer\", \"x\", \"deploy\"])'",
      CLI),
-    ("python3 -c 'import pty; pty.spawn([\"pi\"+\"w-channels\", \"pi\", \"answer\"])'",
-     f"{CLI} pi answer"),
+    ("python3 -c 'import pty; pty.spawn([\"pi\"+\"w-channels\", \"pi\", \"answer\"])'", CLI),
     ("piw-channels cancel 2a06a17d99d4", f"{CLI} cancel"),
     ("piw-channels cancel 2a06a17d99d4 --reason done", f"{CLI} cancel"),
     ("piw-channels resend 2a06 --profile default", f"{CLI} resend"),
@@ -256,3 +255,109 @@ def test_a_path_tool_without_a_path_string_is_blocked(judged: Judge) -> None:
     assert (result.action, result.rule) == ("block", "guard: input")
     result = judged(ON, "bash", {"command": None})
     assert (result.action, result.rule) == ("block", "guard: input")
+
+
+MORE_BLOCKED = [
+    ("echo cancel x | xargs piw-channels", CLI),
+    ("PC=$(which piw-channels); $PC cancel x", f"{CLI} cancel"),
+    ('f() { piw-channels "$@"; }; f cancel x', CLI),
+    ("cp $(which piw-channels) /tmp/pc", CLI),
+    ("ln -s /usr/local/bin/piw-channels /tmp/pc", CLI),
+    ("alias pc=piw-channels", CLI),
+    ("cp $(which pi) /tmp/p", CLI),
+    ("/tmp/p --mode rpc", "guard: pi session"),
+    ("piw-channel? cancel x", f"{CLI} cancel"),
+    ("{piw-channels,cancel} x", f"{CLI} cancel"),
+    ("CMD='piw-channels cancel x'; bash -c \"$CMD\"", f"{CLI} cancel"),
+    ("export CMD='piw-channels cancel x'; eval $CMD", f"{CLI} cancel"),
+    ("cat <<EOF | sh\npiw-channels cancel x\nEOF", f"{CLI} cancel"),
+    ("bash <(echo 'piw-channels cancel x')", f"{CLI} cancel"),
+    ("python3 <(echo 'import os; os.system(\"piw-channels cancel x\")')", CLI),
+    ("bash /dev/stdin <<< 'piw-channels cancel x'", f"{CLI} cancel"),
+    ("echo 'piw-channels cancel x' | at now", f"{CLI} cancel"),
+    ("git -c alias.x='!piw-channels cancel x' x", f"{CLI} cancel"),
+    ("GIT_SSH_COMMAND='piw-channels cancel x' git push", f"{CLI} cancel"),
+    ("EDITOR='piw-channels cancel x' git commit", f"{CLI} cancel"),
+    ("systemd-run --user piw-channels cancel x", f"{CLI} cancel"),
+    ("tmux new-session -d 'piw-channels cancel x'", f"{CLI} cancel"),
+    ("screen -dm piw-channels cancel x", f"{CLI} cancel"),
+    ("strace -f piw-channels cancel x", f"{CLI} cancel"),
+    ("parallel piw-channels cancel ::: a b", f"{CLI} cancel"),
+    ("node -pe \"require('child_process').execSync('piw-channels cancel x')\"", CLI),
+    ("python3 -c 'from channels.decisions import workflows'", CLI),
+    ('sqlite3 "file:$HOME/.pi/agent/workflows/state.sqlite?mode=rw"', "guard: state database"),
+    ("python3 -c \"p = 'state' + '.sqlite'\"", "guard: state database"),
+    ("cat ~home/.pi/agent/workflows/state.sqlite", "guard: state database"),
+    (f"grep -r token {CFG}", "guard: config file"),
+    (f"tar czf /tmp/b.tgz {CFG}", "guard: config file"),
+    (f"cat {CFG}/notes.txt", "guard: config file"),
+    ("grep -r x ~/secrets", "guard: token file"),
+    ("echo x > ~/.pi/agent/extensions/evil.ts", "guard: pi settings"),
+    ("cat ~/.pi/agent/settings.json", "guard: pi settings"),
+    ("python3 -c \"open('/x/.pi/agent/extensions/a.ts', 'w')\"", "guard: pi settings"),
+    ("echo '{\"type\": \"answer\"}' > /proc/$PPID/fd/0", "guard: signal"),
+    ("cat /proc/4243/environ", "guard: signal"),
+    ("gdb -p $PPID", "guard: signal"),
+    ("strace -p 4243", "guard: signal"),
+    ("pi -e ./evil.ts -p hi", "guard: pi session"),
+    ("pi --extension=./evil.ts", "guard: pi session"),
+    ("pi install ./evil", "guard: pi session"),
+    ("python3 -c 'import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b\"y\")'",
+     "guard: terminal input"),
+]
+
+MORE_ALLOWED = [
+    "sleep 5 & kill $!", "sleep 5 & pid=$!; kill $pid", f"ls {CFG}", "ls -la ~/.pi/agent",
+    "git -c user.name=x commit -m msg", "EDITOR=vim git commit", "tmux new-session -d 'npm run dev'",
+    "cp -r src dist", "xargs -I{} cat {} < list", "node -pe '1 + 1'", "grep -r TODO ~/proj",
+    "echo 'rm -rf /' > notes.txt", "python3 -c \"print('state')\"", "tar czf out.tgz src",
+]
+
+
+@pytest.mark.parametrize(("command", "rule"), MORE_BLOCKED, ids=[c for c, _ in MORE_BLOCKED])
+def test_the_guard_sees_through_indirections(judged: Judge, command: str, rule: str) -> None:
+    result = judged(OFF, "bash", {"command": command})
+    assert (result.action, result.rule) == ("block", rule), result.reason
+
+
+@pytest.mark.parametrize("command", MORE_ALLOWED)
+def test_indirections_that_touch_nothing_protected_pass(judged: Judge, command: str) -> None:
+    result = judged(OFF, "bash", {"command": command})
+    assert (result.action, result.rule) == ("allow", None), result.reason
+
+
+def test_a_script_file_a_shell_runs_is_read_and_judged(judged: Judge, project: Path) -> None:
+    script = project / "run.sh"
+    script.write_text("#!/bin/sh\nset -e\necho start\npiw-channels cancel x\n")
+    script.chmod(0o755)
+    harmless = project / "build.sh"
+    harmless.write_text("#!/usr/bin/env bash\nmake all\n")
+    harmless.chmod(0o755)
+    for command in ["bash run.sh", "sh ./run.sh", "./run.sh", "source run.sh", ". ./run.sh",
+                    "cd .. && bash proj/run.sh", "at -f run.sh now"]:
+        result = judged(OFF, "bash", {"command": command})
+        assert (result.action, result.rule) == ("block", f"{CLI} cancel"), command
+    for command in ["bash build.sh", "./build.sh", "bash missing.sh"]:
+        assert judged(OFF, "bash", {"command": command}).action == "allow", command
+
+
+PROTECTED_DIRECTORIES = [
+    ("read", f"{CFG}/notes.txt", "guard: config file"),
+    ("write", "~/.pi/agent/extensions/evil.ts", "guard: pi settings"),
+    ("edit", "~/.pi/agent/settings.json", "guard: pi settings"),
+    ("grep", CFG, "guard: config file"),
+    ("grep", "~/secrets", "guard: token file"),
+    ("write", "~/.pi/agent/workflows/other", "guard: state database"),
+]
+
+
+@pytest.mark.parametrize(("tool", "path", "rule"), PROTECTED_DIRECTORIES)
+def test_tools_cannot_reach_into_protected_directories(judged: Judge, tool: str, path: str,
+                                                        rule: str) -> None:
+    result = judged(OFF, tool, {"path": path, "content": "x"})
+    assert (result.action, result.rule) == ("block", rule)
+
+
+@pytest.mark.parametrize("tool", ["ls", "find"])
+def test_listing_a_protected_directory_is_allowed(judged: Judge, tool: str) -> None:
+    assert judged(OFF, tool, {"path": CFG}).action == "allow"
