@@ -21,6 +21,8 @@ COMMAND_VARIABLES: Final = frozenset({
     "GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_PAGER", "GIT_SEQUENCE_EDITOR", "GIT_EXTERNAL_DIFF",
     "EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "SSH_ASKPASS", "SUDO_ASKPASS",
     "PROMPT_COMMAND", "BROWSER"})
+_CHDIR: Final = frozenset({"-C", "-D", "--chdir", "--directory", "--cwd", "--wd", "--cd"})
+_CHDIR_LONG: Final = ("--chdir=", "--directory=", "--cwd=", "--wd=", "--cd=")
 _DECLARE: Final = frozenset({"export", "declare", "typeset", "local", "readonly"})
 
 
@@ -72,11 +74,14 @@ def _walk(text: str, cwd: Path | None, home: Path, depth: int, known: dict[str, 
         runs = unwrap(command)
         if not runs.layers:
             out.execs.append(Exec((), command, cwd, True))
+        here = cwd
         for index, layer in enumerate(runs.layers):
             words = tuple(expand_variables(w, known) for w in layer)
             if words and "{" in words[0]:
                 words = tuple(e for w in words for e in expand_braces(w))  # `{piw-channels,x}`
-            out.execs.append(Exec(words, command, cwd, index == 0, runs.unseen_stdin))
+            if any(w in _CHDIR or w.startswith(_CHDIR_LONG) for w in words[1:]):
+                here = None  # `env -C DIR`, `tar -C DIR`: relative to a directory not followed
+            out.execs.append(Exec(words, command, here, index == 0, runs.unseen_stdin))
             if words and "/" in words[0] and words[0] not in runs.files \
                     and _is_shell_script(words[0], cwd):
                 runs.files.append(words[0])  # `./deploy.sh`: run by the shell its #! names
@@ -96,8 +101,10 @@ def _assign(command: SimpleCommand, known: dict[str, str], cwd: Path | None, hom
     to run (`GIT_SSH_COMMAND=…`, `EDITOR=…`), walked as command lines."""
     pairs = list(command.assignments)
     if command.words and program_name(command.words[0]) in _DECLARE:
-        pairs += [tuple(w.split("=", 1)) for w in command.words[1:]  # type: ignore[misc]
-                  if "=" in w and not w.startswith("-")]
+        for word in command.words[1:]:
+            name, equals, value = word.partition("=")
+            if equals and not word.startswith("-"):
+                pairs.append((name, value))
     for name, value in pairs:
         if name in COMMAND_VARIABLES:
             _walk(expand_variables(value, known), cwd, home, depth + 1, dict(known), out)
@@ -138,6 +145,8 @@ def _script_file(name: str, cwd: Path | None, home: Path) -> str | None:
 def _next_cwd(words: tuple[str, ...], cwd: Path | None, home: Path,
               known: dict[str, str]) -> Path | None:
     """The directory after a `cd` (or `pushd`); None when it cannot be told."""
+    if words and program_name(words[0]) == "popd":
+        return None  # the directory stack is not followed
     if not words or program_name(words[0]) not in ("cd", "pushd"):
         return cwd
     targets = [w for w in words[1:] if not w.startswith("-") or w == "-"]

@@ -302,6 +302,9 @@ MORE_BLOCKED = [
     ("pi -e ./evil.ts -p hi", "guard: pi session"),
     ("pi --extension=./evil.ts", "guard: pi session"),
     ("pi install ./evil", "guard: pi session"),
+    ("env -C ~/.pi/agent/workflows sqlite3 state.sqlite .dump", "guard: state database"),
+    ("tar -C ~/.pi/agent/workflows -cf - state.sqlite", "guard: state database"),
+    ("pushd ~/.pi/agent/workflows; pushd /tmp; popd; cat state.sqlite", "guard: state database"),
     ("python3 -c 'import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b\"y\")'",
      "guard: terminal input"),
 ]
