@@ -255,7 +255,8 @@ class _Reader:
                 break
             word.started = True
             if c == "\\":
-                word.text += text[self.pos + 1:self.pos + 2]
+                if text[self.pos + 1:self.pos + 2] != "\n":  # a line continuation joins
+                    word.text += text[self.pos + 1:self.pos + 2]
                 self.pos += 2
             elif c == "'":
                 end = text.find("'", self.pos + 1)
@@ -461,3 +462,11 @@ def _matching(text: str, start: int, opening: str, closing: str) -> int:
                 return i
         i += 1
     raise Unreadable(f"a '{opening}' is never closed")
+
+
+def decode_escapes(text: str) -> str:
+    """What `printf` or `echo -e` print for `text`: `\\xHH`, `\\NNN`, `\\n` ... decoded."""
+    try:
+        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return text

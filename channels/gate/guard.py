@@ -69,6 +69,10 @@ def guard_path_tool(tool: str, tool_input: Mapping[str, Any], *, cwd: Path, home
         return block(f"Blocked: the {tool} call has no path to check.", "guard: input")
     target = tool_path(value, cwd=cwd, home=home)
     plain = lexical(value.removeprefix("@"), cwd=cwd, home=home)
+    for path in (target, plain):
+        hit = _process(str(path), protected)
+        if hit is not None:
+            return hit
     for path, kind in protected.files():
         if path in (target, plain):
             return file_block(kind, value)
@@ -85,7 +89,8 @@ def guard_bash(command: str, *, cwd: Path, home: Path, protected: Protected,
                analysed: Walk | None = None, depth: int = 0) -> Judgement | None:
     """The first guard rule a command line breaks, or None."""
     found = walk(command, cwd=cwd, home=home) if analysed is None else analysed
-    mentioned = sorted({program_name(w) for ex in found.execs for w in ex.words} & GUARDED)
+    mentioned = sorted({program_name(part) for ex in found.execs for w in ex.words
+                        for part in w.split()} & GUARDED)
     for ex in found.execs:
         hit = _exec_rule(ex, protected, mentioned) or _words(ex, protected, home)
         if hit is not None:
@@ -170,18 +175,27 @@ def _words(ex: Exec, protected: Protected, home: Path) -> Judgement | None:
     texts = [(w, mutating, program in LISTING) for w in ex.words]
     if ex.first:  # a redirection reads or writes the file, whatever the program
         texts += [(r.target, False, False) for r in ex.command.redirects if r.is_file]
-    for text, mutating, listing in texts:
-        proc = _PROC.match(text)
-        if proc and proc.group(1) not in ("self", "thread-self") and (
-                "$" in proc.group(1) or proc.group(1) in {str(p) for p in protected.pids}):
-            return block("Blocked: this reaches into the process of Pi or its piw-channels "
-                         "bridge; the agent may not do that.", "guard: signal")
+    for text, changes, lists in texts:
+        process = _process(text, protected)
+        if process is not None:
+            return process
         for value in _values(text):
             for candidate in expand_braces(value):
-                hit = _path_hit(candidate, ex.cwd, home, protected, mutating=mutating,
-                                listing=listing)
-                if hit is not None:
-                    return file_block(hit, text)
+                kind = _path_hit(candidate, ex.cwd, home, protected, mutating=changes,
+                                 listing=lists)
+                if kind is not None:
+                    return file_block(kind, text)
+    return None
+
+
+def _process(text: str, protected: Protected) -> Judgement | None:
+    """`/proc/<pid>/…` of Pi or its bridge (their stdin, memory, environment)."""
+    proc = _PROC.match(text)
+    if proc and proc.group(1) not in ("self", "thread-self") and (
+            "$" in proc.group(1) or SUBSTITUTION in proc.group(1)
+            or proc.group(1) in {str(p) for p in protected.pids}):
+        return block("Blocked: this reaches into the process of Pi or its piw-channels bridge; "
+                     "the agent may not do that.", "guard: signal")
     return None
 
 

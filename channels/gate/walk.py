@@ -12,7 +12,7 @@ from typing import Final
 
 from channels.gate.commands import MAX_DEPTH, SUBSTITUTION, SimpleCommand, parse_script
 from channels.gate.paths import expand_braces, expand_variables, lexical
-from channels.gate.wrappers import program_name, unwrap
+from channels.gate.wrappers import printed, program_name, unwrap
 
 MAX_EXECS: Final = 5000
 MAX_SCRIPT_BYTES: Final = 256 * 1024
@@ -23,6 +23,9 @@ COMMAND_VARIABLES: Final = frozenset({
     "PROMPT_COMMAND", "BROWSER"})
 _CHDIR: Final = frozenset({"-C", "-D", "--chdir", "--directory", "--cwd", "--wd", "--cd"})
 _CHDIR_LONG: Final = ("--chdir=", "--directory=", "--cwd=", "--wd=", "--cd=")
+ASSIGNMENT: Final = "="  # the program word of the Exec that stands for a variable's value
+# Programs whose name at the start of a variable's value makes it a command line to judge.
+WATCHED: Final = frozenset({"piw-channels", "pi", "kill", "pkill", "killall", "sqlite3"})
 _DECLARE: Final = frozenset({"export", "declare", "typeset", "local", "readonly"})
 
 
@@ -76,7 +79,7 @@ def _walk(text: str, cwd: Path | None, home: Path, depth: int, known: dict[str, 
             out.execs.append(Exec((), command, cwd, True))
         here = cwd
         for index, layer in enumerate(runs.layers):
-            words = tuple(expand_variables(w, known) for w in layer)
+            words = _expanded(layer, known)
             if words and "{" in words[0]:
                 words = tuple(e for w in words for e in expand_braces(w))  # `{piw-channels,x}`
             if any(w in _CHDIR or w.startswith(_CHDIR_LONG) for w in words[1:]):
@@ -88,6 +91,9 @@ def _walk(text: str, cwd: Path | None, home: Path, depth: int, known: dict[str, 
         out.code += runs.code
         for line in runs.scripts:
             _walk(expand_variables(line, known), cwd, home, depth + 1, known, out)
+            if SUBSTITUTION in line and command.inner[:1] in (("echo",), ("printf",)):
+                # `eval "$(printf 'piw-channels cancel x')"`: what the substitution prints
+                _walk(printed(command.inner), cwd, home, depth + 1, dict(known), out)
         for name in runs.files:
             body = _script_file(expand_variables(name, known), cwd, home)
             if body is not None:
@@ -106,7 +112,11 @@ def _assign(command: SimpleCommand, known: dict[str, str], cwd: Path | None, hom
             if equals and not word.startswith("-"):
                 pairs.append((name, value))
     for name, value in pairs:
-        if name in COMMAND_VARIABLES:
+        # The value as a word (`DB=~/.pi/…/state.sqlite`: a path the guard checks), and as a
+        # command line when it starts with a program the guard watches (`P="pi --mode rpc"`).
+        out.execs.append(Exec((ASSIGNMENT, expand_variables(value, known)), command, cwd, False))
+        first = value.split(maxsplit=1)[0] if value.strip() else ""
+        if name in COMMAND_VARIABLES or program_name(first) in WATCHED:
             _walk(expand_variables(value, known), cwd, home, depth + 1, dict(known), out)
         if command.words and program_name(command.words[0]) not in _DECLARE:
             continue  # `X=1 cmd`: for that command only
@@ -116,6 +126,20 @@ def _assign(command: SimpleCommand, known: dict[str, str], cwd: Path | None, hom
             known.pop(name, None)
         else:
             known[name] = expand_variables(value, known)
+
+
+def _expanded(layer: tuple[str, ...], known: dict[str, str]) -> tuple[str, ...]:
+    """Known variables expanded; a word an expansion filled with blanks (or IFS characters)
+    is split as bash splits an unquoted expansion (`x="piw-channels cancel"; $x`)."""
+    separators = " \t\n" + known.get("IFS", "")
+    words: list[str] = []
+    for word in layer:
+        value = expand_variables(word, known)
+        if value != word and any(c in value for c in separators):
+            words += [w for w in re.split(f"[{re.escape(separators)}]+", value) if w]
+        else:
+            words.append(value)
+    return tuple(words)
 
 
 def _is_shell_script(word: str, cwd: Path | None) -> bool:

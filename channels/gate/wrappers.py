@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from channels.gate.commands import SUBSTITUTION, SimpleCommand
+from channels.gate.commands import SUBSTITUTION, SimpleCommand, decode_escapes
 
 MAX_LAYERS: Final = 32
 
@@ -57,6 +57,9 @@ def unwrap(command: SimpleCommand) -> Runs:
     runs = Runs()
     queue: list[tuple[str, ...]] = [command.words] if command.words else []
     queue += [(alt, *command.words[1:]) for alt in command.alternatives]
+    if command.alternatives[:1] in (("echo",), ("printf",)):
+        # `$(printf 'piw-channels cancel') x`: the program and words the substitution prints
+        queue.append((*printed(command.alternatives).split(), *command.words[1:]))
     while queue and len(runs.layers) < MAX_LAYERS:
         words = queue.pop(0)
         if not words:
@@ -181,8 +184,14 @@ def _exec(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> lis
 def _xargs(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
     long = ("--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs",
             "--max-chars", "--process-slot-var", "--eof", "--replace")
-    # The arguments xargs appends are read from stdin: unknown, like a substitution's value.
-    return [[*(after_options(rest, "adEILnPs", long) or ["echo"]), SUBSTITUTION]]
+    # The arguments xargs appends or puts in place of -I's string are read from stdin:
+    # unknown, like a substitution's value.
+    words = after_options(rest, "adEILnPs", long) or ["echo"]
+    placeholder = short_value(rest, "I", ("--replace",)) or ("{}" if any(
+        w.startswith("-i") for w in rest[:len(rest) - len(words)]) else None)
+    if placeholder:
+        words = [w.replace(placeholder, SUBSTITUTION) for w in words]
+    return [[*words, SUBSTITUTION]]
 
 
 def _find(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
@@ -193,7 +202,7 @@ def _find(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> lis
             end = i + 1
             while end < len(rest) and rest[end] not in (";", "+"):
                 end += 1
-            found.append(rest[i + 1:end])
+            found.append([w.replace("{}", SUBSTITUTION) for w in rest[i + 1:end]])
             i = end
         i += 1
     return found
@@ -207,6 +216,8 @@ def _script(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> l
     line = short_value(rest, "c", ("--command",))
     if line is not None:
         runs.scripts.append(line)
+    else:
+        _stdin(command, runs, as_code=False)  # a shell that reads its stdin
     return []
 
 
@@ -214,7 +225,20 @@ def _su(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[
     line = short_value(rest, "c", ("--command", "--session-command"))
     if line is not None:
         runs.scripts.append(line)
+    else:
+        _stdin(command, runs, as_code=False)
     return []
+
+
+def _sudo(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+    words = after_options(rest, "ugCDhprtTU", _SUDO_LONG)
+    if not words and any(w in ("-s", "-i", "--shell", "--login") for w in rest):
+        _stdin(command, runs, as_code=False)  # `sudo -s <<< cmd`: a shell that reads stdin
+    return [words]
+
+
+_SUDO_LONG: Final = ("--user", "--group", "--chdir", "--host", "--prompt", "--role", "--type",
+                     "--close-from", "--other-user", "--command-timeout")
 
 
 def _eval(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
@@ -379,8 +403,7 @@ def _stdin(command: SimpleCommand, runs: Runs, *, as_code: bool) -> None:
     upstream = command.upstream
     if text is None and upstream is not None and upstream.words \
             and program_name(upstream.words[0]) in ("echo", "printf"):
-        args = [w for w in upstream.words[1:] if not re.fullmatch(r"-[neE]+", w)]
-        text = " ".join(args).replace("\\n", "\n")
+        text = printed(upstream.words)
     if text is None:
         runs.unseen_stdin = upstream is not None or any(
             r.op in ("<", "<>") for r in command.redirects)
@@ -390,15 +413,19 @@ def _stdin(command: SimpleCommand, runs: Runs, *, as_code: bool) -> None:
     (runs.code if as_code else runs.scripts).append(text)
 
 
+def printed(words: Sequence[str]) -> str:
+    """Roughly what `echo ...` or `printf ...` print (escapes decoded)."""
+    args = [w for w in words[1:] if not re.fullmatch(r"-[neE]+", w)]
+    return decode_escapes(" ".join(args))
+
+
 def _first_operand(words: Sequence[str], short: str) -> int:
     remaining = after_options(words, short)
     return len(words) - len(remaining)
 
 
 _HANDLERS: dict[str, _Handler] = {
-    "sudo": _plain("ugCDhprtTU", ("--user", "--group", "--chdir", "--host", "--prompt", "--role",
-                                   "--type", "--close-from", "--other-user",
-                                   "--command-timeout")),
+    "sudo": _sudo,
     "doas": _plain("uC"), "nohup": _plain(), "setsid": _plain(), "time": _plain(),
     "builtin": _plain(), "unbuffer": _plain(), "caffeinate": _plain("tw"), "chronic": _plain(),
     "stdbuf": _plain("ioe", ("--input", "--output", "--error")),

@@ -364,3 +364,46 @@ def test_tools_cannot_reach_into_protected_directories(judged: Judge, tool: str,
 @pytest.mark.parametrize("tool", ["ls", "find"])
 def test_listing_a_protected_directory_is_allowed(judged: Judge, tool: str) -> None:
     assert judged(OFF, tool, {"path": CFG}).action == "allow"
+
+
+EVEN_MORE_BLOCKED = [
+    ("printf '\\x70\\x69\\x77-channels cancel x' | sh", f"{CLI} cancel"),
+    ("echo -e 'piw\\x2dchannels cancel x' | bash", f"{CLI} cancel"),
+    ('x="piw-channels cancel x"; $x', f"{CLI} cancel"),
+    ("IFS=,; x=piw-channels,cancel,x; $x", f"{CLI} cancel"),
+    ("a=piw; b=-channels; $a$b cancel x", f"{CLI} cancel"),
+    ("eval \"$(printf 'piw-channels cancel x')\"", f"{CLI} cancel"),
+    ("$(printf 'piw-channels cancel') x", f"{CLI} cancel"),
+    ("pi\\\nw-channels cancel x", f"{CLI} cancel"),
+    ("find /usr -name piw-channels -exec {} cancel x \\;", f"{CLI} cancel"),
+    ("echo /usr/bin/piw-channels | xargs -I% % cancel x", f"{CLI} cancel"),
+    ("sudo -s <<< 'piw-channels cancel x'", f"{CLI} cancel"),
+    ("echo 'piw-channels cancel x' | su me", f"{CLI} cancel"),
+    ("echo 'piw-channels cancel x' | script -q /dev/null", f"{CLI} cancel"),
+    (f"export DB={DB}; python3 -c 'import os; open(os.environ[\"DB\"])'", "guard: state database"),
+    (f"DB={DB} node -e 'require(\"fs\").readFileSync(process.env.DB)'", "guard: state database"),
+    ("P='pi --mode rpc' node -e 'require(\"child_process\").execSync(process.env.P)'",
+     "guard: pi session"),
+]
+
+
+@pytest.mark.parametrize(("command", "rule"), EVEN_MORE_BLOCKED,
+                         ids=[c for c, _ in EVEN_MORE_BLOCKED])
+def test_the_guard_sees_through_printed_and_split_words(judged: Judge, command: str,
+                                                        rule: str) -> None:
+    result = judged(OFF, "bash", {"command": command})
+    assert (result.action, result.rule) == ("block", rule), result.reason
+
+
+@pytest.mark.parametrize("tool", ["read", "write", "edit"])
+@pytest.mark.parametrize("path", ["/proc/4243/fd/0", "/proc/4242/environ"])
+def test_tools_cannot_reach_into_the_bridge_or_pi_process(judged: Judge, tool: str,
+                                                          path: str) -> None:
+    result = judged(OFF, tool, {"path": path, "content": "{}"})
+    assert (result.action, result.rule) == ("block", "guard: signal")
+
+
+def test_variables_that_hold_words_stay_harmless(judged: Judge) -> None:
+    for command in ['MSG="pi is great"; git commit -m "$MSG"', "FILES='a b c'; ls $FILES",
+                    "find . -name '*.py' -exec wc -l {} +", "ls | xargs -I{} echo {}"]:
+        assert judged(OFF, "bash", {"command": command}).action == "allow", command
