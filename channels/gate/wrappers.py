@@ -277,7 +277,8 @@ def _runner(subcommands: tuple[str, ...], short: str, long: tuple[str, ...]) -> 
         if subcommands:
             if not rest or rest[0] not in subcommands:
                 return []
-            rest = rest[1:]
+            while rest and rest[0] in subcommands:  # `uv tool run`
+                rest = rest[1:]
         return [after_options(rest, short, long)]
     return handler
 
@@ -441,6 +442,8 @@ _HANDLERS: dict[str, _Handler] = {
     "pipx": _runner(("run",), "", ("--spec", "--python")),
     "npx": _runner((), "p", ("--package",)), "bunx": _runner((), "", ()),
     "poetry": _runner(("run",), "C", ("--directory",)), "pdm": _runner(("run",), "p", ()),
+    "npm": _runner(("exec", "x"), "", ("--package", "--workspace")),
+    "pnpm": _runner(("exec", "dlx"), "", ()), "yarn": _runner(("exec", "dlx"), "", ()),
     "source": _source, ".": _source, "at": _at, "batch": _at, "git": _git, "tmux": _tmux,
     "screen": _screen, "parallel": _parallel,
     "systemd-run": _plain("upEM", ("--unit", "--property", "--setenv", "--description",
