@@ -35,7 +35,7 @@ from channels.gate.protected import (
 )
 from channels.gate.verdict import Judgement, block
 from channels.gate.walk import Exec, Walk, walk
-from channels.gate.wrappers import CLI_PROGRAM, program_name, string_literals
+from channels.gate.wrappers import CLI_PROGRAM, printed, program_name, string_literals
 
 MUTATING: Final = frozenset({"rm", "rmdir", "mv", "shred", "truncate", "chmod", "chown", "chgrp",
                              "ln", "unlink", "find", "rsync", "tar", "cp", "install", "srm",
@@ -117,7 +117,7 @@ def _exec_rule(ex: Exec, protected: Protected, mentioned: list[str]) -> Judgemen
 def _unseen(found: Walk, *, cwd: Path, home: Path, protected: Protected) -> Judgement | None:
     """A shell or interpreter runs what a pipe or `<(…)` feeds it: judge the text that
     echo, printf and here-documents of the same line produce, as commands and as code."""
-    texts = [" ".join(ex.words[1:]) for ex in found.execs
+    texts = [printed(ex.words) for ex in found.execs
              if ex.program in ("echo", "printf") and len(ex.words) > 1]
     texts += [doc for ex in found.execs if ex.first and (doc := ex.command.stdin) is not None]
     for text in texts:

@@ -358,9 +358,13 @@ def _interpreted(rest: list[str], command: SimpleCommand, runs: Runs,
     if kind == "deno" and rest[:1] == ["eval"]:
         runs.code.append(" ".join(rest[1:]))
         return []
-    long = tuple(k for k, v in _NODE_LONG.items() if v == "code") if kind in ("node", "bun") \
-        else ()
-    code = short_value(rest, _CODE_FLAGS[kind], long) if _CODE_FLAGS[kind] or long else None
+    node = kind in ("node", "bun")
+    code_long = tuple(k for k, v in _NODE_LONG.items() if v == "code") if node else ()
+    value_long = tuple(k for k, v in _NODE_LONG.items() if v == "value") if node else ()
+    words = after_options(rest, _VALUE_FLAGS[kind] + _CODE_FLAGS[kind], code_long + value_long)
+    leading = rest[:len(rest) - len(words)]  # options only: `python3 x.py -c y` runs x.py
+    code = short_value(leading, _CODE_FLAGS[kind], code_long) if _CODE_FLAGS[kind] or node \
+        else None
     if code is not None:
         runs.code.append(code)
         return []
@@ -368,8 +372,6 @@ def _interpreted(rest: list[str], command: SimpleCommand, runs: Runs,
     if module is not None:
         program = CLI_PROGRAM if module[0] in CLI_MODULES else module[0]
         return [[program, *module[1]]]
-    words = after_options(rest, _VALUE_FLAGS[kind],
-                          tuple(k for k, v in _NODE_LONG.items() if v == "value"))
     if words and not _reads_stdin(words[0]):
         if SUBSTITUTION in words[0] or words[0].startswith("/dev/fd/"):
             runs.unseen_stdin = True  # `python3 <(…)`: a program this reader cannot see

@@ -317,6 +317,7 @@ MORE_ALLOWED = [
     "git -c user.name=x commit -m msg", "EDITOR=vim git commit", "tmux new-session -d 'npm run dev'",
     "cp -r src dist", "xargs -I{} cat {} < list", "node -pe '1 + 1'", "grep -r TODO ~/proj",
     "echo 'rm -rf /' > notes.txt", "python3 -c \"print('state')\"", "tar czf out.tgz src",
+    "python3 tool.py -c 'print(1)'",
 ]
 
 
