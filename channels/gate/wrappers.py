@@ -97,8 +97,9 @@ def after_options(words: Sequence[str], short: str = "", long: Sequence[str] = (
         i += 1
         for position, flag in enumerate(word[1:], start=1):
             if flag in short:
-                if position == len(word) - 1:
-                    i += 1  # the value is the next word
+                attached = word[position + 1:]
+                if not attached or all(letter in short for letter in attached):
+                    i += 1  # the value is the next word (`-c CMD`, `node -pe CODE`)
                 break
     return []
 
