@@ -303,6 +303,7 @@ class _Reader:
         text, pos = self.text, self.pos
         if text.startswith("$((", pos):
             end = _matching(text, pos + 1, "(", ")")
+            word.inner += self._substitutions_in(text[pos + 3:end - 1])
             word.text += "$((…))"
             self.pos = end + 1
         elif text.startswith("$(", pos):
@@ -311,6 +312,7 @@ class _Reader:
             word.text += SUBSTITUTION
         elif text.startswith("${", pos):
             end = _matching(text, pos + 1, "{", "}")
+            word.inner += self._substitutions_in(text[pos + 2:end])  # `${x:-$(cmd)}` runs cmd
             word.text += text[pos:end + 1]
             self.pos = end + 1
         elif text.startswith("$'", pos) and not quoted:
