@@ -3,10 +3,13 @@ gate on or off, whatever the spelling; harmless calls stay allowed."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
 
+from channels.gate.policy import Protected, judge
 from tests.channels.gate.conftest import OFF, ON, Judge
 
 DB = "~/.pi/agent/workflows/state.sqlite"
@@ -414,3 +417,28 @@ def test_variables_that_hold_words_stay_harmless(judged: Judge) -> None:
     for command in ['MSG="pi is great"; git commit -m "$MSG"', "FILES='a b c'; ls $FILES",
                     "find . -name '*.py' -exec wc -l {} +", "ls | xargs -I{} echo {}"]:
         assert judged(OFF, "bash", {"command": command}).action == "allow", command
+
+
+def test_discover_finds_the_database_the_token_files_and_this_process(
+        home: Path, config_dir: Path) -> None:
+    found = Protected.discover(home, config_dir)
+    assert found.database == home / ".pi" / "agent" / "workflows" / "state.sqlite"
+    assert found.config_dir == config_dir
+    assert found.token_files == (home / "secrets" / "bot.token",)
+    assert found.pids == (os.getpid(), os.getppid())
+    (config_dir / "credentials.json").write_text("{broken")
+    assert Protected.discover(home, config_dir).token_files == ()
+    (config_dir / "credentials.json").write_text(json.dumps(
+        {"telegram": {"a": {"tokenFile": "/abs/a.token"}, "b": {"tokenFile": "relative"},
+                      "c": "nonsense"}}))
+    assert Protected.discover(home, config_dir).token_files == (Path("/abs/a.token"),)
+
+
+def test_a_token_file_named_in_a_broken_credentials_file_is_still_protected(
+        judged: Judge, config_dir: Path, home: Path, project: Path) -> None:
+    (config_dir / "credentials.json").write_text(json.dumps(
+        {"schema": "wrong", "telegram": {"x": {"tokenFile": str(home / "t" / "bot.token")}}}))
+    protected = Protected.discover(home, config_dir)
+    result = judge(OFF, "read", {"path": "~/t/bot.token"}, cwd=project, home=home,
+                   protected=protected)
+    assert (result.action, result.rule) == ("block", "guard: token file")
