@@ -100,7 +100,15 @@ def guard_bash(command: str, *, cwd: Path, home: Path, protected: Protected,
         if hit is not None:
             return hit
     if depth == 0 and any(ex.unseen_stdin for ex in found.execs):
-        return _unseen(found, cwd=cwd, home=home, protected=protected)
+        hit = _unseen(found, cwd=cwd, home=home, protected=protected)
+        if hit is not None:
+            return hit
+    if found.missing:
+        # Written in the same assistant message (sibling calls run after all are judged),
+        # it would run unread.
+        return block(f"Blocked: the script {found.missing[0]} does not exist yet, so it cannot "
+                     "be checked; once it is written, run it in a call of its own.",
+                     "guard: unseen script")
     return None
 
 

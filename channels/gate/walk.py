@@ -5,6 +5,7 @@ could not be read. The guard and the policy rules both judge this one list.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from channels.gate.wrappers import printed, program_name, unwrap
 
 MAX_EXECS: Final = 5000
 MAX_SCRIPT_BYTES: Final = 256 * 1024
+MISSING: Final = object()  # a script file that does not exist when the call is judged
 # Variables whose value is a command that git, ssh, editors or bash itself will run.
 COMMAND_VARIABLES: Final = frozenset({
     "GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_PAGER", "GIT_SEQUENCE_EDITOR", "GIT_EXTERNAL_DIFF",
@@ -51,6 +53,7 @@ class Walk:
     execs: list[Exec] = field(default_factory=list)
     code: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # script files a shell runs, not there
 
 
 def walk(text: str, *, cwd: Path, home: Path) -> Walk:
@@ -96,8 +99,10 @@ def _walk(text: str, cwd: Path | None, home: Path, depth: int, known: dict[str, 
                 _walk(printed(command.inner), cwd, home, depth + 1, dict(known), out)
         for name in runs.files:
             body = _script_file(expand_variables(name, known), cwd, home)
-            if body is not None:
+            if isinstance(body, str):
                 _walk(body, cwd, home, depth + 1, dict(known), out)
+            elif body is MISSING:
+                out.missing.append(name)
         cwd = _next_cwd(runs.layers[0] if runs.layers else (), cwd, home, known)
 
 
@@ -153,12 +158,16 @@ def _is_shell_script(word: str, cwd: Path | None) -> bool:
     return first.startswith(b"#!") and bool(re.search(rb"\b(ba|z|da|k)?sh\b", first))
 
 
-def _script_file(name: str, cwd: Path | None, home: Path) -> str | None:
-    """The text of a script file a shell is told to run, when it is a small regular file."""
-    if "$" in name or SUBSTITUTION in name or (cwd is None and not name.startswith(("/", "~"))):
+def _script_file(name: str, cwd: Path | None, home: Path) -> str | object | None:
+    """The text of a script file a shell is told to run, when it is a small regular file;
+    MISSING when no such file exists (yet); None when it cannot be told or read."""
+    if "$" in name or SUBSTITUTION in name or name.startswith(("/dev/", "/proc/")) or (
+            cwd is None and not name.startswith(("/", "~"))):
         return None
     path = lexical(name, cwd=cwd or home, home=home)
     try:
+        if not os.path.lexists(path):
+            return MISSING
         if not path.is_file() or path.stat().st_size > MAX_SCRIPT_BYTES:
             return None
         return path.read_text("utf-8", errors="replace")

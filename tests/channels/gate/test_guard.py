@@ -350,8 +350,17 @@ def test_a_script_file_a_shell_runs_is_read_and_judged(judged: Judge, project: P
                     "cd .. && bash proj/run.sh", "at -f run.sh now"]:
         result = judged(OFF, "bash", {"command": command})
         assert (result.action, result.rule) == ("block", f"{CLI} cancel"), command
-    for command in ["bash build.sh", "./build.sh", "bash missing.sh"]:
+    for command in ["bash build.sh", "./build.sh"]:
         assert judged(OFF, "bash", {"command": command}).action == "allow", command
+
+
+@pytest.mark.parametrize("command", ["bash later.sh", "sh ./later.sh", "source later.sh",
+                                     "at -f later.sh now", "cd sub && bash later.sh"])
+def test_a_script_that_does_not_exist_yet_is_blocked(judged: Judge, command: str) -> None:
+    """A sibling write in the same assistant message would create it after the judging."""
+    result = judged(OFF, "bash", {"command": command})
+    assert (result.action, result.rule) == ("block", "guard: unseen script"), result.reason
+    assert "later.sh" in result.reason
 
 
 PROTECTED_DIRECTORIES = [
