@@ -446,17 +446,21 @@ class _Reader:
 
 def _matching(text: str, start: int, opening: str, closing: str) -> int:
     """The index of the `closing` that matches the `opening` at `start` (quotes skipped)."""
-    level, i = 0, start
+    level, i, double = 0, start, False
     while i < len(text):
         c = text[i]
         if c == "\\":
             i += 2
             continue
-        if c == "'" and opening == "{":
+        if c == '"' and opening == "{":
+            double = not double  # `${1?"try 'x' first"}`: a quote inside a double quote
+        elif c == "'" and opening == "{" and not double:
             end = text.find("'", i + 1)
             i = len(text) if end < 0 else end + 1
             continue
-        if c == opening:
+        elif double:
+            pass
+        elif c == opening:
             level += 1
         elif c == closing:
             level -= 1

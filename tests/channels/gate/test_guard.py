@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from channels.gate.commands import parse_script
 from channels.gate.policy import Protected, judge
 from tests.channels.gate.conftest import OFF, ON, Judge
 
@@ -451,3 +454,14 @@ def test_a_token_file_named_in_a_broken_credentials_file_is_still_protected(
     result = judge(OFF, "read", {"path": "~/t/bot.token"}, cwd=project, home=home,
                    protected=protected)
     assert (result.action, result.rule) == ("block", "guard: token file")
+
+
+def test_sourcing_a_real_virtualenv_is_read_and_allowed(judged: Judge, project: Path) -> None:
+    """The script a shell runs is parsed like the command line: a real `activate` reads."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(project / ".venv")],
+                   check=True, timeout=120)
+    text = (project / ".venv" / "bin" / "activate").read_text()
+    assert parse_script(text).problem is None
+    for policy in (ON, OFF):
+        result = judged(policy, "bash", {"command": "source .venv/bin/activate && pytest -q"})
+        assert (result.action, result.rule) == ("allow", None), result.reason
