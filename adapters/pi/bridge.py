@@ -32,6 +32,7 @@ it (stdin, ticks, signals) is `adapters.pi.serving`.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -47,6 +48,7 @@ from adapters.pi.framing import (
     parse_line,
     text_field,
 )
+from adapters.pi.gatedesk import GateDesk
 from adapters.pi.session_file import check_session
 from channels import store
 from channels.config import loading
@@ -93,6 +95,10 @@ class Bridge:
     config_problem: str | None = None
     seen_version: int = -1
     last_sync: float = 0.0
+    desk: GateDesk | None = None  # the tool-call gate's waiting calls
+
+    def __post_init__(self) -> None:
+        self.desk = GateDesk(self.db, self.out, self.owner_id)
 
     # -- inbound lines -------------------------------------------------------------------------
 
@@ -123,15 +129,30 @@ class Bridge:
         if kind == "hello":
             self._hello(message)
             return
-        if kind not in ("delivered", "answer", "ask", "turned"):
+        if kind not in ("delivered", "answer", "ask", "turned", "gate", "gate_cancel",
+                        "gate_state"):
             raise ProtocolError("unknown_type", f"unknown message type {kind!r}")
         if self.session_id is None:
             raise ProtocolError("hello_required", "send hello {session_id, pi_version, mode} first")
-        if self.lease is None and kind == "ask":
+        if self.lease is None and kind in ("ask", "gate"):
             self._try_claim(needed=True)  # a session that asks needs its channel now
+        if kind == "gate_cancel":  # the run's lease is the desk's, not the channel's
+            self._desk().cancel(message)
+            self.sync()
+            return
+        if kind == "gate_state":
+            self._desk().state(message, self.session_id)
+            return
         if self.lease is None:
             raise ProtocolError("not_ready", "another bridge still serves this Pi session")
-        if kind == "delivered":
+        if kind == "gate":
+            usable, config = self._config()
+            if not usable:
+                raise ProtocolError("config_invalid",
+                                    f"cannot route decisions: {self.config_problem}")
+            self._desk().gate(message, self.session_id, config)
+            self.sync()
+        elif kind == "delivered":
             self._delivered(message)
         elif kind == "ask":
             self._ask(message)
@@ -244,6 +265,10 @@ class Bridge:
 
     # -- lease ---------------------------------------------------------------------------------
 
+    def _desk(self) -> GateDesk:
+        assert self.desk is not None
+        return self.desk
+
     def _owner(self) -> tuple[Lease, str, str]:
         assert self.lease is not None and self.channel_id and self.session_id
         return self.lease, self.channel_id, self.session_id
@@ -302,7 +327,12 @@ class Bridge:
         self.error("lease_lost", "this bridge lost the session's lease; waiting for it")
 
     def close(self) -> None:
-        """Release the lease (a missing or stolen one is not an error at exit)."""
+        """Cancel the calls still waiting, then release the lease (a missing or stolen one
+        is not an error at exit)."""
+        self._desk().close()
+        if self.lease is not None:
+            with contextlib.suppress(StateError, ChannelsError):
+                self.sync()  # settle the cancelled calls' decisions in Pi
         lease, self.lease = self.lease, None
         if lease is None:
             return
@@ -318,6 +348,7 @@ class Bridge:
         if self.session_id is None:
             return
         try:
+            self._desk().tick()
             if self.lease is None:
                 if self.registered or self._changed():  # an idle session reads little
                     self._try_claim()
@@ -358,6 +389,7 @@ class Bridge:
         self.seen_version = self._data_version()
         self.last_sync = time.monotonic()
         usable, config = self._config()
+        self._desk().tick()
         if usable:
             self._deliver(config)
         self._settle()

@@ -382,7 +382,7 @@ def _reserve_turn_intent(
     human: HumanAnswer | None,
 ) -> None:
     """A run bound to a Pi session gets its answer back there as a deferred model turn."""
-    session_id = runs.origin_session(conn, decision.run_id)
+    session_id = runs.turn_session(conn, decision.run_id)
     if session_id is None:
         return
     turns.reserve_turn_intent(

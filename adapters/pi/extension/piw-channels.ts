@@ -27,6 +27,7 @@ import { Type } from "typebox";
 const CUSTOM_TYPE = "piw-channels-decision";
 const TURN_TYPE = "piw-channels-answer";
 const SETTLED_TYPE = "piw-channels-settled";
+const GATE_STATE_TYPE = "piw-channels-gate";
 const RESULT_TIMEOUT_MS = 15_000;
 const STDERR_KEPT = 4096;
 const IDLE_POLL_MS = 100;
@@ -94,6 +95,38 @@ interface Settle {
 	channel?: string | null;
 }
 
+interface Gated {
+	type: "gated";
+	event_id: string;
+	action: "allow" | "block" | "ask";
+	reason: string | null;
+	rule: string | null;
+	ask_here?: boolean;
+	fingerprint?: string;
+	delivered_to?: string[];
+	decision?: Deliver;
+}
+
+interface GateResult {
+	type: "gate_result";
+	event_id: string;
+	decision_id: string;
+	allow: boolean;
+	choice: string | null;
+	message: string;
+}
+
+interface GateState {
+	type: "gate_state";
+	event_id: string;
+	enabled: boolean;
+	problem: string | null;
+	audience: string;
+	timeout_minutes: number;
+	file: string;
+	allowed: string[];
+}
+
 interface Failure {
 	type: "error";
 	code: string;
@@ -107,9 +140,12 @@ type Inbound =
 	| Asked
 	| Turn
 	| Settle
+	| Gated
+	| GateResult
+	| GateState
 	| Failure;
 
-type Reply = Result | Asked | Failure;
+type Reply = Result | Asked | Gated | GateState | Failure;
 
 function piVersion(): string {
 	return typeof VERSION === "string" && VERSION ? VERSION : "unknown";
@@ -167,9 +203,14 @@ class Bridge {
 	private readonly settled: { decision_id: string; notice: string }[] = [];
 	/** Open `/decision` dialogs by decision: closed when the decision is settled elsewhere. */
 	readonly dialogs = new Map<string, { controller: AbortController; settledBy?: string }>();
+	/** Decisions of gated calls: their outcome is told where the call waits, not as a notice. */
+	readonly gating = new Set<string>();
 	private turnSent: { id: string; at: number } | undefined;
 	private turnRetryMs = TURN_RETRY_MS;
 	private readonly waiting = new Map<string, (reply: Reply) => void>();
+	/** Gated calls waiting for their decision, and results that came before their waiter. */
+	private readonly gateWaiters = new Map<string, (result: GateResult) => void>();
+	private readonly gateResults = new Map<string, GateResult>();
 	private buffer = Buffer.alloc(0);
 	private stderr = "";
 	private timer: ReturnType<typeof setTimeout> | undefined;
@@ -232,6 +273,17 @@ class Bridge {
 			this.waiting.delete(eventId);
 			waiter({ type: "error", code: "bridge_down", message: "the piw-channels bridge stopped", event_id: eventId });
 		}
+		for (const [decisionId, waiter] of [...this.gateWaiters]) {
+			this.gateWaiters.delete(decisionId);
+			waiter({
+				type: "gate_result",
+				event_id: "",
+				decision_id: decisionId,
+				allow: false,
+				choice: null,
+				message: "Denied: the piw-channels bridge stopped before an answer came",
+			});
+		}
 		if (this.timer) clearTimeout(this.timer);
 		this.secretPipe.destroy();
 		if (!this.stopped) this.onExit(notice, permanent);
@@ -277,6 +329,26 @@ class Bridge {
 			event_id: `ui.${randomUUID()}`,
 			source: "interactive",
 		});
+	}
+
+	/** Ask the bridge to judge a tool call (and to open its decision when a person must say). */
+	gate(call: Record<string, unknown>): Promise<Reply | undefined> {
+		return this.request({ ...call, type: "gate", event_id: `gate.${randomUUID()}` });
+	}
+
+	/** The policy's state and this session's allowed inputs, for `/gate`. */
+	gateState(): Promise<Reply | undefined> {
+		return this.request({ type: "gate_state", event_id: `state.${randomUUID()}` });
+	}
+
+	/** The first answer to a gated call's decision (the bridge applies its deadline). */
+	waitGate(decisionId: string): Promise<GateResult> {
+		const early = this.gateResults.get(decisionId);
+		if (early) {
+			this.gateResults.delete(decisionId);
+			return Promise.resolve(early);
+		}
+		return new Promise((resolve) => this.gateWaiters.set(decisionId, resolve));
 	}
 
 	/** Open a decision bound to this session; the answer comes back as a turn. */
@@ -445,7 +517,7 @@ class Bridge {
 					// Someone else decided while the person had the dialog open: close it.
 					dialog.settledBy = notice;
 					dialog.controller.abort();
-				} else {
+				} else if (!this.gating.delete(message.decision_id)) {
 					this.notify(notice, "info");
 				}
 				if (shown && this.findEntry(CUSTOM_TYPE, "messageId", shown.message_id) !== undefined) {
@@ -460,8 +532,17 @@ class Bridge {
 				break;
 			case "result":
 			case "asked":
+			case "gated":
+			case "gate_state":
 				this.reply(message.event_id, message);
 				break;
+			case "gate_result": {
+				const waiter = this.gateWaiters.get(message.decision_id);
+				this.gateWaiters.delete(message.decision_id);
+				if (waiter) waiter(message);
+				else this.gateResults.set(message.decision_id, message);
+				break;
+			}
 			case "error":
 				// An error naming an event answers that request (for example: another bridge still
 				// serves this session); any other is news for the person.
@@ -619,14 +700,178 @@ async function pickAnswer(
 	}
 }
 
+/** This session's `/gate on|off` (kept in the session, so it survives /reload), or undefined. */
+function sessionGate(ctx: ExtensionContext): "on" | "off" | undefined {
+	const branch = ctx.sessionManager.getBranch();
+	for (let i = branch.length - 1; i >= 0; i--) {
+		const entry = branch[i] as { type: string; customType?: string; data?: { gate?: unknown } };
+		if (entry.type === "custom" && entry.customType === GATE_STATE_TYPE) {
+			const gate = entry.data?.gate;
+			return gate === "on" || gate === "off" ? gate : undefined;
+		}
+	}
+	return undefined;
+}
+
+/** The session's name when the person gave it one, else undefined (the bridge uses the id). */
+function sessionName(ctx: ExtensionContext): string | undefined {
+	const manager = ctx.sessionManager as unknown as { getSessionName?: () => string | undefined };
+	try {
+		return manager.getSessionName?.() || undefined;
+	} catch {
+		return undefined;
+	}
+}
+
+/** The person's answer to a gated call in Pi's own dialog (closed when it is decided elsewhere). */
+async function gateDialog(ctx: ExtensionContext, bridge: Bridge, decision: Deliver, signal: AbortSignal,
+	onDismiss: () => void): Promise<boolean> {
+	// The dialog shows the whole card (the command, the fields, who asks), not only its title.
+	const card = decision.text
+		.split("\n\n")
+		.filter((segment) => !segment.startsWith("Choices\n"))
+		.join("\n\n");
+	const picked = await pickAnswer(ctx, { ...decision, title: card }, signal);
+	if (signal.aborted) return false;
+	if (!picked) {
+		onDismiss(); // Escape in the dialog: the person does not want it to run
+		return true;
+	}
+	const result = await bridge.answer(decision, picked.choice, picked.text);
+	if (result?.type === "result" && !["won", "adopted", "already_resolved"].includes(result.result)) {
+		ctx.ui.notify(describe(result), "warning");
+	}
+	return true;
+}
+
 export default function piwChannels(pi: ExtensionAPI): void {
 	let supervisor: Supervisor | undefined;
 	const running = (): Bridge | undefined => supervisor?.bridge;
 	const downText = (): string => supervisor?.down ?? "piw-channels is not running in this session";
+	/** What the model is told with an allowed call's result ("Allowed on Telegram"). */
+	const notes = new Map<string, string>();
+	let gatesWaiting = 0;
+	const showWaiting = (ctx: ExtensionContext, change: number): void => {
+		gatesWaiting += change;
+		if (!ctx.hasUI) return;
+		const text = gatesWaiting > 0
+			? `${gatesWaiting} decision${gatesWaiting === 1 ? "" : "s"} waiting (/decision)`
+			: undefined;
+		ctx.ui.setStatus("piw-channels-gate", text);
+		ctx.ui.setWidget("piw-channels-gate", text ? [text] : undefined);
+	};
 
 	pi.on("session_start", async (_event, ctx) => {
 		supervisor?.stop();
 		supervisor = new Supervisor(pi, ctx);
+	});
+
+	// The gate: every tool call is judged by the bridge against the policy (and the guard);
+	// one that needs a person waits here for the first answer, from Telegram or Pi's dialog.
+	pi.on("tool_call", async (event, ctx) => {
+		if (event.toolName === "ask_human") return undefined; // it asks a person already
+		const bridge = running();
+		if (!bridge) {
+			return { block: true, reason: `Blocked: the piw-channels gate cannot judge this call (${downText()})` };
+		}
+		const reply = await bridge.gate({
+			tool: event.toolName,
+			input: event.input,
+			cwd: ctx.cwd,
+			session_name: sessionName(ctx) ?? null,
+			ui: ctx.hasUI,
+			session_gate: sessionGate(ctx) ?? null,
+		});
+		if (reply === undefined || reply.type !== "gated") {
+			const why = reply === undefined ? "piw-channels did not answer in time" : reply.type === "error" ? reply.message : reply.type;
+			return { block: true, reason: `Blocked: the piw-channels gate could not judge this call (${why})` };
+		}
+		if (reply.action === "allow") {
+			if (reply.reason) notes.set(event.toolCallId, reply.reason);
+			return undefined;
+		}
+		if (reply.action === "block" || !reply.decision) {
+			return { block: true, reason: reply.reason ?? "Blocked by the piw-channels gate" };
+		}
+		const decision = reply.decision;
+		const closer = new AbortController();
+		const cancel = (): void => bridge.send({ type: "gate_cancel", event_id: `cancel.${randomUUID()}`, decision_id: decision.decision_id });
+		ctx.signal?.addEventListener("abort", cancel, { once: true });
+		let answeredHere = false;
+		const asking = reply.ask_here === true && ctx.hasUI;
+		bridge.gating.add(decision.decision_id);
+		showWaiting(ctx, 1);
+		try {
+			if (asking) {
+				void gateDialog(ctx, bridge, decision, closer.signal, cancel)
+					.then((here) => {
+						answeredHere = here;
+					})
+					.catch(() => undefined);
+			}
+			const result = await bridge.waitGate(decision.decision_id);
+			// Decided elsewhere (Telegram, the terminal, the deadline): the dialog closes, saying so.
+			if (asking && !answeredHere) ctx.ui.notify(`${decision.title}: ${result.message}`, "info");
+			if (result.allow) {
+				notes.set(event.toolCallId, result.message);
+				return undefined;
+			}
+			return { block: true, reason: result.message };
+		} finally {
+			closer.abort();
+			ctx.signal?.removeEventListener("abort", cancel);
+			showWaiting(ctx, -1);
+		}
+	});
+
+	// An allowed call's result says who allowed it.
+	pi.on("tool_result", async (event) => {
+		const note = notes.get(event.toolCallId);
+		if (note === undefined) return undefined;
+		notes.delete(event.toolCallId);
+		return { content: [{ type: "text" as const, text: `[${note}]` }, ...event.content] };
+	});
+
+	// Decision cards and "Decided" markers are for the person: the model sees only answers.
+	pi.on("context", async (event) => ({
+		messages: event.messages.filter((message) => {
+			const custom = message as { role?: string; customType?: string };
+			return !(custom.role === "custom" && (custom.customType === CUSTOM_TYPE || custom.customType === SETTLED_TYPE));
+		}),
+	}));
+
+	pi.registerCommand("gate", {
+		description: "Show the tool-call gate (policy, this session's allowed inputs); /gate on|off for this session",
+		handler: async (args, ctx) => {
+			const wanted = args.trim().toLowerCase();
+			if (wanted === "on" || wanted === "off" || wanted === "default") {
+				pi.appendEntry(GATE_STATE_TYPE, { gate: wanted === "default" ? null : wanted });
+				ctx.ui.notify(
+					wanted === "default" ? "piw-channels gate: this session follows the policy again" : `piw-channels gate: ${wanted} for this session`,
+					"info",
+				);
+				return;
+			}
+			if (wanted) {
+				ctx.ui.notify("Usage: /gate, /gate on, /gate off, /gate default", "warning");
+				return;
+			}
+			const bridge = running();
+			const state = bridge ? await bridge.gateState() : undefined;
+			if (!state || state.type !== "gate_state") {
+				ctx.ui.notify(`piw-channels gate: ${state?.type === "error" ? state.message : downText()}`, "error");
+				return;
+			}
+			const override = sessionGate(ctx);
+			const lines = [
+				state.problem
+					? `piw-channels gate: the policy cannot be read (${state.problem}); calls it would ask about are denied`
+					: `piw-channels gate: ${state.enabled ? "on" : "off"} in ${state.file} (audience ${state.audience}, answers within ${state.timeout_minutes} min or denied)`,
+				override ? `This session: ${override} (/gate default follows the policy)` : "This session: follows the policy",
+				state.allowed.length > 0 ? `Allowed for this session:\n${state.allowed.map((line) => `  ${line}`).join("\n")}` : "Allowed for this session: nothing",
+			];
+			ctx.ui.notify(lines.join("\n"), "info");
+		},
 	});
 	pi.on("session_shutdown", async () => {
 		supervisor?.stop();
