@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,15 @@ from channels.pi import gating
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from tests.adapters.pi.mock_model import MockModel, call, calls, say, texts_sent
-from tests.adapters.pi.rpc import RpcClient, bridge_command, is_notice, needs_pi, wait_until
+from tests.adapters.pi.rpc import (
+    EXTENSION,
+    PI,
+    RpcClient,
+    bridge_command,
+    is_notice,
+    needs_pi,
+    wait_until,
+)
 from tests.channels.telegram.helpers import (
     TOKEN,
     USER,
@@ -204,6 +214,10 @@ def test_escape_cancels_the_decision_and_settles_the_card(
             "SELECT count(*) FROM human_decision_resolutions WHERE decision_id = ?",
             (decision_id,)).get == 1, "the cancellation")
         client.wait_for(lambda m: m.get("type") == "agent_end", "the stopped turn")
+        model.add(say("Understood."))
+        client.send({"id": "next", "type": "prompt", "message": "What happened?"})
+        client.wait_for(lambda m: m.get("type") == "agent_end", "the next turn")
+        assert "Cancelled: you pressed Escape" in texts_sent(model.requests[-1])
     finally:
         assert client.close() == 0
     assert resolution_row(db, decision_id) == ("cancelled", "explicit_cancel", None, ESCAPE)
@@ -321,5 +335,54 @@ def test_a_broken_policy_file_fails_closed_with_one_line(
         client.wait_for(lambda m: m.get("type") == "agent_end", "the end of the turn")
     finally:
         assert client.close() == 0
+    assert (home / "build").is_dir()
+    assert gate_decisions(db) == []
+
+
+def print_mode(home: Path, tmp_path: Path) -> subprocess.Popen[str]:
+    """`pi -p` (print mode): no UI at all, so only Telegram can ask."""
+    assert PI is not None
+    env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / ".pi/agent"),
+           "PIW_CHANNELS_BIN": str(bridge_command(tmp_path))}
+    return subprocess.Popen(
+        [PI, "-p", "--no-session", "--offline", "--no-extensions", "-e", str(EXTENSION),
+         "Clean the build."], cwd=home, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_with_no_ui_only_telegram_asks(
+        home: Path, db: Database, tmp_path: Path, model: MockModel, fake: FakeBotApi) -> None:
+    enable_gate(home)
+    (home / "build").mkdir()
+    model.add(call("bash", command=RM), say("Cleaned."))
+    proc = print_mode(home, tmp_path)
+    try:
+        [decision_id] = wait_for_decisions(db)
+        poll(home)
+        press(fake, db, decision_id, gating.ALLOW)
+        poll(home)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert "Cleaned." in out
+    assert resolution_row(db, decision_id)[:3] == ("accepted", "human", "telegram:ops")
+    assert not (home / "build").exists()
+    assert any("build-removed" in t and "Allowed on Telegram" in t
+               for t in texts_sent(model.requests[-1]))
+
+
+def test_with_no_ui_and_no_telegram_route_the_call_is_denied(
+        home: Path, db: Database, tmp_path: Path, model: MockModel) -> None:
+    enable_gate(home)  # no channels.json: the audience routes to Pi only
+    (home / "build").mkdir()
+    model.add(call("bash", command=RM), say("Could not."))
+    proc = print_mode(home, tmp_path)
+    out, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err
+    assert any(t.startswith("Denied: nobody can be asked") for t in texts_sent(
+        model.requests[-1]))
     assert (home / "build").is_dir()
     assert gate_decisions(db) == []
