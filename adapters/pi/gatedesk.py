@@ -17,6 +17,7 @@ function requires. When the bridge stops, every call still waiting is cancelled.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +27,12 @@ from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, tex
 from channels.config import gate as gate_config
 from channels.config import loading
 from channels.config.errors import ConfigError
+from channels.config.gate import GatePolicy
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
 from channels.decisions import context, records, views, workflows
 from channels.decisions.resolution import Cancellation, resolve
 from channels.errors import ChannelsError, DecisionRefused
-from channels.gate import Protected, judge
+from channels.gate.policy import Protected, judge
 from channels.pi import gating
 from channels.pi.answers import load_open
 from channels.pi.gating import GatedCall
@@ -47,11 +49,6 @@ _TOLD = {ESCAPE: "you pressed Escape", CLOSED: CLOSED}
 def _one_line(text: str, limit: int = 120) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def _is_guard(judgement: Any) -> bool:
-    """The guard's judgements stand with the gate off: the model never answers for a person."""
-    return str(judgement.rule or "").startswith("guard")
 
 
 @dataclass
@@ -93,37 +90,37 @@ class GateDesk:
             raise ProtocolError("malformed", "gate.session_gate must be on, off or null")
         call = GatedCall(tool, tool_input, cwd)
         verdict = self._judge(call, session_gate)
+        if verdict[0] == "allow":
+            self._reply(event_id, "allow", None, None)  # the model is told nothing extra
+            return
         if verdict[0] != "ask":
             self._reply(event_id, *verdict)
             return
         _, _, rule, policy = verdict
+        assert policy is not None
         self._ask(event_id, call, rule, policy, session_id, message, config)
 
     def _judge(self, call: GatedCall, session_gate: str | None,
-               ) -> tuple[str, str | None, str | None, Any]:
+               ) -> tuple[str, str | None, str | None, GatePolicy | None]:
+        """The guard first, then the policy (this session's `/gate on|off` overrides its
+        `enabled`); a broken policy file fails closed inside `judge`."""
         directory = self.config_dir()
         home = Path.home()
-        protected = Protected.discover(home, directory)
+        policy: GatePolicy | ConfigError
         try:
             policy = gate_config.load_gate_policy(directory)
         except ConfigError as exc:
-            # Fail closed: what the default policy would gate is denied, naming the file.
-            found = judge(gate_config.DEFAULT_POLICY, call.tool, call.input, cwd=Path(call.cwd),
-                          home=home, protected=protected)
-            if found.action == "allow":
-                return "allow", None, None, None
-            return "block", f"{exc} (the gate denies what it would ask about until the" \
-                            " file is fixed)", found.rule, None
+            policy = exc
+        if isinstance(policy, GatePolicy) and session_gate is not None:
+            policy = dataclasses.replace(policy, enabled=session_gate == "on")
         found = judge(policy, call.tool, call.input, cwd=Path(call.cwd), home=home,
-                      protected=protected)
-        enabled = policy.enabled if session_gate is None else session_gate == "on"
-        if found.action == "allow" or (not enabled and not _is_guard(found)):
-            return "allow", None, None, policy
-        if found.action == "block":
-            return "block", found.reason, found.rule, policy
-        return "ask", found.reason, found.rule, policy
+                      protected=Protected.discover(home, directory))
+        rules = policy if isinstance(policy, GatePolicy) else None
+        if found.action == "ask" and rules is None:  # judge never asks without a policy
+            return "block", found.reason, found.rule, None
+        return found.action, found.reason, found.rule, rules
 
-    def _ask(self, event_id: str, call: GatedCall, rule: str | None, policy: Any,
+    def _ask(self, event_id: str, call: GatedCall, rule: str | None, policy: GatePolicy,
              session_id: str, message: dict[str, Any], config: ChannelsConfig | None) -> None:
         granted = self.db.read(lambda c: views.accepted_with_subject(
             c, gating.subject_prefix(session_id, call), call.subject_hash, gating.ALLOW_SESSION))

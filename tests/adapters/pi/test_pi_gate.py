@@ -20,6 +20,7 @@ from channels.decisions import records
 from channels.pi import gating
 from channels.telegram.buttons import callback_token
 from state.database import Database
+from tests.adapters.pi.helpers import ask
 from tests.adapters.pi.mock_model import MockModel, call, calls, say, texts_sent
 from tests.adapters.pi.rpc import (
     EXTENSION,
@@ -380,9 +381,48 @@ def test_with_no_ui_and_no_telegram_route_the_call_is_denied(
     (home / "build").mkdir()
     model.add(call("bash", command=RM), say("Could not."))
     proc = print_mode(home, tmp_path)
-    out, err = proc.communicate(timeout=90)
+    _, err = proc.communicate(timeout=90)
     assert proc.returncode == 0, err
     assert any(t.startswith("Denied: nobody can be asked") for t in texts_sent(
         model.requests[-1]))
     assert (home / "build").is_dir()
+    assert gate_decisions(db) == []
+
+
+def test_the_models_attempts_to_answer_cancel_or_erase_a_decision_are_blocked(
+        home: Path, db: Database, tmp_path: Path, model: MockModel, fake: FakeBotApi) -> None:
+    # The gate is off (no gate.json): the guard applies all the same.
+    handle = ask(db, "Deploy?")
+    decision_id = handle.decision_id
+    state = home / ".pi" / "agent" / "workflows" / "state.sqlite"
+    attempts: list[tuple[str, dict[str, Any]]] = [
+        ("bash", {"command": f'script -qec "piw-channels pi answer {decision_id} continue"'
+                             " /dev/null"}),
+        ("bash", {"command": "python3 -c 'import pty; pty.spawn([\"piw-channels\", \"pi\","
+                             f' \"answer\", \"{decision_id}\", \"continue\"])\''}),
+        ("bash", {"command": f"piw-channels cancel {decision_id}"}),
+        ("bash", {"command": f'sqlite3 {state} "DELETE FROM human_decisions"'}),
+        ("bash", {"command": "pgrep -P $PPID | xargs kill"}),
+        ("bash", {"command": "pi --mode rpc --continue"}),
+        ("read", {"path": str(state)}),
+        ("write", {"path": str(config_dir(home) / "gate.json"), "content": "{}"}),
+    ]
+    model.add(*(call(tool, **arguments) for tool, arguments in attempts), say("I tried."))
+    client = RpcClient(home, bridge_command(tmp_path))
+    try:
+        client.session_id()
+        client.send({"id": "go", "type": "prompt", "message": "Get the decision answered."})
+        ends = [client.wait_for(lambda m: m.get("type") == "tool_execution_end",
+                                f"the result of attempt {at}", timeout=60)
+                for at in range(len(attempts))]
+        client.wait_for(lambda m: m.get("type") == "agent_end", "the end of the turn")
+        assert client.proc.poll() is None
+    finally:
+        assert client.close() == 0
+    for (tool, arguments), end in zip(attempts, ends, strict=True):
+        assert end["isError"], (tool, arguments, result_text(end))
+        assert result_text(end).startswith("Blocked"), result_text(end)
+    assert db.conn.execute("SELECT count(*) FROM human_decision_resolutions").get == 0
+    assert db.conn.execute("SELECT count(*) FROM human_decisions").get == 1
+    assert not (config_dir(home) / "gate.json").exists()
     assert gate_decisions(db) == []
