@@ -153,7 +153,7 @@ class GateDesk:
             audience=policy.audience, timeout_ms=int(minutes * 60_000),
             default_choice=gating.DENY, origin_session_id=session_id, subject=call.subject,
             workflow=workflows.GATE_WORKFLOW,
-            run_id=gating.run_id(session_id, call, self.db.entropy.token_bytes(6).hex()))
+            run_id=gating.run_id(session_id, call, self.db.entropy.token_bytes(8).hex()))
         handle = workflows.create_ask(self.db, spec, self.owner_id)
         assert self.waiting is not None and handle.request.expires_at_ms is not None
         self.waiting[handle.decision_id] = Waiting(event_id, handle.decision_id,
