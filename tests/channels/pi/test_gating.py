@@ -27,7 +27,7 @@ def test_a_long_command_is_shown_whole_in_several_preformatted_blocks() -> None:
     pre = [b["text"] for b in normalized["blocks"] if b["kind"] == "preformatted"]
     assert len(pre) == 4 and "".join(pre) == command
     assert all(utf16_len(text) <= MAX_STRING_CODE_UNITS for text in pre)
-    fields, ctx = normalized["blocks"][-2:]
+    fields = normalized["blocks"][-2]
     assert fields == {"kind": "fields", "items": [
         {"label": "Tool", "value": "bash"}, {"label": "Working directory", "value": "/w/app"},
         {"label": "Rule that matched", "value": "bash: rm -rf"}]}
