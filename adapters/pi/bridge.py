@@ -54,7 +54,7 @@ from channels import store
 from channels.config import loading
 from channels.config.errors import ConfigError
 from channels.config.model import ChannelsConfig
-from channels.decisions import workflows
+from channels.decisions import views, workflows
 from channels.errors import ChannelsError
 from channels.pi import answers, deliveries, sessions, settlement, turns
 from channels.pi.answers import AnswerEvent
@@ -248,7 +248,9 @@ class Bridge:
         # Like `ask` without --wait: the run waits with no live owner, so the deadline and the
         # continuation are applied by whoever runs the expiry step next.
         workflows.release_run(self.db, handle.run.lease)
+        fingerprint = self.db.read(lambda c: views.fingerprint_of(c, handle.decision_id))
         self.out.send({"type": "asked", "event_id": event_id, "decision_id": handle.decision_id,
+                       "fingerprint": fingerprint,
                        "delivered_to": asking.delivered_to(config, spec.audience)})
         self.sync()
 
@@ -424,7 +426,8 @@ class Bridge:
             if item.turn_intent_id not in self.offered:
                 self.offered.add(item.turn_intent_id)
                 self.out.send({"type": "turn", "turn_intent_id": item.turn_intent_id,
-                               "decision_id": item.decision_id, "content": item.content})
+                               "decision_id": item.decision_id, "content": item.content,
+                               "by_person": item.by_person})
 
     def _settle_one(self, lease: Lease, channel_id: str, item: Settlement) -> None:
         # Three steps so that no transaction is open while the line is written.
@@ -469,4 +472,4 @@ def settle_message(item: Settlement) -> dict[str, Any]:
     """The `settle` line of one resolved decision."""
     return {"type": "settle", "decision_id": item.decision_id, "outcome": item.outcome,
             "provenance": item.provenance, "text": item.text, "title": item.title,
-            "channel": item.channel}
+            "channel": item.channel, "terminal": item.terminal}

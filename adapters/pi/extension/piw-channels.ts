@@ -75,6 +75,7 @@ interface Asked {
 	type: "asked";
 	event_id: string;
 	decision_id: string;
+	fingerprint?: string;
 	delivered_to: string[];
 }
 
@@ -83,6 +84,7 @@ interface Turn {
 	turn_intent_id: string;
 	decision_id: string;
 	content: string;
+	by_person?: boolean;
 }
 
 interface Settle {
@@ -93,6 +95,7 @@ interface Settle {
 	text: string;
 	title?: string;
 	channel?: string | null;
+	terminal?: boolean;
 }
 
 interface Gated {
@@ -172,7 +175,7 @@ function exitNotice(code: number | null, stderr: string): string {
 function settleNotice(settle: Settle): string {
 	const line = settle.text.split("\n")[0] ?? settle.text;
 	let where = "";
-	if (settle.channel === "pi") where = " (answered in Pi)";
+	if (settle.channel === "pi") where = settle.terminal ? " (answered in the terminal)" : " (answered in Pi)";
 	else if (settle.channel) where = ` (answered on ${settle.channel})`;
 	else if (settle.provenance === "explicit_cancel") where = " (cancelled with piw-channels cancel)";
 	else if (settle.provenance === "expired_no_default") where = " (its deadline passed)";
@@ -206,6 +209,8 @@ class Bridge {
 	/** Decisions of gated calls: their outcome is told where the call waits, not as a notice. */
 	readonly gating = new Set<string>();
 	private turnSent: { id: string; at: number } | undefined;
+	/** The last agent run ended with Escape: waiting answers do not start a new turn. */
+	stoppedByPerson = false;
 	private turnRetryMs = TURN_RETRY_MS;
 	private readonly waiting = new Map<string, (reply: Reply) => void>();
 	/** Gated calls waiting for their decision, and results that came before their waiter. */
@@ -425,14 +430,17 @@ class Bridge {
 		const next = this.turns[0];
 		if (!next) return;
 		this.turnSent = { id: next.turn_intent_id, at: Date.now() };
+		// After Escape the person stopped the agent: the answer joins the session without
+		// starting a turn, and reaches the model with the person's next message.
+		const held = this.stoppedByPerson;
 		this.pi.sendMessage(
 			{
 				customType: TURN_TYPE,
 				content: next.content,
 				display: true,
-				details: { turnIntentId: next.turn_intent_id, decisionId: next.decision_id },
+				details: { turnIntentId: next.turn_intent_id, decisionId: next.decision_id, byPerson: next.by_person === true },
 			},
-			{ deliverAs: "followUp", triggerTurn: true },
+			held ? {} : { deliverAs: "followUp", triggerTurn: true },
 		);
 	}
 
@@ -454,7 +462,7 @@ class Bridge {
 	/** The entry of ours that carries this id (a restarted bridge may send it again). */
 	private findEntry(
 		customType: string,
-		key: "messageId" | "turnIntentId" | "settledDecisionId",
+		key: "messageId" | "turnIntentId" | "settledDecisionId" | "decisionId",
 		id: string,
 	): string | undefined {
 		const branch = this.ctx.sessionManager.getBranch();
@@ -504,11 +512,13 @@ class Bridge {
 			case "deliver":
 				this.open.set(message.decision_id, message);
 				this.queue.push(message);
+				this.showOpen();
 				this.pump();
 				break;
 			case "settle": {
 				const shown = this.open.get(message.decision_id);
 				this.open.delete(message.decision_id);
+				this.showOpen();
 				const waiting = this.queue.findIndex((item) => item.decision_id === message.decision_id);
 				if (waiting >= 0) this.queue.splice(waiting, 1);
 				const notice = settleNotice(message);
@@ -520,7 +530,8 @@ class Bridge {
 				} else if (!this.gating.delete(message.decision_id)) {
 					this.notify(notice, "info");
 				}
-				if (shown && this.findEntry(CUSTOM_TYPE, "messageId", shown.message_id) !== undefined) {
+				if ((shown && this.findEntry(CUSTOM_TYPE, "messageId", shown.message_id) !== undefined) ||
+					(!shown && this.findEntry(CUSTOM_TYPE, "decisionId", message.decision_id) !== undefined)) {
 					this.settled.push({ decision_id: message.decision_id, notice });
 					this.pump();
 				}
@@ -561,6 +572,15 @@ class Bridge {
 		waiter?.(message);
 	}
 
+	/** "1 decision waiting (/decision)" in the footer and above the editor, while any is open. */
+	private showOpen(): void {
+		if (!this.ctx.hasUI) return;
+		const n = this.open.size;
+		const text = n > 0 ? `${n} decision${n === 1 ? "" : "s"} waiting (/decision)` : undefined;
+		this.ctx.ui.setStatus("piw-channels-open", text);
+		this.ctx.ui.setWidget("piw-channels-open", text ? [text] : undefined);
+	}
+
 	private notify(text: string, kind: "info" | "warning" | "error"): void {
 		if (this.ctx.hasUI) this.ctx.ui.notify(text, kind);
 	}
@@ -595,7 +615,7 @@ function askedText(reply: Reply | undefined): { text: string; ok: boolean } {
 	if (reply.type === "asked") {
 		return {
 			text:
-				`Asked the person: decision ${reply.decision_id}, delivered to ${reply.delivered_to.join(", ")}. ` +
+				`Asked the person: decision ${reply.fingerprint ?? reply.decision_id}, delivered to ${reply.delivered_to.join(", ")}. ` +
 				"Their answer will arrive as a new message that starts your next turn; do not wait or poll for it. " +
 				"End your turn now unless there is other work that does not depend on the answer.",
 			ok: true,
@@ -877,19 +897,29 @@ export default function piwChannels(pi: ExtensionAPI): void {
 		supervisor?.stop();
 		supervisor = undefined;
 	});
-	pi.on("agent_end", async (_event, ctx) => supervisor?.pump(ctx));
+	pi.on("agent_end", async (event, ctx) => {
+		const last = [...event.messages].reverse().find((m) => (m as { role?: string }).role === "assistant") as
+			| { stopReason?: string }
+			| undefined;
+		const bridge = running();
+		if (bridge) bridge.stoppedByPerson = last?.stopReason === "aborted";
+		supervisor?.pump(ctx);
+	});
 
 	// A readable label instead of the raw custom type ("[piw-channels-decision]") in the TUI.
 	const labels: [string, string, "accent" | "success" | "muted"][] = [
 		[CUSTOM_TYPE, "Decision for you", "accent"],
-		[TURN_TYPE, "A person answered", "success"],
+		[TURN_TYPE, "Answer to a question", "success"],
 		[SETTLED_TYPE, "Decided", "muted"],
 	];
 	for (const [customType, label, color] of labels) {
 		pi.registerMessageRenderer(customType, (message, _options, theme) => {
 			const body = typeof message.content === "string" ? message.content : "";
+			// An answer is "A person answered" only when one did (not a timeout or a cancel).
+			const byPerson = (message.details as { byPerson?: boolean } | undefined)?.byPerson === true;
+			const shown = customType === TURN_TYPE ? (byPerson ? "A person answered" : "Decision outcome") : label;
 			const box = new Box(1, 1, (text) => theme.bg("customMessageBg", text));
-			box.addChild(new Text(`${theme.fg(color, theme.bold(label))}\n${body}`, 0, 0));
+			box.addChild(new Text(`${theme.fg(color, theme.bold(shown))}\n${body}`, 0, 0));
 			return box;
 		});
 	}
@@ -902,7 +932,7 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			"(and on Telegram when configured). Returns at once with the decision id. When the person " +
 			"answers, the answer (outcome, choice, exact text, who answered and where) arrives as a new " +
 			"message that starts your next turn. You cannot answer it yourself.",
-		promptSnippet: "ask_human: ask the person a question; the answer arrives later as a new message",
+		promptSnippet: "ask the person a question; the answer arrives later as a new message",
 		parameters: AskParams,
 		async execute(_toolCallId, params) {
 			const bridge = running();
@@ -910,6 +940,7 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			const { text, ok } = bridge
 				? askedText(reply)
 				: { text: `The question was not asked: ${downText()}`, ok: false };
+			if (!ok) throw new Error(text); // the model sees a failed tool call (isError)
 			return {
 				content: [{ type: "text", text }],
 				details: { decisionId: reply?.type === "asked" ? reply.decision_id : null, ok },
@@ -952,8 +983,8 @@ export default function piwChannels(pi: ExtensionAPI): void {
 				return;
 			}
 			const titles = open.map((d, i) => `${i + 1}. ${d.title}`);
-			const pickedTitle = await ctx.ui.select("Open decisions", titles);
-			const decision = open[titles.indexOf(pickedTitle ?? "")];
+			// One open decision: straight to its choices, no one-item picker.
+			const decision = open.length === 1 ? open[0] : open[titles.indexOf((await ctx.ui.select("Open decisions", titles)) ?? "")];
 			if (!decision) return;
 			const dialog = { controller: new AbortController(), settledBy: undefined as string | undefined };
 			bridge.dialogs.set(decision.decision_id, dialog);
