@@ -14,6 +14,7 @@ stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits 
          blocks?, choices, audience?,      turn {turn_intent_id, decision_id, content}
          timeout_minutes?, default_choice?} error {code, message, event_id?}
     turned {turn_intent_id, entry_id}
+    gate, gate_cancel, gate_state          gated, gate_result, gate_state (adapters.pi.gatedesk)
 
 After `hello` the bridge claims the lease of the session's channel (`pi-` + hash of the
 session id), registering the channel first once the session needs one (a decision to show,
