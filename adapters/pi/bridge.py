@@ -144,16 +144,18 @@ class Bridge:
         if kind == "gate_state":
             self._desk().state(message, self.session_id)
             return
+        if kind == "gate":
+            # Judged without the session's channel too (a second window of the session): its
+            # decision then goes to Telegram only, since this bridge cannot take Pi answers.
+            usable, config = self._config()
+            self._desk().gate(message, self.session_id, config,
+                              problem=None if usable else self.config_problem,
+                              here=self.lease is not None)
+            self.sync()
+            return
         if self.lease is None:
             raise ProtocolError("not_ready", "another bridge still serves this Pi session")
-        if kind == "gate":
-            usable, config = self._config()
-            if not usable:
-                raise ProtocolError("config_invalid",
-                                    f"cannot route decisions: {self.config_problem}")
-            self._desk().gate(message, self.session_id, config)
-            self.sync()
-        elif kind == "delivered":
+        if kind == "delivered":
             self._delivered(message)
         elif kind == "ask":
             self._ask(message)

@@ -77,8 +77,10 @@ class GateDesk:
 
     # -- a call to judge -----------------------------------------------------------------------
 
-    def gate(self, message: dict[str, Any], session_id: str,
-             config: ChannelsConfig | None) -> None:
+    def gate(self, message: dict[str, Any], session_id: str, config: ChannelsConfig | None,
+             *, problem: str | None = None, here: bool = True) -> None:
+        """Judge one call; `problem` is why the channel config cannot be used (then nobody can
+        be asked), `here` whether this bridge can take answers from Pi's dialog."""
         event_id = identifier_field(message, "event_id")
         tool = text_field(message, "tool")
         cwd = text_field(message, "cwd")
@@ -98,7 +100,10 @@ class GateDesk:
             return
         _, _, rule, policy = verdict
         assert policy is not None
-        self._ask(event_id, call, rule, policy, session_id, message, config)
+        if problem is not None:
+            self._reply(event_id, "block", f"Denied: nobody can be asked ({problem})", rule)
+            return
+        self._ask(event_id, call, rule, policy, session_id, message, config, here)
 
     def _judge(self, call: GatedCall, session_gate: str | None,
                ) -> tuple[str, str | None, str | None, GatePolicy | None]:
@@ -121,7 +126,8 @@ class GateDesk:
         return found.action, found.reason, found.rule, rules
 
     def _ask(self, event_id: str, call: GatedCall, rule: str | None, policy: GatePolicy,
-             session_id: str, message: dict[str, Any], config: ChannelsConfig | None) -> None:
+             session_id: str, message: dict[str, Any], config: ChannelsConfig | None,
+             here: bool) -> None:
         granted = self.db.read(lambda c: views.accepted_with_subject(
             c, gating.subject_prefix(session_id, call), call.subject_hash, gating.ALLOW_SESSION))
         if granted:
@@ -130,11 +136,11 @@ class GateDesk:
                         f" session (decision {fingerprint})", rule)
             return
         routes = audience_routes(config, policy.audience)
-        ask_here = bool(message.get("ui")) and PI_CHANNEL in routes
+        ask_here = here and bool(message.get("ui")) and PI_CHANNEL in routes
         if not ask_here and all(route == PI_CHANNEL for route in routes):
             self._reply(event_id, "block", f"Denied: nobody can be asked (audience"
                         f" {policy.audience!r} routes to no Telegram chat, and this Pi has no"
-                        " dialog)", rule)
+                        " dialog it can use)", rule)
             return
         name = message.get("session_name")
         where = context.Context(
