@@ -15,6 +15,8 @@ default policy, switched off. Rule syntax (checked here, applied by `channels.ga
 - `paths`: targets of write and edit: `@outside-project` (not under the working directory),
   a name without `/` matched against every component (`.env*`, `.*` for dotfiles), a pattern
   starting with `~/` or `/` (anchored, `**` spans directories), or one relative to the project.
+  While `write` is listed, the same rules but `@outside-project` apply to the files a bash
+  command writes with `>`, `>>` or `tee`.
 """
 
 from __future__ import annotations

@@ -255,7 +255,8 @@ class _Reader:
                 break
             word.started = True
             if c == "\\":
-                word.text += text[self.pos + 1:self.pos + 2]
+                if text[self.pos + 1:self.pos + 2] != "\n":  # a line continuation joins
+                    word.text += text[self.pos + 1:self.pos + 2]
                 self.pos += 2
             elif c == "'":
                 end = text.find("'", self.pos + 1)
@@ -302,6 +303,7 @@ class _Reader:
         text, pos = self.text, self.pos
         if text.startswith("$((", pos):
             end = _matching(text, pos + 1, "(", ")")
+            word.inner += self._substitutions_in(text[pos + 3:end - 1])
             word.text += "$((…))"
             self.pos = end + 1
         elif text.startswith("$(", pos):
@@ -310,6 +312,7 @@ class _Reader:
             word.text += SUBSTITUTION
         elif text.startswith("${", pos):
             end = _matching(text, pos + 1, "{", "}")
+            word.inner += self._substitutions_in(text[pos + 2:end])  # `${x:-$(cmd)}` runs cmd
             word.text += text[pos:end + 1]
             self.pos = end + 1
         elif text.startswith("$'", pos) and not quoted:
@@ -443,17 +446,21 @@ class _Reader:
 
 def _matching(text: str, start: int, opening: str, closing: str) -> int:
     """The index of the `closing` that matches the `opening` at `start` (quotes skipped)."""
-    level, i = 0, start
+    level, i, double = 0, start, False
     while i < len(text):
         c = text[i]
         if c == "\\":
             i += 2
             continue
-        if c == "'" and opening == "{":
+        if c == '"' and opening == "{":
+            double = not double  # `${1?"try 'x' first"}`: a quote inside a double quote
+        elif c == "'" and opening == "{" and not double:
             end = text.find("'", i + 1)
             i = len(text) if end < 0 else end + 1
             continue
-        if c == opening:
+        elif double:
+            pass
+        elif c == opening:
             level += 1
         elif c == closing:
             level -= 1
@@ -461,3 +468,11 @@ def _matching(text: str, start: int, opening: str, closing: str) -> int:
                 return i
         i += 1
     raise Unreadable(f"a '{opening}' is never closed")
+
+
+def decode_escapes(text: str) -> str:
+    """What `printf` or `echo -e` print for `text`: `\\xHH`, `\\NNN`, `\\n` ... decoded."""
+    try:
+        return text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+    except (UnicodeDecodeError, ValueError):
+        return text

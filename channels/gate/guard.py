@@ -35,7 +35,7 @@ from channels.gate.protected import (
 )
 from channels.gate.verdict import Judgement, block
 from channels.gate.walk import Exec, Walk, walk
-from channels.gate.wrappers import CLI_PROGRAM, program_name, string_literals
+from channels.gate.wrappers import CLI_PROGRAM, printed, program_name, string_literals
 
 MUTATING: Final = frozenset({"rm", "rmdir", "mv", "shred", "truncate", "chmod", "chown", "chgrp",
                              "ln", "unlink", "find", "rsync", "tar", "cp", "install", "srm",
@@ -69,6 +69,10 @@ def guard_path_tool(tool: str, tool_input: Mapping[str, Any], *, cwd: Path, home
         return block(f"Blocked: the {tool} call has no path to check.", "guard: input")
     target = tool_path(value, cwd=cwd, home=home)
     plain = lexical(value.removeprefix("@"), cwd=cwd, home=home)
+    for path in (target, plain):
+        hit = _process(str(path), protected)
+        if hit is not None:
+            return hit
     for path, kind in protected.files():
         if path in (target, plain):
             return file_block(kind, value)
@@ -85,7 +89,8 @@ def guard_bash(command: str, *, cwd: Path, home: Path, protected: Protected,
                analysed: Walk | None = None, depth: int = 0) -> Judgement | None:
     """The first guard rule a command line breaks, or None."""
     found = walk(command, cwd=cwd, home=home) if analysed is None else analysed
-    mentioned = sorted({program_name(w) for ex in found.execs for w in ex.words} & GUARDED)
+    mentioned = sorted({program_name(part) for ex in found.execs for w in ex.words
+                        for part in w.split()} & GUARDED)
     for ex in found.execs:
         hit = _exec_rule(ex, protected, mentioned) or _words(ex, protected, home)
         if hit is not None:
@@ -95,7 +100,15 @@ def guard_bash(command: str, *, cwd: Path, home: Path, protected: Protected,
         if hit is not None:
             return hit
     if depth == 0 and any(ex.unseen_stdin for ex in found.execs):
-        return _unseen(found, cwd=cwd, home=home, protected=protected)
+        hit = _unseen(found, cwd=cwd, home=home, protected=protected)
+        if hit is not None:
+            return hit
+    if found.missing:
+        # Written in the same assistant message (sibling calls run after all are judged),
+        # it would run unread.
+        return block(f"Blocked: the script {found.missing[0]} does not exist yet, so it cannot "
+                     "be checked; once it is written, run it in a call of its own.",
+                     "guard: unseen script")
     return None
 
 
@@ -112,7 +125,7 @@ def _exec_rule(ex: Exec, protected: Protected, mentioned: list[str]) -> Judgemen
 def _unseen(found: Walk, *, cwd: Path, home: Path, protected: Protected) -> Judgement | None:
     """A shell or interpreter runs what a pipe or `<(…)` feeds it: judge the text that
     echo, printf and here-documents of the same line produce, as commands and as code."""
-    texts = [" ".join(ex.words[1:]) for ex in found.execs
+    texts = [printed(ex.words) for ex in found.execs
              if ex.program in ("echo", "printf") and len(ex.words) > 1]
     texts += [doc for ex in found.execs if ex.first and (doc := ex.command.stdin) is not None]
     for text in texts:
@@ -170,18 +183,27 @@ def _words(ex: Exec, protected: Protected, home: Path) -> Judgement | None:
     texts = [(w, mutating, program in LISTING) for w in ex.words]
     if ex.first:  # a redirection reads or writes the file, whatever the program
         texts += [(r.target, False, False) for r in ex.command.redirects if r.is_file]
-    for text, mutating, listing in texts:
-        proc = _PROC.match(text)
-        if proc and proc.group(1) not in ("self", "thread-self") and (
-                "$" in proc.group(1) or proc.group(1) in {str(p) for p in protected.pids}):
-            return block("Blocked: this reaches into the process of Pi or its piw-channels "
-                         "bridge; the agent may not do that.", "guard: signal")
+    for text, changes, lists in texts:
+        process = _process(text, protected)
+        if process is not None:
+            return process
         for value in _values(text):
             for candidate in expand_braces(value):
-                hit = _path_hit(candidate, ex.cwd, home, protected, mutating=mutating,
-                                listing=listing)
-                if hit is not None:
-                    return file_block(hit, text)
+                kind = _path_hit(candidate, ex.cwd, home, protected, mutating=changes,
+                                 listing=lists)
+                if kind is not None:
+                    return file_block(kind, text)
+    return None
+
+
+def _process(text: str, protected: Protected) -> Judgement | None:
+    """`/proc/<pid>/…` of Pi or its bridge (their stdin, memory, environment)."""
+    proc = _PROC.match(text)
+    if proc and proc.group(1) not in ("self", "thread-self") and (
+            "$" in proc.group(1) or SUBSTITUTION in proc.group(1)
+            or proc.group(1) in {str(p) for p in protected.pids}):
+        return block("Blocked: this reaches into the process of Pi or its piw-channels bridge; "
+                     "the agent may not do that.", "guard: signal")
     return None
 
 

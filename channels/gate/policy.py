@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from channels.config.errors import ConfigError
-from channels.config.gate import DEFAULT_POLICY, GatePolicy
+from channels.config.gate import DEFAULT_POLICY, OUTSIDE_PROJECT, GatePolicy
 from channels.gate.guard import guard_bash, guard_path_tool
 from channels.gate.paths import lexical, tool_path
 from channels.gate.protected import Protected
@@ -78,7 +78,7 @@ def _asked(rules: GatePolicy, tool: str, tool_input: Mapping[str, Any],
     if tool in rules.tools and tool not in PATH_RULE_TOOLS:
         return Judgement("ask", f"Every {tool} call needs a person's approval.", f"tool: {tool}")
     if analysed is not None:
-        return _bash(rules, analysed)
+        return _bash(rules, analysed, cwd=cwd, home=home)
     if tool in PATH_RULE_TOOLS and tool in rules.tools:
         value = tool_input.get("path")
         if not isinstance(value, str):
@@ -92,7 +92,7 @@ def _asked(rules: GatePolicy, tool: str, tool_input: Mapping[str, Any],
     return None
 
 
-def _bash(rules: GatePolicy, analysed: Walk) -> Judgement | None:
+def _bash(rules: GatePolicy, analysed: Walk, *, cwd: Path, home: Path) -> Judgement | None:
     if analysed.problems:
         problem = analysed.problems[0]
         return Judgement("ask" if rules.enabled else "block",
@@ -104,6 +104,30 @@ def _bash(rules: GatePolicy, analysed: Walk) -> Judgement | None:
             shown = " ".join(ex.words)
             return Judgement("ask", f"Runs `{shown[:200]}`: it matches the command rule "
                              f"{pattern}.", f"bash: {pattern}")
+    if "write" in rules.tools:
+        return _bash_writes(rules, analysed, cwd=cwd, home=home)
+    return None
+
+
+def _bash_writes(rules: GatePolicy, analysed: Walk, *, cwd: Path,
+                 home: Path) -> Judgement | None:
+    """Files a command line writes through `>`, `>>` or `tee`, judged by the path rules
+    but `@outside-project` (`2> /tmp/log` is too common to ask about)."""
+    patterns = tuple(p for p in rules.paths if p != OUTSIDE_PROJECT)
+    for ex in analysed.execs:
+        targets = [r.target for r in ex.command.redirects
+                   if ex.first and r.is_file and r.op not in ("<", "<&")]
+        if ex.program == "tee":
+            targets += [w for w in ex.words[1:] if not w.startswith("-")]
+        for target in targets:
+            if "$" in target or target.startswith("/dev/") or ex.cwd is None:
+                continue
+            written = lexical(target, cwd=ex.cwd, home=home)
+            real = tool_path(target, cwd=ex.cwd, home=home)
+            pattern = path_rule(patterns, real, written, cwd=cwd, home=home)
+            if pattern is not None:
+                return Judgement("ask", f"Writes {written}: it matches the path rule {pattern}.",
+                                 f"path: {pattern}")
     return None
 
 

@@ -11,7 +11,7 @@ from typing import Final
 
 from channels.config.gate import OUTSIDE_PROJECT
 from channels.gate.paths import glob_matches, is_within
-from channels.gate.walk import Exec
+from channels.gate.walk import ASSIGNMENT, Exec
 from channels.gate.wrappers import SHELLS, program_name, unwrap
 
 # Long options and other spellings that are the same flag as a short one.
@@ -29,6 +29,8 @@ _VALUED: Final = {"git": frozenset({"-C", "-c", "--git-dir", "--work-tree", "--n
 
 def bash_rule(patterns: Sequence[str], ex: Exec) -> str | None:
     """The first pattern that this program run matches, or None."""
+    if ex.program == ASSIGNMENT:
+        return None  # a variable's value, not a program run
     for pattern in patterns:
         if ("|" in pattern and _pipe_matches(pattern, ex)) or \
                 ("|" not in pattern and _words_match(pattern, ex.words)):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from channels.gate.commands import SUBSTITUTION, SimpleCommand
+from channels.gate.commands import SUBSTITUTION, SimpleCommand, decode_escapes
 
 MAX_LAYERS: Final = 32
 
@@ -57,6 +57,9 @@ def unwrap(command: SimpleCommand) -> Runs:
     runs = Runs()
     queue: list[tuple[str, ...]] = [command.words] if command.words else []
     queue += [(alt, *command.words[1:]) for alt in command.alternatives]
+    if command.alternatives[:1] in (("echo",), ("printf",)):
+        # `$(printf 'piw-channels cancel') x`: the program and words the substitution prints
+        queue.append((*printed(command.alternatives).split(), *command.words[1:]))
     while queue and len(runs.layers) < MAX_LAYERS:
         words = queue.pop(0)
         if not words:
@@ -94,8 +97,9 @@ def after_options(words: Sequence[str], short: str = "", long: Sequence[str] = (
         i += 1
         for position, flag in enumerate(word[1:], start=1):
             if flag in short:
-                if position == len(word) - 1:
-                    i += 1  # the value is the next word
+                attached = word[position + 1:]
+                if not attached or all(letter in short for letter in attached):
+                    i += 1  # the value is the next word (`-c CMD`, `node -pe CODE`)
                 break
     return []
 
@@ -181,8 +185,14 @@ def _exec(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> lis
 def _xargs(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
     long = ("--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs",
             "--max-chars", "--process-slot-var", "--eof", "--replace")
-    # The arguments xargs appends are read from stdin: unknown, like a substitution's value.
-    return [[*(after_options(rest, "adEILnPs", long) or ["echo"]), SUBSTITUTION]]
+    # The arguments xargs appends or puts in place of -I's string are read from stdin:
+    # unknown, like a substitution's value.
+    words = after_options(rest, "adEILnPs", long) or ["echo"]
+    placeholder = short_value(rest, "I", ("--replace",)) or ("{}" if any(
+        w.startswith("-i") for w in rest[:len(rest) - len(words)]) else None)
+    if placeholder:
+        words = [w.replace(placeholder, SUBSTITUTION) for w in words]
+    return [[*words, SUBSTITUTION]]
 
 
 def _find(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
@@ -193,7 +203,7 @@ def _find(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> lis
             end = i + 1
             while end < len(rest) and rest[end] not in (";", "+"):
                 end += 1
-            found.append(rest[i + 1:end])
+            found.append([w.replace("{}", SUBSTITUTION) for w in rest[i + 1:end]])
             i = end
         i += 1
     return found
@@ -207,6 +217,8 @@ def _script(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> l
     line = short_value(rest, "c", ("--command",))
     if line is not None:
         runs.scripts.append(line)
+    else:
+        _stdin(command, runs, as_code=False)  # a shell that reads its stdin
     return []
 
 
@@ -214,7 +226,20 @@ def _su(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[
     line = short_value(rest, "c", ("--command", "--session-command"))
     if line is not None:
         runs.scripts.append(line)
+    else:
+        _stdin(command, runs, as_code=False)
     return []
+
+
+def _sudo(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+    words = after_options(rest, "ugCDhprtTU", _SUDO_LONG)
+    if not words and any(w in ("-s", "-i", "--shell", "--login") for w in rest):
+        _stdin(command, runs, as_code=False)  # `sudo -s <<< cmd`: a shell that reads stdin
+    return [words]
+
+
+_SUDO_LONG: Final = ("--user", "--group", "--chdir", "--host", "--prompt", "--role", "--type",
+                     "--close-from", "--other-user", "--command-timeout")
 
 
 def _eval(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
@@ -253,7 +278,8 @@ def _runner(subcommands: tuple[str, ...], short: str, long: tuple[str, ...]) -> 
         if subcommands:
             if not rest or rest[0] not in subcommands:
                 return []
-            rest = rest[1:]
+            while rest and rest[0] in subcommands:  # `uv tool run`
+                rest = rest[1:]
         return [after_options(rest, short, long)]
     return handler
 
@@ -333,9 +359,13 @@ def _interpreted(rest: list[str], command: SimpleCommand, runs: Runs,
     if kind == "deno" and rest[:1] == ["eval"]:
         runs.code.append(" ".join(rest[1:]))
         return []
-    long = tuple(k for k, v in _NODE_LONG.items() if v == "code") if kind in ("node", "bun") \
-        else ()
-    code = short_value(rest, _CODE_FLAGS[kind], long) if _CODE_FLAGS[kind] or long else None
+    node = kind in ("node", "bun")
+    code_long = tuple(k for k, v in _NODE_LONG.items() if v == "code") if node else ()
+    value_long = tuple(k for k, v in _NODE_LONG.items() if v == "value") if node else ()
+    words = after_options(rest, _VALUE_FLAGS[kind] + _CODE_FLAGS[kind], code_long + value_long)
+    leading = rest[:len(rest) - len(words)]  # options only: `python3 x.py -c y` runs x.py
+    code = short_value(leading, _CODE_FLAGS[kind], code_long) if _CODE_FLAGS[kind] or node \
+        else None
     if code is not None:
         runs.code.append(code)
         return []
@@ -343,8 +373,6 @@ def _interpreted(rest: list[str], command: SimpleCommand, runs: Runs,
     if module is not None:
         program = CLI_PROGRAM if module[0] in CLI_MODULES else module[0]
         return [[program, *module[1]]]
-    words = after_options(rest, _VALUE_FLAGS[kind],
-                          tuple(k for k, v in _NODE_LONG.items() if v == "value"))
     if words and not _reads_stdin(words[0]):
         if SUBSTITUTION in words[0] or words[0].startswith("/dev/fd/"):
             runs.unseen_stdin = True  # `python3 <(…)`: a program this reader cannot see
@@ -379,8 +407,7 @@ def _stdin(command: SimpleCommand, runs: Runs, *, as_code: bool) -> None:
     upstream = command.upstream
     if text is None and upstream is not None and upstream.words \
             and program_name(upstream.words[0]) in ("echo", "printf"):
-        args = [w for w in upstream.words[1:] if not re.fullmatch(r"-[neE]+", w)]
-        text = " ".join(args).replace("\\n", "\n")
+        text = printed(upstream.words)
     if text is None:
         runs.unseen_stdin = upstream is not None or any(
             r.op in ("<", "<>") for r in command.redirects)
@@ -390,15 +417,19 @@ def _stdin(command: SimpleCommand, runs: Runs, *, as_code: bool) -> None:
     (runs.code if as_code else runs.scripts).append(text)
 
 
+def printed(words: Sequence[str]) -> str:
+    """Roughly what `echo ...` or `printf ...` print (escapes decoded)."""
+    args = [w for w in words[1:] if not re.fullmatch(r"-[neE]+", w)]
+    return decode_escapes(" ".join(args))
+
+
 def _first_operand(words: Sequence[str], short: str) -> int:
     remaining = after_options(words, short)
     return len(words) - len(remaining)
 
 
 _HANDLERS: dict[str, _Handler] = {
-    "sudo": _plain("ugCDhprtTU", ("--user", "--group", "--chdir", "--host", "--prompt", "--role",
-                                   "--type", "--close-from", "--other-user",
-                                   "--command-timeout")),
+    "sudo": _sudo,
     "doas": _plain("uC"), "nohup": _plain(), "setsid": _plain(), "time": _plain(),
     "builtin": _plain(), "unbuffer": _plain(), "caffeinate": _plain("tw"), "chronic": _plain(),
     "stdbuf": _plain("ioe", ("--input", "--output", "--error")),
@@ -414,6 +445,8 @@ _HANDLERS: dict[str, _Handler] = {
     "pipx": _runner(("run",), "", ("--spec", "--python")),
     "npx": _runner((), "p", ("--package",)), "bunx": _runner((), "", ()),
     "poetry": _runner(("run",), "C", ("--directory",)), "pdm": _runner(("run",), "p", ()),
+    "npm": _runner(("exec", "x"), "", ("--package", "--workspace")),
+    "pnpm": _runner(("exec", "dlx"), "", ()), "yarn": _runner(("exec", "dlx"), "", ()),
     "source": _source, ".": _source, "at": _at, "batch": _at, "git": _git, "tmux": _tmux,
     "screen": _screen, "parallel": _parallel,
     "systemd-run": _plain("upEM", ("--unit", "--property", "--setenv", "--description",

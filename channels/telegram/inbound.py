@@ -16,6 +16,7 @@ from channels.decisions import records, resolution, views
 from channels.decisions.request import channel_request_document
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
 from channels.telegram.buttons import TOKEN_RE, ButtonIndex
+from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
     PROMPT,
     SETTLE,
@@ -25,7 +26,6 @@ from channels.telegram.deliveries import (
 )
 from channels.telegram.identity import Channel
 from channels.telegram.limits import CALLBACK_TEXT_LIMIT
-from channels.telegram.parts import split_parts
 from channels.text import utf16_len
 from state import effects
 from state.leases import Lease
@@ -193,7 +193,7 @@ def _reconcile(
     if chat not in recipients or _known(conn, channel, decision, chat, message_ref):
         return
     recipient = recipients.index(chat)
-    texts = split_parts(channel_request_document(decision.request))
+    texts = [part.text for part in card_parts(channel_request_document(decision.request), now)]
     last = len(texts) - 1
     intents = [p for p in messages.parts(conn, message_id)
                if (p.recipient_index, p.part_index) == (recipient, last) and p.is_intent]

@@ -23,9 +23,9 @@ from channels.decisions.presentation import render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.telegram.buttons import ButtonIndex, keyboard
+from channels.telegram.card import CardPart, card_parts
 from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, prompt_of
 from channels.telegram.identity import Channel
-from channels.telegram.parts import split_parts
 from channels.transport import AMBIGUOUS, NOT_SENT, OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
@@ -146,7 +146,7 @@ class Outbound:
         decision = self.db.read(lambda c: records.load(c, decision_id))
         document = channel_request_document(decision.request)
         try:
-            texts = split_parts(document)
+            parts = card_parts(document, self._now())
         except DecisionError as exc:
             self._finish(attempt, "rejected", error={"description": str(exc)})
             return
@@ -155,7 +155,7 @@ class Outbound:
             c, message_id, self.channel.channel_id, decision_id, "delivery",
             render_decision_text(document), self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
-        delivery = _Delivery(message_id, texts, keyboard(decision.request),
+        delivery = _Delivery(message_id, parts, keyboard(decision.request),
                              [str(r) for r in payload["recipients"]], bool(payload.get("resend")))
         await self._send_delivery(attempt, delivery)
 
@@ -178,7 +178,7 @@ class Outbound:
     ) -> tuple[dict[str, Any], Attempt]:
         rows = {(p.recipient_index, p.part_index): p
                 for p in self.db.read(lambda c: messages.parts(c, d.message_id))}
-        for index, text in enumerate(d.texts):
+        for index, part in enumerate(d.parts):
             row = rows.get((r, index))
             if row is not None and not row.is_intent:
                 continue  # confirmed earlier: never sent again
@@ -186,9 +186,10 @@ class Outbound:
                 self._ambiguous(attempt, d.message_id, {"recipient": r, "part": index,
                                                         "reason": "unsettled_intent"})
                 return {"status": "ambiguous"}, attempt
-            attempt = self._write_intent(attempt, d.message_id, r, index, text, row is None)
-            markup = d.markup if index == len(d.texts) - 1 else None
-            res = await self.api.send_message(chat, text, markup, deadline=self._until(attempt))
+            attempt = self._write_intent(attempt, d.message_id, r, index, part.text, row is None)
+            res = await self.api.send_message(
+                chat, part.text, d.markup if part.last else None, entities=part.entities,
+                disable_notification=part.silent, deadline=self._until(attempt))
             status = self._part_result(attempt, d.message_id, r, index, chat, res)
             if status is not None:
                 return status, attempt
@@ -376,7 +377,7 @@ class _Settlement:
 @dataclass(frozen=True, slots=True)
 class _Delivery:
     message_id: str
-    texts: list[str]
+    parts: list[CardPart]
     markup: dict[str, Any]
     recipients: list[str]
     resend: bool

@@ -35,6 +35,8 @@ WORDS = [
     ("cat <<'EOF'\nbody $(x)\nEOF", [["cat"]]),
     ("cat <<-EOF\n\tbody\n\tEOF\nafter", [["cat"], ["after"]]),
     ("case $x in a) b ;; esac", [["case", "$x", "in", "a"], ["b"]]),
+    ("""case ${1?"missing; try \\`$0 --help' for help"} in a) b;; esac""",
+     [["case", """${1?"missing; try \\`$0 --help' for help"}""", "in", "a"], ["b"]]),
 ]
 
 

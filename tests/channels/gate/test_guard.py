@@ -3,10 +3,16 @@ gate on or off, whatever the spelling; harmless calls stay allowed."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from channels.gate.commands import parse_script
+from channels.gate.policy import Protected, judge
 from tests.channels.gate.conftest import OFF, ON, Judge
 
 DB = "~/.pi/agent/workflows/state.sqlite"
@@ -50,6 +56,9 @@ BLOCKED = [
     ("echo `piw-channels cancel x`", f"{CLI} cancel"),
     ('echo "$(piw-channels cancel x)"', f"{CLI} cancel"),
     ("diff <(piw-channels expire) /dev/null", f"{CLI} expire"),
+    ("echo ${x:-$(piw-channels cancel x)}", f"{CLI} cancel"),
+    ("echo $(( $(piw-channels expire) + 1 ))", f"{CLI} expire"),
+    ("exec 3<> ~/.pi/agent/workflows/state.sqlite", "guard: state database"),
     ("(cd /tmp && piw-channels cancel x)", f"{CLI} cancel"),
     ("true && piw-channels cancel x || true", f"{CLI} cancel"),
     ("ls; piw-channels cancel x &", f"{CLI} cancel"),
@@ -93,6 +102,9 @@ BLOCKED = [
     ("ssh localhost piw-channels cancel x", f"{CLI} cancel"),
     ("uv run piw-channels cancel x", f"{CLI} cancel"),
     ("uvx piw-channels cancel x", f"{CLI} cancel"),
+    ("uv tool run piw-channels cancel x", f"{CLI} cancel"),
+    ("npm exec -- piw-channels cancel x", f"{CLI} cancel"),
+    ("npx -y pi --mode rpc", "guard: pi session"),
     ("expect -c 'spawn piw-channels pi answer x deploy; interact'", f"{CLI} pi answer"),
     ("python3 -m adapters.cli.main cancel x", f"{CLI} cancel"),
     ("python3 /usr/local/bin/piw-channels cancel x", f"{CLI} cancel"),
@@ -302,6 +314,9 @@ MORE_BLOCKED = [
     ("pi -e ./evil.ts -p hi", "guard: pi session"),
     ("pi --extension=./evil.ts", "guard: pi session"),
     ("pi install ./evil", "guard: pi session"),
+    ("env -C ~/.pi/agent/workflows sqlite3 state.sqlite .dump", "guard: state database"),
+    ("tar -C ~/.pi/agent/workflows -cf - state.sqlite", "guard: state database"),
+    ("pushd ~/.pi/agent/workflows; pushd /tmp; popd; cat state.sqlite", "guard: state database"),
     ("python3 -c 'import fcntl, termios; fcntl.ioctl(0, termios.TIOCSTI, b\"y\")'",
      "guard: terminal input"),
 ]
@@ -311,6 +326,7 @@ MORE_ALLOWED = [
     "git -c user.name=x commit -m msg", "EDITOR=vim git commit", "tmux new-session -d 'npm run dev'",
     "cp -r src dist", "xargs -I{} cat {} < list", "node -pe '1 + 1'", "grep -r TODO ~/proj",
     "echo 'rm -rf /' > notes.txt", "python3 -c \"print('state')\"", "tar czf out.tgz src",
+    "python3 tool.py -c 'print(1)'",
 ]
 
 
@@ -337,8 +353,17 @@ def test_a_script_file_a_shell_runs_is_read_and_judged(judged: Judge, project: P
                     "cd .. && bash proj/run.sh", "at -f run.sh now"]:
         result = judged(OFF, "bash", {"command": command})
         assert (result.action, result.rule) == ("block", f"{CLI} cancel"), command
-    for command in ["bash build.sh", "./build.sh", "bash missing.sh"]:
+    for command in ["bash build.sh", "./build.sh"]:
         assert judged(OFF, "bash", {"command": command}).action == "allow", command
+
+
+@pytest.mark.parametrize("command", ["bash later.sh", "sh ./later.sh", "source later.sh",
+                                     "at -f later.sh now", "cd sub && bash later.sh"])
+def test_a_script_that_does_not_exist_yet_is_blocked(judged: Judge, command: str) -> None:
+    """A sibling write in the same assistant message would create it after the judging."""
+    result = judged(OFF, "bash", {"command": command})
+    assert (result.action, result.rule) == ("block", "guard: unseen script"), result.reason
+    assert "later.sh" in result.reason
 
 
 PROTECTED_DIRECTORIES = [
@@ -361,3 +386,82 @@ def test_tools_cannot_reach_into_protected_directories(judged: Judge, tool: str,
 @pytest.mark.parametrize("tool", ["ls", "find"])
 def test_listing_a_protected_directory_is_allowed(judged: Judge, tool: str) -> None:
     assert judged(OFF, tool, {"path": CFG}).action == "allow"
+
+
+EVEN_MORE_BLOCKED = [
+    ("printf '\\x70\\x69\\x77-channels cancel x' | sh", f"{CLI} cancel"),
+    ("echo -e 'piw\\x2dchannels cancel x' | bash", f"{CLI} cancel"),
+    ('x="piw-channels cancel x"; $x', f"{CLI} cancel"),
+    ("IFS=,; x=piw-channels,cancel,x; $x", f"{CLI} cancel"),
+    ("a=piw; b=-channels; $a$b cancel x", f"{CLI} cancel"),
+    ("eval \"$(printf 'piw-channels cancel x')\"", f"{CLI} cancel"),
+    ("$(printf 'piw-channels cancel') x", f"{CLI} cancel"),
+    ("pi\\\nw-channels cancel x", f"{CLI} cancel"),
+    ("find /usr -name piw-channels -exec {} cancel x \\;", f"{CLI} cancel"),
+    ("echo /usr/bin/piw-channels | xargs -I% % cancel x", f"{CLI} cancel"),
+    ("sudo -s <<< 'piw-channels cancel x'", f"{CLI} cancel"),
+    ("echo 'piw-channels cancel x' | su me", f"{CLI} cancel"),
+    ("echo 'piw-channels cancel x' | script -q /dev/null", f"{CLI} cancel"),
+    (f"export DB={DB}; python3 -c 'import os; open(os.environ[\"DB\"])'", "guard: state database"),
+    (f"DB={DB} node -e 'require(\"fs\").readFileSync(process.env.DB)'", "guard: state database"),
+    ("P='pi --mode rpc' node -e 'require(\"child_process\").execSync(process.env.P)'",
+     "guard: pi session"),
+]
+
+
+@pytest.mark.parametrize(("command", "rule"), EVEN_MORE_BLOCKED,
+                         ids=[c for c, _ in EVEN_MORE_BLOCKED])
+def test_the_guard_sees_through_printed_and_split_words(judged: Judge, command: str,
+                                                        rule: str) -> None:
+    result = judged(OFF, "bash", {"command": command})
+    assert (result.action, result.rule) == ("block", rule), result.reason
+
+
+@pytest.mark.parametrize("tool", ["read", "write", "edit"])
+@pytest.mark.parametrize("path", ["/proc/4243/fd/0", "/proc/4242/environ"])
+def test_tools_cannot_reach_into_the_bridge_or_pi_process(judged: Judge, tool: str,
+                                                          path: str) -> None:
+    result = judged(OFF, tool, {"path": path, "content": "{}"})
+    assert (result.action, result.rule) == ("block", "guard: signal")
+
+
+def test_variables_that_hold_words_stay_harmless(judged: Judge) -> None:
+    for command in ['MSG="pi is great"; git commit -m "$MSG"', "FILES='a b c'; ls $FILES",
+                    "find . -name '*.py' -exec wc -l {} +", "ls | xargs -I{} echo {}"]:
+        assert judged(OFF, "bash", {"command": command}).action == "allow", command
+
+
+def test_discover_finds_the_database_the_token_files_and_this_process(
+        home: Path, config_dir: Path) -> None:
+    found = Protected.discover(home, config_dir)
+    assert found.database == home / ".pi" / "agent" / "workflows" / "state.sqlite"
+    assert found.config_dir == config_dir
+    assert found.token_files == (home / "secrets" / "bot.token",)
+    assert found.pids == (os.getpid(), os.getppid())
+    (config_dir / "credentials.json").write_text("{broken")
+    assert Protected.discover(home, config_dir).token_files == ()
+    (config_dir / "credentials.json").write_text(json.dumps(
+        {"telegram": {"a": {"tokenFile": "/abs/a.token"}, "b": {"tokenFile": "relative"},
+                      "c": "nonsense"}}))
+    assert Protected.discover(home, config_dir).token_files == (Path("/abs/a.token"),)
+
+
+def test_a_token_file_named_in_a_broken_credentials_file_is_still_protected(
+        judged: Judge, config_dir: Path, home: Path, project: Path) -> None:
+    (config_dir / "credentials.json").write_text(json.dumps(
+        {"schema": "wrong", "telegram": {"x": {"tokenFile": str(home / "t" / "bot.token")}}}))
+    protected = Protected.discover(home, config_dir)
+    result = judge(OFF, "read", {"path": "~/t/bot.token"}, cwd=project, home=home,
+                   protected=protected)
+    assert (result.action, result.rule) == ("block", "guard: token file")
+
+
+def test_sourcing_a_real_virtualenv_is_read_and_allowed(judged: Judge, project: Path) -> None:
+    """The script a shell runs is parsed like the command line: a real `activate` reads."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(project / ".venv")],
+                   check=True, timeout=120)
+    text = (project / ".venv" / "bin" / "activate").read_text()
+    assert parse_script(text).problem is None
+    for policy in (ON, OFF):
+        result = judged(policy, "bash", {"command": "source .venv/bin/activate && pytest -q"})
+        assert (result.action, result.rule) == ("allow", None), result.reason

@@ -64,6 +64,15 @@ BASH = [
     ("python3 -m pytest -q", None),
     ("ls -la", None),
     ('echo "rm -rf is dangerous"', None),
+    ("echo KEY=1 >> .env", "path: .env*"),
+    ("printf 'x' > config/.env.local", "path: .env*"),
+    ("cat key.pub >> ~/.ssh/authorized_keys", "path: ~/.ssh/**"),
+    ("echo node_modules | tee -a .gitignore", "path: .*"),
+    ("echo done > /tmp/out.txt", None),
+    ("make 2> /tmp/build.log", None),
+    ("echo x > src/out.txt", None),
+    ("cat < .env", None),
+    ("ls 2>/dev/null", None),
 ]
 
 

@@ -39,7 +39,7 @@ from channels.decisions.request import channel_request_document
 from channels.telegram import identity
 from channels.telegram import poll as worker
 from channels.telegram.buttons import callback_token
-from channels.telegram.parts import split_parts
+from channels.telegram.card import card_parts
 from state.database import Database
 from state.files import default_path
 from tests.conftest import child_env
@@ -164,7 +164,8 @@ def open_decision_now(**kwargs: Any) -> decision_service.AskHandle:
 
 def delivery_texts(handle: decision_service.AskHandle) -> list[str]:
     """The Telegram texts a delivery of this decision sends, part by part."""
-    return split_parts(channel_request_document(handle.request))
+    return [part.text for part in card_parts(channel_request_document(handle.request),
+                                             int(time.time() * 1000))]
 
 
 def button_data(handle: decision_service.AskHandle, choice: str) -> str:
