@@ -250,6 +250,14 @@ class TelegramClient:
         }
         return await self._call("sendMessage", params, deadline)
 
+    async def set_my_commands(
+        self, commands: Sequence[tuple[str, str]], *, deadline: float | None = None
+    ) -> CallResult:
+        """``setMyCommands``: the bot's command menu ((command, description) pairs)."""
+        params: JSONDict = {"commands": [{"command": name, "description": description}
+                                         for name, description in commands]}
+        return await self._call("setMyCommands", params, deadline)
+
     async def edit_message_reply_markup(
         self, chat_id: int | str, message_id: int, *, deadline: float | None = None
     ) -> CallResult:

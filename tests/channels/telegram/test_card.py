@@ -182,7 +182,7 @@ def test_parts_fit_keep_every_word_and_never_break_a_pair(texts: list[str]) -> N
     assert all(p.text == p.text.strip() for p in parts)  # Telegram trims; entities stay inside
     for p in parts:
         for e in p.entities:
-            assert 0 <= e["offset"] and e["offset"] + e["length"] <= utf16_len(p.text)
+            assert e["offset"] >= 0 and e["offset"] + e["length"] <= utf16_len(p.text)
     marker = re.compile(rf"\d+/{len(parts)}") if len(parts) > 1 else None
     sent = [w for p in parts for w in words(p.text) if not (marker and marker.fullmatch(w))]
     assert sent == words(card_parts(request.document, CREATED_MS, limit=10**9)[0].text)
