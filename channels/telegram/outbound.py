@@ -33,6 +33,7 @@ from state.effects import Attempt, Effect
 from state.errors import StateError
 
 EFFECT_TYPES = (DELIVER, PROMPT, SETTLE)
+URGENT_TYPES = (PROMPT, SETTLE)  # what presses caused: ahead of new deliveries
 MAX_SETTLE_ATTEMPTS = 3
 NOT_SENT_BACKOFF_MS = 5_000
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
