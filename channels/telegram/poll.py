@@ -24,10 +24,11 @@ from channels.config.files import bot_id
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.telegram import alerts, deliveries, identity, inbound
+from channels.telegram import alerts, deliveries, holds, identity, inbound, pacing
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.deliveries import SETTLE
+from channels.telegram.delivering import Deliverer
 from channels.telegram.identity import Channel
 from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, URGENT_TYPES, Outbound
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
@@ -88,6 +89,9 @@ class ChannelReport:
     updates_ok_at: int | None = None  # the last successful getUpdates of this pass
     updates_error: dict[str, Any] | None = None  # the last getUpdates, when it failed
     alerts: alerts.AlertReport | None = None  # what needs a person (None: not polled)
+    # Settlements the Bot API refused for good (a keyboard that cannot be removed): one line
+    # each on the pass where it happens.
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def poll(
@@ -154,6 +158,7 @@ class _ChannelPoll:
     _answering: set[asyncio.Future[None]] = field(default_factory=set)
     _answer_slots: asyncio.Semaphore = field(
         default_factory=lambda: asyncio.Semaphore(ANSWER_CONCURRENCY))
+    _long_hold: bool = False  # a 429 asked to wait over an hour: this pass ends
 
     def __post_init__(self) -> None:
         self.report = ChannelReport(self.channel.name)
@@ -220,13 +225,51 @@ class _ChannelPoll:
         """Calls end by the window's end, and early enough for the lease to outlive them."""
         return min(self.end, self.lease.expires_at / 1000 - LEASE_MARGIN_S)
 
-    async def _cycle(self, api: BotApi) -> None:
+    async def _cycle(self, raw_api: BotApi) -> None:
         if self.db.read(self._abandoned):
             self.db.write(self._recover)
-        outbound = Outbound(self.db, api, self.channel, self.owner_id, self.index,
-                            deadline=lambda: self.end)
+        pacer = pacing.Pacer(self._now, self.db.read(
+            lambda c: holds.load(c, self.channel.channel_id)))
+        api = pacing.PacedApi(raw_api, pacer, self._held, self.wall_clock)
+
+        def outbound_of() -> Outbound:
+            return Outbound(self.db, api, self.channel, self.owner_id, self.index,
+                            deadline=lambda: self.end, pacer=pacer)
+
+        outbound, deliverer = outbound_of(), Deliverer(outbound_of())
+        try:
+            await self._loop(api, outbound, deliverer)
+            if self.report.status != "unauthorized":  # nothing goes out with a bad token
+                deliverer.kick()
+            self.report.effects += await deliverer.finish()
+        finally:
+            await deliverer.cancel()
+        self.report.errors.extend(outbound.errors + deliverer.outbound.errors)
+        self.report.refused.extend(outbound.refused)
+        if self.report.errors:
+            last = self.report.errors[-1]
+            self._renew()
+            lease = self.lease
+            self.db.write(lambda c: store.record_provider_error(
+                c, lease, self.channel.channel_id, last, self._now()))
+
+    def _held(self, key: str, hold: holds.Hold) -> None:
+        """A 429 holds a chat (or the bot): keep it in the channel's state; a hold over an
+        hour ends the pass (the alert says until when)."""
+        pacer_holds = {key: hold}
+
+        def command(c: Any) -> None:
+            now = self._now()
+            self.lease = leases.renew(c, self.lease, now)
+            kept = holds.load(c, self.channel.channel_id)
+            holds.save(c, self.lease, self.channel.channel_id, {**kept, **pacer_holds}, now)
+
+        self.db.write(command)
+        self._long_hold = self._long_hold or hold.long
+
+    async def _loop(self, api: BotApi, outbound: Outbound, deliverer: Deliverer) -> None:
         first = True
-        while True:
+        while not self._long_hold:
             self._renew()
             if self.db.read(self._undelivered):
                 self.db.write(self._reserve_deliveries)
@@ -234,30 +277,24 @@ class _ChannelPoll:
             # that came with this getUpdates are answered, so no press waits behind them
             # (the pass's first getUpdates is short when deliveries are due).
             self.report.effects += await outbound.apply_due(URGENT_TYPES)
-            if not await self._receive(api, short=first and self.db.read(self._due_deliveries)):
-                if self.report.status != "unauthorized":  # nothing goes out with a bad token
-                    self.report.effects += await outbound.apply_due()
-                break
+            if self._long_hold or not await self._receive(
+                    api, short=first and self.db.read(self._due_deliveries)):
+                return
             first = False
             self.report.processed += await self._process_inbox(api)
-            # Settlements go out while the callbacks are answered; prompts and deliveries
-            # after (a prompt follows the answer that announces it).
+            # Settlements go out while the callbacks are answered; prompts after (a prompt
+            # follows the answer that announces it); new deliveries in the background,
+            # paced behind them (the pacer serves what presses caused first).
             self.report.effects += await outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
             await self._answered()
-            self.report.effects += await outbound.apply_due()
+            self.report.effects += await outbound.apply_due(URGENT_TYPES)
+            deliverer.kick()
             workflows.expire_overdue(self.db, self.owner_id)
             # The window ends once too little of it is left for a long poll: a zero-timeout
             # getUpdates in a loop would spin (hundreds of calls) until the last second.
             if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
                     self.report.status == "bad_batch":  # the same bytes would come back at once
-                break
-        self.report.errors.extend(outbound.errors)
-        if self.report.errors:
-            last = self.report.errors[-1]
-            self._renew()
-            lease = self.lease
-            self.db.write(lambda c: store.record_provider_error(
-                c, lease, self.channel.channel_id, last, self._now()))
+                return
 
     def _abandoned(self, conn: Any) -> list[effects.Effect]:
         return effects.abandoned(conn, EFFECT_TYPES, self._now(), scope=self.channel.channel_id)

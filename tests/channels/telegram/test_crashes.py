@@ -96,6 +96,11 @@ def test_sigkill_during_the_long_poll_loses_no_update_and_the_next_poll_resumes_
             long_poll = wait_in_flight(fake, "getUpdates", 2)
             assert long_poll.params["offset"] == str(plain + 1)
             assert int(long_poll.params["timeout"]) > 0
+            # The delivery goes out beside the long poll: let it be confirmed first.
+            wait_until(lambda: bool(message_parts(handle.decision_id))
+                       and message_parts(handle.decision_id)[-1].message_ref is not None,
+                       "the delivery to be confirmed")
+            assert fake.requests("getUpdates")[1].ended_at is None, "the long poll ended"
             kill_hard(poller)
         finally:
             reap(poller)
