@@ -228,7 +228,7 @@ class _ChannelPoll:
     async def _cycle(self, raw_api: BotApi) -> None:
         if self.db.read(self._abandoned):
             self.db.write(self._recover)
-        pacer = pacing.Pacer(self._now, self.db.read(
+        pacer = pacing.new_pacer(self._now, self.db.read(
             lambda c: holds.load(c, self.channel.channel_id)))
         api = pacing.PacedApi(raw_api, pacer, self._held, self.wall_clock)
 
