@@ -23,13 +23,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 
 from state.database import COMMON_PRAGMAS
 
+T = TypeVar("T")
 TOKEN = "7123456789:AAF-benchTokenNotASecret_0123456789ab"
 USER = 5123456789
 
@@ -152,7 +154,7 @@ class TlsFront:
 # -- honest figures ------------------------------------------------------------------------------
 
 
-def abba(names: list[str], round_: int) -> list[str]:
+def abba(names: Sequence[T], round_: int) -> list[T]:
     """The sides' order in one round: as given in even rounds, reversed in odd ones, so over
     two rounds each side runs first and last equally often (A B, B A: ABBA)."""
     return list(names) if round_ % 2 == 0 else list(reversed(names))
