@@ -1,4 +1,5 @@
-"""New deliveries go out in the background of a pass, behind what presses cause.
+"""New deliveries (and reminders) go out in the background of a pass, behind what presses
+cause.
 
 The poll cycle receives, processes and answers presses while a `Deliverer` applies the due
 deliveries in a task of its own, at the pacer's NORMAL priority: a settlement or prompt that
@@ -12,8 +13,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass
 
-from channels.telegram.deliveries import DELIVER
-from channels.telegram.outbound import Outbound
+from channels.telegram.outbound import BACKGROUND_TYPES, Outbound
 from channels.telegram.pacing import NORMAL, sending_as
 
 
@@ -39,7 +39,7 @@ class Deliverer:
         with sending_as(NORMAL):
             while True:
                 self._again = False
-                applied += await self.outbound.apply_due((DELIVER,))
+                applied += await self.outbound.apply_due(BACKGROUND_TYPES)
                 if not self._again:
                     return applied
 

@@ -20,23 +20,44 @@ from typing import Any
 
 from channels import messages
 from channels.decisions import records, views
-from channels.decisions.presentation import render_decision_text
+from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
+from channels.telegram import outcomes, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
-from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, prompt_of
+from channels.telegram.card import CardPart, card_parts
+from channels.telegram.deliveries import (
+    DELIVER,
+    NOTICE,
+    PROMPT,
+    REMIND,
+    SETTLE,
+    delivery_message_id,
+    notice_message_id,
+    prompt_of,
+    reminder_message_id,
+    reserve_reminder,
+)
 from channels.telegram.identity import Channel
 from channels.telegram.pacing import NORMAL, URGENT, Pacer, sending_as
-from channels.telegram.parts import split_parts
-from channels.telegram.settling import retry_in_ms, settle_outcome
-from channels.transport import AMBIGUOUS, NOT_SENT, OK, REJECTED, BotApi, ProviderResult, describe
+from channels.telegram.sent import delivered_recipients, keyboard_messages
+from channels.telegram.settling import (
+    maybe_acted,
+    record_post,
+    retry_in_ms,
+    settle_outcome,
+    token_rejected,
+)
+from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, Effect
 from state.errors import StateError
+from state.resources import Actor
 
-EFFECT_TYPES = (DELIVER, PROMPT, SETTLE)
-URGENT_TYPES = (PROMPT, SETTLE)  # what presses caused: ahead of new deliveries
+EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE, REMIND)
+URGENT_TYPES = (PROMPT, SETTLE, NOTICE)  # what presses and replies caused: ahead of the rest
+BACKGROUND_TYPES = (DELIVER, REMIND)  # new deliveries and reminders: in the background
 NOT_SENT_BACKOFF_MS = 5_000
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
 
@@ -60,6 +81,10 @@ class Outbound:
 
     def _now(self) -> int:
         return self.db.clock.now_ms()
+
+    @property
+    def _actor(self) -> Actor:
+        return Actor("channel", self.owner_id)
 
     async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1
                         ) -> int:
@@ -95,22 +120,16 @@ class Outbound:
         return sum(1 for outcome in outcomes if outcome is True)
 
     def _blocked(self, effect: Effect) -> bool:
-        """Whether nothing of this effect could go before the deadline (a 429 holds the bot
-        or every chat it goes to, or no slot comes in time): it stays due, unattempted."""
+        """Nothing of this effect could go before the deadline (a 429 holds the bot or all
+        its chats, or no slot comes in time): it stays due, unattempted."""
         if self.pacer is None:
             return False
-        left = int((self.deadline() - time.time()) * 1000)
-        if self.pacer.held_until(None) - self.pacer.now_ms() > left:
-            return True
-        if effect.effect_type == SETTLE:
-            return False  # its chats are known once its attempt began
-        p = self.db.read(lambda c: effects.payload(c, effect))
-        chats = [str(r) for r in p.get("recipients", [])] if effect.effect_type == DELIVER \
-            else [str(p.get("chatId"))]
-        return bool(chats) and all(self.pacer.ready_in(chat) > left for chat in chats)
+        p = None if effect.effect_type == SETTLE else \
+            self.db.read(lambda c: effects.payload(c, effect))  # a settlement's chats: later
+        return self.pacer.blocked(p, int((self.deadline() - time.time()) * 1000))
 
     async def apply(self, effect: Effect) -> None:
-        with sending_as(NORMAL if effect.effect_type == DELIVER else URGENT):
+        with sending_as(NORMAL if effect.effect_type in BACKGROUND_TYPES else URGENT):
             await self._apply(effect)
 
     async def _apply(self, effect: Effect) -> None:
@@ -130,6 +149,10 @@ class Outbound:
                 await self._deliver(attempt)
             elif effect.effect_type == PROMPT:
                 await self._prompt(attempt)
+            elif effect.effect_type == NOTICE:
+                await self._notice(attempt)
+            elif effect.effect_type == REMIND:
+                await self._remind(attempt)
             else:
                 assert settlement is not None
                 await self._settle(attempt, settlement)
@@ -172,22 +195,26 @@ class Outbound:
         decision = self.db.read(lambda c: records.load(c, decision_id))
         document = channel_request_document(decision.request)
         try:
-            texts = split_parts(document)
+            parts = card_parts(document, self._now())
         except DecisionError as exc:
             self._finish(attempt, "rejected", error={"description": str(exc)})
             return
-        message_id = messages.message_id_for(self.channel.channel_id, "delivery", decision_id)
+        message_id = delivery_message_id(self.channel.channel_id, payload)
         self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, decision_id, "delivery",
             render_decision_text(document), self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
-        delivery = _Delivery(message_id, texts, keyboard(decision.request),
-                             [str(r) for r in payload["recipients"]], bool(payload.get("resend")))
+        only = payload.get("only")
+        delivery = _Delivery(decision_id, message_id, parts, keyboard(decision.request),
+                             [str(r) for r in payload["recipients"]], bool(payload.get("resend")),
+                             None if only is None else str(only))
         await self._send_delivery(attempt, delivery)
 
     async def _send_delivery(self, attempt: Attempt, d: _Delivery) -> None:
         report: list[dict[str, Any]] = []
         for r, chat in enumerate(d.recipients):
+            if d.only is not None and chat != d.only:
+                continue  # a copy for one chat keeps the recipient numbering of the card
             status, attempt = await self._send_recipient(attempt, d, r, chat)
             if status.get("status") in ("ambiguous", "not_sent", "rate_limited"):
                 return  # that path already recorded the attempt
@@ -197,14 +224,22 @@ class Outbound:
         self.db.write(lambda c: messages.set_message_status(c, d.message_id, message_status,
                                                           self._now()))
         outcome: effects.AttemptOutcome = "applied" if delivered else "rejected"
-        self._finish(attempt, outcome, result={"recipients": report})
+        first_card = delivered and not d.resend and d.only is None
+
+        def finish(c: Any) -> None:
+            now = self._now()
+            effects.finish_attempt(c, attempt, outcome, now, result={"recipients": report})
+            if first_card:  # the card is out: its first reminder waits for its time
+                reserve_reminder(c, self.channel, records.load(c, d.decision_id), now, 1,
+                                 self._actor, now)
+        self.db.write(finish)
 
     async def _send_recipient(
         self, attempt: Attempt, d: _Delivery, r: int, chat: str
     ) -> tuple[dict[str, Any], Attempt]:
         rows = {(p.recipient_index, p.part_index): p
                 for p in self.db.read(lambda c: messages.parts(c, d.message_id))}
-        for index, text in enumerate(d.texts):
+        for index, part in enumerate(d.parts):
             row = rows.get((r, index))
             if row is not None and not row.is_intent:
                 continue  # confirmed earlier: never sent again
@@ -212,9 +247,10 @@ class Outbound:
                 self._ambiguous(attempt, d.message_id, {"recipient": r, "part": index,
                                                         "reason": "unsettled_intent"})
                 return {"status": "ambiguous"}, attempt
-            attempt = self._write_intent(attempt, d.message_id, r, index, text, row is None)
-            markup = d.markup if index == len(d.texts) - 1 else None
-            res = await self.api.send_message(chat, text, markup, deadline=self._until(attempt))
+            attempt = self._write_intent(attempt, d.message_id, r, index, part.text, row is None)
+            res = await self.api.send_message(
+                chat, part.text, d.markup if part.last else None, entities=part.entities,
+                disable_notification=part.silent, deadline=self._until(attempt))
             status = self._part_result(attempt, d.message_id, r, index, chat, res)
             if status is not None:
                 return status, attempt
@@ -282,8 +318,11 @@ class Outbound:
             return
         attempt = self._write_intent(attempt, message_id, 0, 0, p["text"], True)
         markup = {"force_reply": True, "selective": True}
+        card = self.db.read(lambda c: dict(keyboard_messages(
+            c, self.channel.channel_id, str(p["decisionId"])))).get(chat)
         res = await self.api.send_message(chat, p["text"], markup, p.get("threadId"),
                                           entities=p.get("entities"),
+                                          reply_to=None if card is None else int(card),
                                           deadline=self._until(attempt))
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
         if status is None:
@@ -299,6 +338,73 @@ class Outbound:
                                                               self._now()))
             self._finish(attempt, "rejected", error=status)
 
+    # -- notices: one short message, intent first, never sent twice ---------------------------
+
+    async def _notice(self, attempt: Attempt) -> None:
+        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        chat, text = str(p["chatId"]), str(p["text"])
+        message_id = notice_message_id(self.channel.channel_id, str(p["key"]))
+        self.db.write(lambda c: messages.ensure_message(
+            c, message_id, self.channel.channel_id, p["decisionId"], "settlement", text,
+            self._now()))
+        existing = self.db.read(lambda c: messages.parts(c, message_id))
+        if existing:  # an earlier try: sent (done), or maybe sent (never again blindly)
+            if existing[0].is_intent:
+                self._ambiguous(attempt, message_id, {"reason": "unsettled_intent"})
+            else:
+                self._finish(attempt, "applied", result={"reused": True})
+            return
+        attempt = self._write_intent(attempt, message_id, 0, 0, text, True)
+        reply_to = p.get("replyTo")
+        res = await self.api.send_message(chat, text, reply_to=reply_to if isinstance(
+            reply_to, int) else None, deadline=self._until(attempt))
+        status = self._part_result(attempt, message_id, 0, 0, chat, res)
+        if status is None:
+            def confirm(c: Any) -> None:
+                messages.set_message_status(c, message_id, "confirmed", self._now())
+                effects.finish_attempt(c, attempt, "applied", self._now())
+            self.db.write(confirm)
+        elif status["status"] == "rejected":
+            self._finish(attempt, "rejected", error=status)
+
+    # -- reminders: a short reply to each card, while the decision waits ----------------------
+
+    async def _remind(self, attempt: Attempt) -> None:
+        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        decision_id, number = str(p["decisionId"]), int(p["number"])
+        decision = self.db.read(lambda c: records.load(c, decision_id))
+        if self.db.read(lambda c: records.resolution_of(c, decision_id)) is not None:
+            self._finish(attempt, "applied", result={"skipped": "resolved"})
+            return  # never sent once the decision is settled
+        message_id = reminder_message_id(self.channel.channel_id, decision_id, number)
+        text = reminders.reminder_text(
+            str(decision.request.document["title"]), fingerprint(
+                decision.request.presentation_digest), decision.created_at,
+            decision.deadline_at, reminders.default_label(decision), self._now())
+        cards = self.db.read(lambda c: keyboard_messages(c, self.channel.channel_id,
+                                                          decision_id))
+        self.db.write(lambda c: messages.ensure_message(
+            c, message_id, self.channel.channel_id, decision_id, "settlement", text,
+            self._now()))
+        done = {p.recipient_index for p in self.db.read(lambda c: messages.parts(c, message_id))}
+        for r, (chat, card) in enumerate(cards):
+            if r in done:
+                continue  # sent, or maybe sent: never again
+            attempt = self._write_intent(attempt, message_id, r, 0, text, True)
+            res = await self.api.send_message(chat, text, reply_to=int(card),
+                                              deadline=self._until(attempt))
+            status = self._part_result(attempt, message_id, r, 0, chat, res)
+            if status is not None and status["status"] != "rejected":
+                return  # that path recorded the attempt
+        final = attempt
+
+        def confirm(c: Any) -> None:
+            now = self._now()
+            messages.set_message_status(c, message_id, "confirmed", now)
+            effects.finish_attempt(c, final, "applied", now)
+            reserve_reminder(c, self.channel, decision, now, number + 1, self._actor, now)
+        self.db.write(confirm)
+
     # -- settlement ----------------------------------------------------------------------------
     # One intent commit (the attempt and an intent row per outcome post), the sends (keyboard
     # edits need no intent: removing a keyboard twice is harmless), one confirm commit (the
@@ -307,17 +413,22 @@ class Outbound:
 
     def _settle_intents(self, c: Any, attempt: Attempt) -> _Settlement:
         p = effects.payload(c, attempt.effect)
-        decision_id, text, now = str(p["decisionId"]), str(p["text"]), self._now()
+        decision_id, now = str(p["decisionId"]), self._now()
         channel_id = self.channel.channel_id
+        # Telegram's own outcome post (who answered, how, when), not the channel-neutral text.
+        post = outcomes.outcome_post(c, self.channel, records.load(c, decision_id), now)
         message_id = messages.message_id_for(channel_id, "settlement", decision_id)
-        messages.ensure_message(c, message_id, channel_id, decision_id, "settlement", text, now)
+        messages.ensure_message(c, message_id, channel_id, decision_id, "settlement", post.text,
+                                now)
         done = {part.recipient_index for part in messages.parts(c, message_id)}
-        posts = [(r, chat) for r, chat in _delivered_recipients(c, channel_id, decision_id)
+        keyboards = keyboard_messages(c, channel_id, decision_id)
+        cards = dict(keyboards)  # the post replies to the card it settles, in each chat
+        posts = [(r, chat, cards.get(chat)) for r, chat
+                 in delivered_recipients(c, channel_id, decision_id)
                  if r not in done]  # posted, or ambiguous: never posted twice
-        for r, _ in posts:
-            messages.write_part_intent(c, message_id, r, 0, text, now)
-        return _Settlement(decision_id, message_id, text,
-                           _keyboard_messages(c, channel_id, decision_id), posts)
+        for r, _, _ in posts:
+            messages.write_part_intent(c, message_id, r, 0, post.text, now)
+        return _Settlement(decision_id, message_id, post, keyboards, posts)
 
     async def _settle(self, attempt: Attempt, s: _Settlement) -> None:
         edits: list[ProviderResult] = []  # the keyboard edits that did not remove one
@@ -331,9 +442,11 @@ class Outbound:
                 self.unauthorized = self.unauthorized or token_rejected(res)
                 edits.append(res)  # "not modified"/"not found": nothing left to remove
         sent: list[tuple[int, str, ProviderResult]] = []
-        for r, chat in s.posts:
+        for r, chat, card in s.posts:
             attempt = self._renew_if_due(attempt)
-            res = await self.api.send_message(chat, s.text, deadline=self._until(attempt))
+            res = await self.api.send_message(
+                chat, s.post.text, entities=s.post.entities,
+                reply_to=None if card is None else int(card), deadline=self._until(attempt))
             if not (res.outcome == OK and res.message_id is not None):
                 self._note_error("sendMessage", res)
                 self.unauthorized = self.unauthorized or token_rejected(res)
@@ -342,7 +455,7 @@ class Outbound:
 
         def confirm(c: Any) -> None:
             now = self._now()
-            posts = [res for r, chat, res in sent if _record_post(c, s.message_id, r, chat, res)]
+            posts = [res for r, chat, res in sent if record_post(c, s.message_id, r, chat, res)]
             status: messages.MessageStatus = "confirmed" if not posts else "pending"
             messages.set_message_status(c, s.message_id, status, now)
             # Never given up for a 429 or a transient error: tried again (after what a 429
@@ -364,67 +477,22 @@ class Outbound:
         return self._renew(attempt)
 
 
-def _record_post(c: Any, message_id: str, r: int, chat: str, res: ProviderResult) -> bool:
-    """Record one outcome post in the confirm transaction; True when it was not posted (to
-    be tried again, or refused for good)."""
-    if res.outcome == OK and res.message_id is not None:
-        messages.confirm_part(c, message_id, r, 0, chat, str(res.message_id))
-        return False
-    if maybe_acted(res):
-        return False  # maybe posted: the intent row stays, it is never posted twice
-    messages.remove_part_intent(c, message_id, r, 0)
-    return True
-
-
-def token_rejected(res: ProviderResult) -> bool:
-    """401 (or 404, what the Bot API answers for an unknown token): the request was refused
-    before anything was done, so nothing was sent."""
-    return res.outcome == REJECTED and res.error_code in (401, 404)
-
-
-def maybe_acted(res: ProviderResult) -> bool:
-    """The provider may have sent the message: a lost answer, an answer without the message,
-    or a server error (5xx), which can come after the message went out."""
-    if res.outcome in (AMBIGUOUS, OK):
-        return True
-    return res.outcome == REJECTED and (res.error_code or 0) >= 500
-
-
 @dataclass(frozen=True, slots=True)
 class _Settlement:
     decision_id: str
     message_id: str
-    text: str
+    post: outcomes.Styled
     keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
-    posts: list[tuple[int, str]]  # (recipient, chat) of each outcome post, intent written
+    # (recipient, chat, card message or None) of each outcome post, intent written
+    posts: list[tuple[int, str, str | None]]
 
 
 @dataclass(frozen=True, slots=True)
 class _Delivery:
+    decision_id: str
     message_id: str
-    texts: list[str]
+    parts: list[CardPart]
     markup: dict[str, Any]
     recipients: list[str]
     resend: bool
-
-
-def _keyboard_messages(conn: Any, channel_id: str, decision_id: str) -> list[tuple[str, str]]:
-    """(chat, message) of each recipient's last delivered part (the one with the keyboard)."""
-    found: list[tuple[str, str]] = []
-    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
-        last: dict[int, messages.PartRow] = {}
-        for part in messages.parts(conn, message.message_id):
-            last[part.recipient_index] = part
-        found.extend((p.conversation_ref, p.message_ref) for p in last.values()
-                     if p.conversation_ref is not None and p.message_ref is not None)
-    return found
-
-
-def _delivered_recipients(conn: Any, channel_id: str, decision_id: str) -> list[tuple[int, str]]:
-    """(recipient index, chat) of every recipient with at least one confirmed part."""
-    found: dict[int, str] = {}
-    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
-        for part in messages.parts(conn, message.message_id):
-            if part.conversation_ref is not None:
-                found.setdefault(part.recipient_index, part.conversation_ref)
-    return sorted(found.items())
+    only: str | None  # a copy of the card for this chat alone

@@ -154,6 +154,18 @@ class Pacer:
                 self._waiters.remove(waiter)
                 self._dispatch()
 
+    def blocked(self, payload: Mapping[str, Any] | None, within_ms: int) -> bool:
+        """Whether an effect (its payload: `recipients` or a `chatId`; None when its chats are
+        not known yet) could send nothing within `within_ms`: the bot is held that long, or
+        every chat it goes to is."""
+        if self.held_until(None) - self.now_ms() > within_ms:
+            return True
+        if payload is None:
+            return False
+        chats = [str(r) for r in payload.get("recipients", [])] if "recipients" in payload \
+            else [str(payload["chatId"])] if "chatId" in payload else []
+        return bool(chats) and all(self.ready_in(chat) > within_ms for chat in chats)
+
     def _dispatch(self) -> None:
         """Grant every waiter that may go now, best rank first; refuse those that would be
         too late; wake again when the next one may go."""

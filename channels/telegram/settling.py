@@ -13,7 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from channels.transport import REJECTED, ProviderResult, describe
+from channels import messages
+from channels.transport import AMBIGUOUS, OK, REJECTED, ProviderResult, describe
 
 BACKOFF_MS: Final = 5_000  # after a transient failure, doubled per attempt
 MAX_BACKOFF_MS: Final = 600_000
@@ -46,3 +47,29 @@ def retry_in_ms(failures: Sequence[ProviderResult], attempt_number: int) -> int:
     if any(not res.is_rate_limited and not refused_for_good(res) for res in failures):
         waits.append(min(MAX_BACKOFF_MS, BACKOFF_MS * 2 ** min(max(attempt_number, 1) - 1, 10)))
     return max(waits, default=BACKOFF_MS)
+
+
+def record_post(c: Any, message_id: str, r: int, chat: str, res: ProviderResult) -> bool:
+    """Record one outcome post in the confirm transaction; True when it was not posted (to
+    be tried again, or refused for good)."""
+    if res.outcome == OK and res.message_id is not None:
+        messages.confirm_part(c, message_id, r, 0, chat, str(res.message_id))
+        return False
+    if maybe_acted(res):
+        return False  # maybe posted: the intent row stays, it is never posted twice
+    messages.remove_part_intent(c, message_id, r, 0)
+    return True
+
+
+def token_rejected(res: ProviderResult) -> bool:
+    """401 (or 404, what the Bot API answers for an unknown token): the request was refused
+    before anything was done, so nothing was sent."""
+    return res.outcome == REJECTED and res.error_code in (401, 404)
+
+
+def maybe_acted(res: ProviderResult) -> bool:
+    """The provider may have sent the message: a lost answer, an answer without the message,
+    or a server error (5xx), which can come after the message went out."""
+    if res.outcome in (AMBIGUOUS, OK):
+        return True
+    return res.outcome == REJECTED and (res.error_code or 0) >= 500
