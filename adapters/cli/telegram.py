@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
-from adapters.cli.alerts import alert_lines
+from adapters.cli.alerts import alert_lines, refused_settlement
 from adapters.cli.arguments import DECISION_ID_HELP
 from adapters.cli.errors import Terminated, UsageError
 from adapters.telegram.client import TelegramClient
@@ -31,8 +31,10 @@ T = TypeVar("T")
 
 @asynccontextmanager
 async def bot_api(profile: TelegramProfile, token: str) -> AsyncIterator[BotApi]:
-    """The real Bot API client for one profile (the token stays inside it)."""
-    async with TelegramClient(token, api_base_url=profile.api_base_url) as client:
+    """The real Bot API client for one profile (the token stays inside it); a 429 comes back
+    at once, for the poll cycle's pacer to hold."""
+    async with TelegramClient(token, api_base_url=profile.api_base_url,
+                              retry_rate_limited=False) as client:
         yield client
 
 
@@ -91,6 +93,9 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
         elif report.status in _UNALERTED:  # not polled, lease lost, or an alerts bug
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, _UNALERTED[report.status])
+        for refusal in report.refused:  # a settlement refused for good: said once
+            print(f"Error: {report.channel}: {refused_settlement(refusal)}", file=sys.stderr)
+            code = max(code, EXIT_CONFIG)
         if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY)

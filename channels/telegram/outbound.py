@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from channels import messages
-from channels.decisions import records
+from channels.decisions import records, views
 from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
@@ -38,8 +39,16 @@ from channels.telegram.deliveries import (
     reserve_reminder,
 )
 from channels.telegram.identity import Channel
+from channels.telegram.pacing import NORMAL, URGENT, Pacer, sending_as
 from channels.telegram.sent import delivered_recipients, keyboard_messages
-from channels.transport import AMBIGUOUS, NOT_SENT, OK, REJECTED, BotApi, ProviderResult, describe
+from channels.telegram.settling import (
+    maybe_acted,
+    record_post,
+    retry_in_ms,
+    settle_outcome,
+    token_rejected,
+)
+from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, Effect
@@ -47,7 +56,8 @@ from state.errors import StateError
 from state.resources import Actor
 
 EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE, REMIND)
-MAX_SETTLE_ATTEMPTS = 3
+URGENT_TYPES = (PROMPT, SETTLE, NOTICE)  # what presses and replies caused: ahead of the rest
+BACKGROUND_TYPES = (DELIVER, REMIND)  # new deliveries and reminders: in the background
 NOT_SENT_BACKOFF_MS = 5_000
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
 
@@ -66,6 +76,8 @@ class Outbound:
     # The Bot API refused the token (401/404): nothing was sent, and nothing will be until the
     # token works again, so this pass applies no more effects (they stay due).
     unauthorized: bool = False
+    pacer: Pacer | None = None  # the pass's pacer: effects it cannot serve stay due
+    refused: list[dict[str, Any]] = field(default_factory=list)  # settlements refused for good
 
     def _now(self) -> int:
         return self.db.clock.now_ms()
@@ -87,6 +99,8 @@ class Outbound:
             for effect in due:
                 if self.unauthorized:
                     break
+                if self._blocked(effect):
+                    continue  # held by a 429, or no slot before the deadline: no attempt
                 await self.apply(effect)
                 applied += 1
             return applied
@@ -105,7 +119,20 @@ class Outbound:
                 raise outcome
         return sum(1 for outcome in outcomes if outcome is True)
 
+    def _blocked(self, effect: Effect) -> bool:
+        """Nothing of this effect could go before the deadline (a 429 holds the bot or all
+        its chats, or no slot comes in time): it stays due, unattempted."""
+        if self.pacer is None:
+            return False
+        p = None if effect.effect_type == SETTLE else \
+            self.db.read(lambda c: effects.payload(c, effect))  # a settlement's chats: later
+        return self.pacer.blocked(p, int((self.deadline() - time.time()) * 1000))
+
     async def apply(self, effect: Effect) -> None:
+        with sending_as(NORMAL if effect.effect_type in BACKGROUND_TYPES else URGENT):
+            await self._apply(effect)
+
+    async def _apply(self, effect: Effect) -> None:
         def begin(c: Any) -> tuple[Attempt, _Settlement | None]:
             attempt = effects.begin_attempt(c, effect.effect_id, "channel", self.owner_id,
                                             self._now(), self.db.entropy)
@@ -401,10 +428,10 @@ class Outbound:
                  if r not in done]  # posted, or ambiguous: never posted twice
         for r, _, _ in posts:
             messages.write_part_intent(c, message_id, r, 0, post.text, now)
-        return _Settlement(message_id, post, keyboards, posts)
+        return _Settlement(decision_id, message_id, post, keyboards, posts)
 
     async def _settle(self, attempt: Attempt, s: _Settlement) -> None:
-        failures = 0
+        edits: list[ProviderResult] = []  # the keyboard edits that did not remove one
         for chat, message_ref in s.keyboards:
             attempt = self._renew_if_due(attempt)
             res = await self.api.edit_message_reply_markup(chat, int(message_ref),
@@ -413,7 +440,7 @@ class Outbound:
                     or res.is_message_to_edit_not_found):
                 self._note_error("editMessageReplyMarkup", res)
                 self.unauthorized = self.unauthorized or token_rejected(res)
-                failures += 1  # "not modified"/"not found": nothing left to remove
+                edits.append(res)  # "not modified"/"not found": nothing left to remove
         sent: list[tuple[int, str, ProviderResult]] = []
         for r, chat, card in s.posts:
             attempt = self._renew_if_due(attempt)
@@ -424,23 +451,23 @@ class Outbound:
                 self._note_error("sendMessage", res)
                 self.unauthorized = self.unauthorized or token_rejected(res)
             sent.append((r, chat, res))
-        final, unauthorized = attempt, self.unauthorized
+        final = attempt
 
         def confirm(c: Any) -> None:
             now = self._now()
-            post_failures = sum(_record_post(c, s.message_id, r, chat, res)
-                                for r, chat, res in sent)
-            status: messages.MessageStatus = "confirmed" if not post_failures else "pending"
+            posts = [res for r, chat, res in sent if record_post(c, s.message_id, r, chat, res)]
+            status: messages.MessageStatus = "confirmed" if not posts else "pending"
             messages.set_message_status(c, s.message_id, status, now)
-            total = failures + post_failures
-            if not total:
-                effects.finish_attempt(c, final, "applied", now)
-            elif final.attempt_number < MAX_SETTLE_ATTEMPTS or unauthorized:
-                effects.finish_attempt(c, final, "rejected", now, error={"failures": total},
-                                       retry_at=now + NOT_SENT_BACKOFF_MS)
-            else:
-                effects.finish_attempt(c, final, "rejected", now,
-                                       error={"failures": total, "gaveUp": True})
+            # Never given up for a 429 or a transient error: tried again (after what a 429
+            # asked for) until the keyboards are off; only a refusal for good ends it.
+            outcome, error = settle_outcome([*edits, *posts])
+            retry_at = None if outcome != "retry" else \
+                now + retry_in_ms([*edits, *posts], final.attempt_number)
+            if outcome == "refused":
+                self.refused.append({"decisionId": s.decision_id, **(error or {}),
+                                     "fingerprint": views.fingerprint_of(c, s.decision_id)})
+            effects.finish_attempt(c, final, "applied" if outcome == "applied" else "rejected",
+                                   now, error=error, retry_at=retry_at)
         self.db.write(confirm)
 
     def _renew_if_due(self, attempt: Attempt) -> Attempt:
@@ -450,35 +477,9 @@ class Outbound:
         return self._renew(attempt)
 
 
-def _record_post(c: Any, message_id: str, r: int, chat: str, res: ProviderResult) -> int:
-    """Record one outcome post in the confirm transaction; 1 when it should be tried again."""
-    if res.outcome == OK and res.message_id is not None:
-        messages.confirm_part(c, message_id, r, 0, chat, str(res.message_id))
-        return 0
-    if maybe_acted(res):
-        return 0  # maybe posted: the intent row stays, it is never posted twice
-    messages.remove_part_intent(c, message_id, r, 0)
-    # Refused for good (blocked, chat gone): nothing to retry. Not sent, a refused token or
-    # 429: retry.
-    return 1 if res.outcome == NOT_SENT or res.is_rate_limited or token_rejected(res) else 0
-
-
-def token_rejected(res: ProviderResult) -> bool:
-    """401 (or 404, what the Bot API answers for an unknown token): the request was refused
-    before anything was done, so nothing was sent."""
-    return res.outcome == REJECTED and res.error_code in (401, 404)
-
-
-def maybe_acted(res: ProviderResult) -> bool:
-    """The provider may have sent the message: a lost answer, an answer without the message,
-    or a server error (5xx), which can come after the message went out."""
-    if res.outcome in (AMBIGUOUS, OK):
-        return True
-    return res.outcome == REJECTED and (res.error_code or 0) >= 500
-
-
 @dataclass(frozen=True, slots=True)
 class _Settlement:
+    decision_id: str
     message_id: str
     post: outcomes.Styled
     keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
