@@ -18,17 +18,20 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import apsw
 
 from state.database import COMMON_PRAGMAS
 
+T = TypeVar("T")
 TOKEN = "7123456789:AAF-benchTokenNotASecret_0123456789ab"
 USER = 5123456789
 
@@ -146,3 +149,42 @@ class TlsFront:
     def close(self) -> None:
         self._proc.terminate()
         self._proc.wait(10)
+
+
+# -- honest figures ------------------------------------------------------------------------------
+
+
+def abba(names: Sequence[T], round_: int) -> list[T]:
+    """The sides' order in one round: as given in even rounds, reversed in odd ones, so over
+    two rounds each side runs first and last equally often (A B, B A: ABBA)."""
+    return list(names) if round_ % 2 == 0 else list(reversed(names))
+
+
+def spread(values: list[float], unit: str = "ms", digits: int = 3) -> str:
+    """A median with its spread: `median (min-max, IQR q1-q3, n)`."""
+    ordered = sorted(values)
+    if not ordered:
+        return "no samples"
+    q1, med, q3 = (statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1
+                   else [ordered[0]] * 3)
+    f = f"{{:.{digits}f}}"
+    return (f"{f.format(med)} {unit} (min-max {f.format(ordered[0])}-{f.format(ordered[-1])},"
+            f" IQR {f.format(q1)}-{f.format(q3)}, n={len(ordered)})")
+
+
+def machine_load() -> str:
+    """The load averages, to read a figure against (the machine is shared)."""
+    one, five, fifteen = os.getloadavg()
+    return (f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min) on"
+            f" {os.cpu_count()} cores")
+
+
+def unpaced() -> str:
+    """Lift Telegram's message limits in this process and its children (holds still apply):
+    a bench measures the worker's own cost of a 100-press batch in one chat; paced, that batch
+    would take 200 s (1 message a second), all of it waiting."""
+    from channels.telegram.pacing import UNPACED_ENV
+
+    os.environ[UNPACED_ENV] = "1"
+    return (f"Telegram's message limits lifted ({UNPACED_ENV}=1): the figures are the worker's"
+            " own cost; paced, each message to one chat waits up to 1 s")

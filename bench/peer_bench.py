@@ -2,10 +2,12 @@
 as cron processes over https (a loopback TLS front with a self-signed certificate) against
 their own copy of the same fake Bot API, with the same workload.
 
-Each round, in turn: --presses button presses on delivered decisions handled by one
+Each round: --presses button presses on delivered decisions handled by one
 `piw-channels poll --once` (resolve, answer the callback, remove the keyboard, post the
-outcome, finish the ask run), then by one peer run without and one with the outcome post;
-then the idle runs of each. Per press = (batch run - idle run) / presses, medians over rounds.
+outcome, finish the ask run), by one peer run without and one with the outcome post, in ABBA
+order (reversed every other round); then the idle runs of each, ABBA too. Per press = (batch
+run - idle run) / presses; end to end per press = batch run / presses (start-up included, as
+a user's cron run pays it); medians with their spread over rounds, and the machine's load.
 Also: fsync/fdatasync per press of one batch of each (strace -f -c on the process), and the
 cold (idle) runs against `python -c "import telegram"`.
 
@@ -32,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.telegram.fake import FakeBotApiProcess
 from bench import piw
-from bench.common import TOKEN, USER, TlsFront, self_signed
+from bench.common import TOKEN, USER, TlsFront, abba, machine_load, self_signed, spread, unpaced
 from state.database import Database
 
 PEER = [sys.executable, str(Path(__file__).with_name("peer_bot.py"))]
@@ -80,6 +82,8 @@ def main() -> None:
     args = parser.parse_args()
     n = args.presses
     os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
+    print(f"start: {machine_load()}")
+    print(unpaced())
     piw.compile_like_an_install()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -122,14 +126,15 @@ def main() -> None:
                     for name, (argv, e) in batches.items():
                         syncs[name] = strace_syncs(argv, e, base / f"{name}.strace") / n
                     break
-                for name, (argv, e) in batches.items():
+                for name in abba(list(batches), round_):
+                    argv, e = batches[name]
                     samples[name].append(piw.wall(argv, e))
                 with Database.open_reader() as db:
                     piw.check_settled(db, done)
                 idles = {"piw": (poll, env), "peer": (peers[False].argv(False), env),
                          "peer+post": (peers[True].argv(True), env),
                          "import telegram": (piw.IMPORT_TELEGRAM, env)}
-                for name, seconds in piw.alternating_medians(idles, 3).items():
+                for name, seconds in piw.alternating_medians(idles, 4).items():
                     idle[name].append(seconds)
             with Database.open_reader() as db:
                 piw.check_settled(db, done)
@@ -137,12 +142,16 @@ def main() -> None:
                 front.close()
 
     med = {k: statistics.median(v) for k, v in idle.items()}
-    per = {k: statistics.median((b - i) * 1000 / n for b, i in zip(v, idle[k], strict=True))
-           for k, v in samples.items()}
-    print(f"over https, {args.rounds} rounds of {n} presses (medians; per press = (batch run -"
+    rounds = {k: [(b - i) * 1000 / n for b, i in zip(v, idle[k], strict=True)]
+              for k, v in samples.items()}
+    per = {k: statistics.median(v) for k, v in rounds.items()}
+    print(f"over https, {args.rounds} rounds of {n} presses (ABBA; per press = (batch run -"
           " idle run) / presses)")
     for name in samples:
-        print(f"  per press, {name:10s}: {per[name]:7.3f} ms")
+        print(f"  per press, {name:10s}: {spread(rounds[name])}")
+    for name in samples:
+        print(f"  end to end per press with start-up, {name:10s}:"
+              f" {spread([b * 1000 / n for b in samples[name]])}")
     print(f"  piw / peer (no outcome post):   {per['piw'] / per['peer']:.2f}x")
     print(f"  piw / peer that posts outcome:  {per['piw'] / per['peer+post']:.2f}x"
           "  (target <= 1.00x)")
@@ -154,6 +163,9 @@ def main() -> None:
         print(f"  {name:16s} {seconds * 1000:7.1f} ms")
     print(f"  piw / peer: {med['piw'] / med['peer']:.2f}x;"
           f" piw / import telegram: {med['piw'] / med['import telegram']:.2f}x  (target <= 1.50x)")
+    for name, values in idle.items():
+        print(f"  {name:16s} per round: {spread([v * 1000 for v in values], digits=1)}")
+    print(f"end: {machine_load()}")
 
 
 if __name__ == "__main__":

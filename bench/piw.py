@@ -14,7 +14,7 @@ from pathlib import Path
 
 from adapters.cli import telegram as telegram_cli
 from adapters.telegram.fake import RemoteFakeBotApi
-from bench.common import TOKEN, USER
+from bench.common import TOKEN, USER, abba
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
 from channels.decisions import workflows
@@ -55,14 +55,23 @@ def wall(argv: list[str], env: dict[str, str]) -> float:
     return elapsed
 
 
+def alternating_samples(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int
+                        ) -> dict[str, list[float]]:
+    """Wall seconds of each command, run in turn `runs` times in ABBA order (the same machine
+    load for each, and no side always first)."""
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for run in range(runs):
+        for name in abba(list(commands), run):
+            argv, env = commands[name]
+            samples[name].append(wall(argv, env))
+    return samples
+
+
 def alternating_medians(commands: dict[str, tuple[list[str], dict[str, str]]], runs: int
                         ) -> dict[str, float]:
-    """Median wall seconds of each command, run in turn `runs` times (same machine load)."""
-    samples: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(runs):
-        for name, (argv, env) in commands.items():
-            samples[name].append(wall(argv, env))
-    return {name: statistics.median(s) for name, s in samples.items()}
+    """Median wall seconds of each command (see `alternating_samples`)."""
+    return {name: statistics.median(s)
+            for name, s in alternating_samples(commands, runs).items()}
 
 
 def make_home(path: Path, base_url: str) -> Path:

@@ -6,11 +6,13 @@ Prints, in one run:
       telegram"`, alternating (median of --runs each); target <= 1.5x;
   (b) the headline: the full end-to-end cost of a button press (ingest the getUpdates batch,
       resolve, answer the callback, remove the keyboard, post the outcome, finish the ask run)
-      through the real poll cycle (`poll --once` passes in process, one batch of --presses
-      presses per pass, delivery excluded), against a raw durable commit timed in chunks
-      alternating with the passes; commits per press (apsw commit hook) and fsync+fdatasync
-      per press (strace -f -c attached for one more batch, untimed); target <= 3 fdatasync;
-      and where the time goes;
+      through the real poll cycle (`poll --once` passes in process with no instrumentation,
+      one batch of --presses presses per pass, delivery excluded), median with its spread,
+      against a raw durable commit timed in chunks alternating with the passes; commits per
+      press over all timed batches (apsw commit hook); where the time goes (one more batch,
+      instrumented); fsync+fdatasync per press (strace -f -c attached for one more batch,
+      untimed), target <= 3; and end to end per press with start-up (one cron `poll --once`
+      process per batch);
   (c) an idle `piw-channels poll --for --window` (55 s, a cron minute): the getUpdates calls
       the fake recorded (target <= 5) and the events it added; and the events of one idle
       `poll --once` (target <= 2).
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -46,7 +49,10 @@ from bench.common import (
     TlsFront,
     count_commits,
     fdatasync_counter,
+    machine_load,
     self_signed,
+    spread,
+    unpaced,
 )
 from channels.config.loading import load_config
 from channels.config.model import TelegramProfile
@@ -64,12 +70,14 @@ def cold_start(base: Path, base_url: str, runs: int, bundle: Path) -> None:
     env = piw.child_env(home, SSL_CERT_FILE=str(bundle))
     poll = piw.poll_command()
     piw.wall(poll, env)  # creates the database, registers the channel, warms caches
-    got = piw.alternating_medians({"poll": (poll, env), "import": (piw.IMPORT_TELEGRAM, env),
-                                   "parser": (PARSER_ONLY, env)}, runs)
-    print(f"(a) cold `piw-channels poll --once` over https, nothing to do (median of {runs},"
-          f" alternating): {got['poll'] * 1000:.1f} ms")
-    print(f"    `python -c \"import telegram\"`: {got['import'] * 1000:.1f} ms;"
-          f" ratio {got['poll'] / got['import']:.2f}x  (target <= 1.50x)")
+    samples = piw.alternating_samples({"poll": (poll, env), "import": (piw.IMPORT_TELEGRAM, env),
+                                       "parser": (PARSER_ONLY, env)}, runs)
+    got = {name: statistics.median(values) for name, values in samples.items()}
+    print(f"(a) cold `piw-channels poll --once` over https, nothing to do (ABBA, {runs} each):"
+          f" {spread([v * 1000 for v in samples['poll']], digits=1)}")
+    print(f"    `python -c \"import telegram\"`:"
+          f" {spread([v * 1000 for v in samples['import']], digits=1)}")
+    print(f"    ratio of the medians {got['poll'] / got['import']:.2f}x  (target <= 1.50x)")
     print(f"    of which imports + argument parser alone (no command run):"
           f" {got['parser'] * 1000:.1f} ms ({got['parser'] / got['import']:.2f}x)")
 
@@ -125,65 +133,100 @@ def _instrument(cls: Any, name: str, label: str) -> Callable[[], None]:
     return lambda: setattr(cls, name, original)
 
 
-def _pass(db: Database) -> None:
+def _pass(db: Database, *, piw_api: bool) -> None:
+    """One pass in process: with the real client as cron uses it, or with each Bot API
+    method's wait timed (`piw_api` False)."""
     config = load_config()
     assert config is not None
-    asyncio.run(worker.poll(db, config, _timed_api, worker.PollOptions()))
+    api = telegram_cli.bot_api if piw_api else _timed_api
+    asyncio.run(worker.poll(db, config, api, worker.PollOptions()))
 
 
-def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: int) -> None:
+def _batch(db: Database, fake: FakeBotApiProcess, n: int, done: int) -> int:
+    """Open and deliver `n` decisions and push a press on each (set-up, not timed)."""
+    handles = piw.open_decisions(db, n, done)
+    piw.poll_in_process(db)  # delivery: not part of the figures
+    piw.push_presses(fake.control, db, handles)
+    return done + n
+
+
+def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: int,
+            bundle: Path) -> None:
     raw = RawCommits(base / "raw.sqlite")
     home = piw.make_home(base / "presses", base_url)
     os.environ["HOME"] = str(home)
-    total = 0.0
+    per_round: list[float] = []
     done = 0
     SPENT.clear()
     with Database.open_writer() as db:
         commits = count_commits(db.conn)
-        for round_ in range(rounds + 1):
-            handles = piw.open_decisions(db, n, done)
-            piw.poll_in_process(db)  # delivery: not part of the figures
-            piw.push_presses(fake.control, db, handles)
-            done += n
-            if round_ == rounds:  # one more batch, counted by strace, not timed
-                with fdatasync_counter() as syncs:
-                    piw.poll_in_process(db)
-                break
+        counted = 0
+        for _ in range(rounds):  # the headline: no instrumentation in these passes
+            done = _batch(db, fake, n, done)
             raw.chunk(2 * n)
-            undo = [_instrument(worker._ChannelPoll, "_receive", "receive"),
-                    _instrument(worker._ChannelPoll, "_process_inbox", "process"),
-                    _instrument(Outbound, "apply_due", "effects"),
-                    _instrument(workflows, "expire_overdue", "finish runs")]
             before = commits[0]
             start = time.perf_counter()
-            try:
-                _pass(db)
-            finally:
-                for restore in undo:
-                    restore()
-            total += time.perf_counter() - start
-            per_commits = (commits[0] - before) / n
+            _pass(db, piw_api=True)
+            per_round.append((time.perf_counter() - start) * 1000 / n)
+            counted += commits[0] - before
             piw.check_settled(db, done)
+        done = _batch(db, fake, n, done)  # one more batch, instrumented: where the time goes
+        undo = [_instrument(worker._ChannelPoll, "_receive", "receive"),
+                _instrument(worker._ChannelPoll, "_process_inbox", "process"),
+                _instrument(Outbound, "apply_due", "effects"),
+                _instrument(workflows, "expire_overdue", "finish runs")]
+        start = time.perf_counter()
+        try:
+            _pass(db, piw_api=False)
+        finally:
+            for restore in undo:
+                restore()
+        instrumented = time.perf_counter() - start
         piw.check_settled(db, done)
+        done = _batch(db, fake, n, done)  # and one counted by strace, not timed
+        with fdatasync_counter() as syncs:
+            piw.poll_in_process(db)
+        piw.check_settled(db, done)
+    # End to end as cron pays it: one `piw-channels poll --once` process per batch.
+    env = piw.child_env(home, SSL_CERT_FILE=str(bundle))
+    cron: list[float] = []
+    runs = 0
+    for _ in range(rounds):
+        with Database.open_writer() as db:
+            done = _batch(db, fake, n, done)
+        spent = 0.0
+        for _ in range(5):  # a pass ends by its 15 s deadline: cron's next run goes on
+            spent += piw.wall(piw.poll_command(), env)
+            runs += 1
+            with Database.open_reader() as db:
+                if piw.count(db, "SELECT count(*) FROM effects WHERE status = 'pending'") == 0:
+                    break
+        cron.append(spent * 1000 / n)
+        with Database.open_reader() as db:
+            piw.check_settled(db, done)
     raw.close()
-    timed = rounds * n
-
-    def per(seconds: float) -> float:
-        return seconds * 1000 / timed
-
+    headline = statistics.median(per_round)
     print(f"(b) {rounds} batches of {n} presses, each handled by one `poll --once` pass over"
           " https (delivery excluded)")
     print(f"    raw durable commit (alternating, {raw.count} commits): {raw.ms:.3f} ms")
     print(f"    HEADLINE per press end to end (ingest, resolve, answer the callback, remove the"
-          f" keyboard, post the outcome, finish the run): {per(total):.3f} ms ="
-          f" {per(total) / raw.ms:.1f}x a raw commit")
-    print(f"    write transactions (commits) per press: {per_commits:.2f}  (apsw commit hook)")
+          f" keyboard, post the outcome, finish the run), no instrumentation:"
+          f" {spread(per_round)} = {headline / raw.ms:.1f}x a raw commit")
+    print(f"    end to end per press with start-up (cron `poll --once` processes, {runs} for"
+          f" {rounds} batches): {spread(cron)}")
+    print(f"    write transactions (commits) per press, over all {rounds} timed batches:"
+          f" {counted / (rounds * n):.2f}  (apsw commit hook)")
     if syncs:
         print(f"    fsync+fdatasync per press ({n}-press batch): "
               f"{sum(syncs.values()) / n:.2f} {syncs}  (strace -f -c; target <= 3)")
     else:
         print("    fsync+fdatasync per press: not counted (strace missing or not permitted)")
-    print("    where it goes, per press:")
+
+    def per(seconds: float) -> float:
+        return seconds * 1000 / n
+
+    print(f"    where it goes, per press (one more batch, instrumented: {per(instrumented):.3f}"
+          " ms in all):")
     ingest = SPENT["receive"] - SPENT["http get_updates"]
     rows = [
         ("ingest (getUpdates batch -> inbox + cursor)", ingest),
@@ -196,7 +239,7 @@ def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: 
         ("finish ask runs (run.continue)", SPENT["finish runs"]),
     ]
     accounted = SPENT["receive"] + SPENT["process"] + SPENT["effects"] + SPENT["finish runs"]
-    rows.append(("other (lease, recovery, reservations)", total - accounted))
+    rows.append(("other (lease, recovery, reservations)", instrumented - accounted))
     for label, seconds in rows:
         print(f"      {label:45s} {per(seconds):8.3f} ms")
 
@@ -231,6 +274,8 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=55, help="idle `poll --for` seconds")
     args = parser.parse_args()
     os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
+    print(f"start: {machine_load()}")
+    print(unpaced())
     piw.compile_like_an_install()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -244,10 +289,11 @@ def main() -> None:
         with fakes[0], fakes[1] as fake, fakes[2] as idle_fake:
             fronts = [TlsFront(f.base_url, cert, key) for f in fakes]
             cold_start(base, fronts[0].base_url, args.runs, bundle)
-            presses(base, fake, fronts[1].base_url, args.rounds, args.presses)
+            presses(base, fake, fronts[1].base_url, args.rounds, args.presses, bundle)
             idle(base, idle_fake, fronts[2].base_url, args.window, bundle)
             for front in fronts:
                 front.close()
+    print(f"end: {machine_load()}")
 
 
 if __name__ == "__main__":

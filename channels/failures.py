@@ -8,12 +8,18 @@ exits 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from channels.decisions import workflows
 from channels.errors import ChannelsError
 from state import crashes
+from state.database import Database
 from state.errors import StateError
 from state.exit_codes import EXIT_INTERNAL
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +49,25 @@ def expiry_failure(decision_id: str, exc: Exception) -> Failure:
         return found
     return Failure(f"decision {decision_id}: its deadline cannot be applied: {found.line}",
                    found.exit_code, cause=found.cause)
+
+
+# Decision id -> why its deadline could not be applied (each reported once per command).
+ExpiryFailures = dict[str, Failure]
+
+
+def expire_overdue(db: Database, owner_id: str, failed: ExpiryFailures) -> None:
+    """Apply due deadlines; a decision that fails is noted once in `failed` (the others are
+    settled all the same)."""
+    for decision_id, exc in workflows.expire_overdue(db, owner_id).failed:
+        if decision_id not in failed:
+            failed[decision_id] = expiry_failure(decision_id, exc)
+
+
+async def alone(context: str, failed: Callable[[Failure], T],
+                work: Coroutine[Any, Any, T]) -> T:
+    """Run `work`, failing alone: what escapes it becomes `failed(its failure)`, and the
+    work beside it (another profile's pass) goes on."""
+    try:
+        return await work
+    except Exception as exc:
+        return failed(failure(exc, context))

@@ -41,6 +41,7 @@ def child_env(home: Path) -> dict[str, str]:
     """Environment for a child process that must see the same HOME."""
     env = dict(os.environ)
     env["HOME"] = str(home)
+    env.pop("COLUMNS", None)  # tables are fitted to it; a test that wants a width sets it
     return env
 
 

@@ -7,6 +7,7 @@ Pure functions of an `AlertReport`; cron mails whatever they return.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from channels.config.model import CHANNELS_FILE
@@ -54,6 +55,11 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
         return (f"{who}: no successful getUpdates for {duration(now - alert.since)}"
                 f" ({_error(f)}); check this machine's network and DNS and the Bot API, then"
                 f" run: piw-channels poll --once -v --profile {profile}")
+    if alert.kind == "held":
+        until = int(f.get("until") or 0)
+        return (f"{who}: the Bot API asked to wait {duration(until - alert.since)} (429"
+                f" retry_after) before sending {_held_scope(f)} again; nothing is sent there"
+                f" until {_utc(until)}, then it resumes by itself")
     decision = f"{who}: Decision {f.get('fingerprint')}"
     if alert.kind == "ambiguous":
         unknown = [str(c) for c in f.get("chats") or []]
@@ -88,10 +94,20 @@ def recovered(alert: Alert, profile: str, now: int) -> str:
         return f"{who}: the Bot API is reachable again (after {lasted} without getUpdates)"
     if alert.kind == "pass":
         return f"{who}: a pass works again (after {lasted}; was: {f.get('description')})"
+    if alert.kind == "held":
+        return f"{who}: sending {_held_scope(f)} resumed (held {lasted} by a 429)"
     what = {"ambiguous": "an ambiguous delivery", "failed": "an undeliverable decision",
             "migrated": f"chat {f.get('chat')} migrated",
             "rejected": f"chat {f.get('chat')} refused it"}.get(alert.kind, alert.kind)
     return f"{who}: Decision {f.get('fingerprint')} no longer needs attention (was: {what})"
+
+
+def refused_settlement(refusal: Mapping[str, Any]) -> str:
+    """The one line for a settlement the Bot API refused for good (said on that pass only)."""
+    refused = list(refusal.get("refused") or [{}])
+    return (f"Decision {refusal.get('fingerprint')} is settled, but Telegram refused to remove"
+            f" its buttons or post its outcome ({_error(refused[0])}); remove the buttons in"
+            " the chat by hand (pressing them changes nothing)")
 
 
 def duration(ms: int) -> str:
@@ -107,6 +123,14 @@ def duration(ms: int) -> str:
         rest = minutes % 60
         return f"{hours} h" + (f" {rest} min" if rest else "")
     return f"{hours // 24} days"
+
+
+def _held_scope(facts: Mapping[str, Any]) -> str:
+    return "anything" if facts.get("scope") == "bot" else f"to chat {facts.get('chat')}"
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _error(facts: Mapping[str, Any]) -> str:

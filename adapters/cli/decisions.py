@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adapters.cli.alerts import duration
 from adapters.cli.arguments import DECISION_ID_HELP
+from adapters.cli.decision_table import BY, Listed, render_table, status_text, terminal_width
 from adapters.cli.errors import UsageError, raise_terminated
 from adapters.cli.status_text import ago, clock_time, with_iso
 from channels.config.loading import load_config
@@ -204,8 +204,9 @@ class _DeliveryProgress:
 
 
 def cmd_decisions(args: argparse.Namespace) -> int:
-    """List open decisions (or all), with a header: age, audience, status and, once
-    resolved, the outcome, the winning channel and when."""
+    """List open decisions (or all), with a header: age, audience, status (overdue past the
+    deadline), the outcome, the winning channel and when, the deadline; fitted to the
+    terminal."""
     try:
         db = Database.open_reader()
     except DatabaseMissing:
@@ -227,22 +228,10 @@ def cmd_decisions(args: argparse.Namespace) -> int:
     if not listed:
         print("no open decisions" if not args.all else "no decisions")
         return EXIT_OK
-    rows = [("ID", "FINGERPRINT", "AGE", "AUDIENCE", "STATUS", "OUTCOME", "VIA", "WHEN",
-             "TITLE")]
-    for v, fp, w in listed:
-        outcome = v.choice_label or v.reason or "-"
-        via = "-" if w is None else (w.channel or _BY.get(w.provenance, w.provenance))
-        when = "-" if v.resolved_at is None else f"{duration(now - v.resolved_at)} ago"
-        rows.append((v.decision_id[:17], fp, duration(now - v.created_at), v.audience,
-                     v.display_status, outcome, via, when, v.title))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=False)) + "  " + r[-1])
+    table = render_table([Listed(v, fp, w) for v, fp, w in listed], now, terminal_width())
+    for line in table:
+        print(line)
     return EXIT_OK
-
-
-_BY = {"timeout_policy": "timeout default", "explicit_cancel": "cancel command",
-       "expired_no_default": "deadline"}
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -272,6 +261,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         + (f", then {view.default_choice}" if view.default_choice else ""))
     print(f"asked {ago(view.created_at, now)} for audience {view.audience}; {deadline}")
     print(f"status: {_status_line(view, won, now)}")
+    for line in _typed_reply(view):
+        print(line)
     counts = ", ".join(f"{k} {n}" for k, n in sorted(view.submissions.items())) or "none"
     print(f"submissions: {counts}")
     print("timeline:")
@@ -282,14 +273,26 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _status_line(view: views.DecisionView, won: history.Winner | None, now: int) -> str:
     if won is None:
-        return view.display_status
+        return status_text(view, now)
     what = view.choice_label or view.choice if won.outcome == "accepted" else \
         f"reason: {view.reason}"
     if won.provenance == "human":
         how = f"answered by {won.actor_id} through {won.channel}"
     else:
-        how = f"by the {_BY.get(won.provenance, won.provenance)}"
+        how = f"by the {BY.get(won.provenance, won.provenance)}"
     return f"{view.display_status} ({what}), {how}, {ago(won.resolved_at, now)}"
+
+
+def _typed_reply(view: views.DecisionView) -> list[str]:
+    """The text a person typed for the accepted choice, exactly (indented when multi-line)."""
+    lines = []
+    for name, value in (view.input or {}).items():
+        text = str(value)
+        if "\n" in text or not text.strip():
+            lines += [f"typed reply ({name}):", *("  " + line for line in text.split("\n"))]
+        else:
+            lines.append(f"typed reply ({name}): {text}")
+    return lines
 
 
 def _entry_text(entry: history.Entry) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import tempfile
@@ -18,9 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+from adapters.cli import rehearsal
 from adapters.cli import telegram as telegram_cli
 from adapters.cli.errors import Terminated, UsageError, raise_terminated
-from adapters.telegram.fake import FakeBotApi, RemoteFakeBotApi
+from adapters.telegram.fake import FakeBotApi
+from adapters.telegram.fake.transcript import TranscriptFollower
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
 from channels.decisions import views
@@ -33,6 +36,9 @@ from state.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERM
 
 DEMO_TOKEN = "123456789:demo-token-not-a-secret_0123456789ab"
 USER = 5123456789
+TRANSCRIPT_TICK_S = 0.2  # how often --serve prints what happened in the chat
+
+
 def _steps(first: int, last: int) -> str:
     return "\n".join(
         f"Step {i}: migrate module {i} to the new storage layer, run its tests, and record "
@@ -160,67 +166,52 @@ def serve(token_file: Path, port: int) -> int:
     print(f"Fake Bot API: {server.base_url} (its token is in {token_file}); Ctrl-C stops it.")
     print(f"Rehearse: piw-channels setup telegram --token-file {token_file} --user {USER}"
           f" --chat {USER} --api-base-url {server.base_url}")
-    print(f"Press a button: piw-channels demo --press LABEL --api-base-url {server.base_url}",
-          flush=True)
+    print(f"Press a button: piw-channels demo --press LABEL --api-base-url {server.base_url}")
+    print(f"Type a reply: piw-channels demo --reply TEXT --api-base-url {server.base_url}")
+    print("The chat, as the person sees it:", flush=True)
     signal.signal(signal.SIGTERM, raise_terminated)
     code = EXIT_OK
+    follower = TranscriptFollower(server)
     try:
-        while not server.wait_closed(0.5):
-            pass
+        while not server.wait_closed(TRANSCRIPT_TICK_S):
+            for line in follower.new_lines():
+                print(line, flush=True)
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     except Terminated:
         code = EXIT_TERMINATED
     finally:
+        with contextlib.suppress(OSError):  # what happened since the last tick
+            for line in follower.new_lines():
+                print(line, flush=True)
         server.close()
         if created:
             token_file.unlink(missing_ok=True)
     return code
 
 
-def press(url: str, label: str, user: int | None) -> int:
-    """`demo --press`: press a button of the newest message on a `demo --serve` Bot API, as
-    the person in that chat would (the update waits for the next poll)."""
-    fake = RemoteFakeBotApi(url)
-    try:
-        shown = fake.keyboards()
-    except OSError as exc:
-        raise UsageError(f"no demo Bot API answers at {url} ({exc}); start one with:"
-                         " piw-channels demo --serve") from None
-    if not shown:
-        raise UsageError("no message on the demo Bot API shows buttons (a decided one's are"
-                         " removed); run: piw-channels ask ..., then piw-channels poll")
-    message = shown[-1]
-    buttons = [b for row in message["inline_keyboard"] for b in row]
-    chosen = [b for i, b in enumerate(buttons, 1)
-              if label.casefold() in (str(b["text"]).casefold(), str(i))]
-    if not chosen:
-        names = ", ".join(repr(b["text"]) for b in buttons)
-        raise UsageError(f"no button {label!r} on the newest message (buttons: {names})")
-    chat = int(message["chat_id"])
-    fake.push_fixture("callback_press.json", {
-        "user_id": chat if user is None else user, "chat_id": chat,
-        "message_id": message["message_id"], "message_text": message["text"],
-        "callback_data": chosen[0]["callback_data"]})
-    print(f"pressed {chosen[0]['text']!r}; run piw-channels poll to collect it")
-    return EXIT_OK
-
-
-# Options of one mode, refused without it (silently ignoring them would mislead).
-_MODE_OPTIONS: Final = {"serve": ("port", "token_file"), "press": ("api_base_url", "user")}
+# Options that apply to some modes only, refused without them (ignoring them would mislead).
+_MODE_OPTIONS: Final = {"port": ("serve",), "token_file": ("serve",),
+                        "api_base_url": ("press", "reply"), "user": ("press", "reply"),
+                        "decision": ("press", "reply")}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Run the demo, serve its fake Bot API, or press a button on it."""
-    for mode, active in (("serve", args.serve), ("press", args.press is not None)):
-        for name in _MODE_OPTIONS[mode]:
-            if getattr(args, name) is not None and not active:
-                option = "--" + name.replace("_", "-")
-                raise UsageError(f"{option} only applies with --{mode}")
+    """Run the demo, serve its fake Bot API, or act as the person on it."""
+    active = {"serve": args.serve, "press": args.press is not None,
+              "reply": args.reply is not None}
+    for name, modes in _MODE_OPTIONS.items():
+        if getattr(args, name) is not None and not any(active[m] for m in modes):
+            option = "--" + name.replace("_", "-")
+            raise UsageError(f"{option} only applies with " + " or ".join(
+                f"--{m}" for m in modes))
+    for mode in ("press", "reply"):
+        if active[mode] and args.api_base_url is None:
+            raise UsageError(f"--{mode} needs --api-base-url (the URL demo --serve printed)")
     if args.press is not None:
-        if args.api_base_url is None:
-            raise UsageError("--press needs --api-base-url (the URL demo --serve printed)")
-        return press(args.api_base_url, args.press, args.user)
+        return rehearsal.press(args.api_base_url, args.press, args.user, args.decision)
+    if args.reply is not None:
+        return rehearsal.reply(args.api_base_url, args.reply, args.user, args.decision)
     if args.serve:
         return serve(args.token_file or Path.home() / "piw-demo.token", args.port or 0)
     return run_demo()
@@ -231,17 +222,26 @@ def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="see the whole Telegram flow against a local fake Bot API",
                        description="Without options: a narrated run of the whole flow in a"
                        " temporary HOME. --serve: run the fake Bot API to rehearse setup, ask"
-                       " and poll against it; --press: press one of its buttons.")
+                       " and poll against it, printing the chat as the person sees it;"
+                       " --press and --reply: act as the person on it.")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--serve", action="store_true",
-                      help="run the fake Bot API on loopback until Ctrl-C, printing its URL")
+                      help="run the fake Bot API on loopback until Ctrl-C, printing its URL"
+                      " and then the chat transcript")
     mode.add_argument("--press", metavar="LABEL",
                       help="press the button with this label (or number) on the newest message")
+    mode.add_argument("--reply", metavar="TEXT",
+                      help="reply with TEXT to the newest prompt (or to --decision's message)")
     p.add_argument("--port", type=int, help="--serve: port (default: a free one)")
     p.add_argument("--token-file", type=Path, metavar="PATH",
                    help="--serve: the token the fake accepts (default: ~/piw-demo.token,"
                    " created with a demo token and removed at exit)")
-    p.add_argument("--api-base-url", metavar="URL", help="--press: the URL --serve printed")
+    p.add_argument("--api-base-url", metavar="URL",
+                   help="--press, --reply: the URL --serve printed")
     p.add_argument("--user", type=int, metavar="ID",
-                   help="--press: the user who presses (default: the chat's id, a private chat)")
+                   help="--press, --reply: the user who acts (default: the chat's id, a private"
+                   " chat)")
+    p.add_argument("--decision", metavar="ID",
+                   help="--press, --reply: act on this decision's message (its id or Decision"
+                   " fingerprint, or a unique prefix) instead of the newest")
     p.set_defaults(handler=cmd_demo)

@@ -73,12 +73,18 @@ def _pi() -> Register:
     return pi.register
 
 
+def _gate() -> Register:
+    from adapters.cli import gate
+
+    return gate.register
+
+
 # Command -> the loader of the group that registers it (in help order).
 _GROUPS: dict[str, Callable[[], Register]] = {
     "init": _database, "verify": _database, "backup": _database, "status": _database,
     "ask": _decisions, "decisions": _decisions, "show": _decisions, "cancel": _decisions,
     "expire": _decisions, "setup": _setup, "poll": _telegram, "resend": _telegram,
-    "demo": _demo, "pi": _pi,
+    "demo": _demo, "pi": _pi, "gate": _gate,
 }
 
 

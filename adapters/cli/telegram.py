@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
-from adapters.cli.alerts import alert_lines
+from adapters.cli.alerts import alert_lines, refused_settlement
 from adapters.cli.arguments import DECISION_ID_HELP
 from adapters.cli.errors import Terminated, UsageError
 from adapters.telegram.client import TelegramClient
@@ -18,7 +18,7 @@ from channels.config.errors import SETUP_HINT
 from channels.config.loading import load_config, resolve_config_dir
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
-from channels.failures import expiry_failure
+from channels.failures import ExpiryFailures, expiry_failure
 from channels.telegram import deliveries
 from channels.telegram import poll as worker
 from channels.telegram.identity import Channel
@@ -33,8 +33,10 @@ T = TypeVar("T")
 
 @asynccontextmanager
 async def bot_api(profile: TelegramProfile, token: str) -> AsyncIterator[BotApi]:
-    """The real Bot API client for one profile (the token stays inside it)."""
-    async with TelegramClient(token, api_base_url=profile.api_base_url) as client:
+    """The real Bot API client for one profile (the token stays inside it); a 429 comes back
+    at once, for the poll cycle's pacer to hold."""
+    async with TelegramClient(token, api_base_url=profile.api_base_url,
+                              retry_rate_limited=False) as client:
         yield client
 
 
@@ -79,7 +81,7 @@ _UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
 def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool) -> int:
     """One poll pass; print what needs a person (one line each) and exit with the highest
     code of what is still wrong (README table)."""
-    expiry: worker.ExpiryFailures = {}
+    expiry: ExpiryFailures = {}
     with Database.open_writer() as db:
         reports = asyncio.run(_until_terminated(worker.poll(db, config, bot_api, options,
                                                             expiry_failures=expiry)))
@@ -104,6 +106,9 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
         elif report.status == "failed":  # its claim or release failed: no alert report
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, report.exit_code)
+        for refusal in report.refused:  # a settlement refused for good: said once
+            print(f"Error: {report.channel}: {refused_settlement(refusal)}", file=sys.stderr)
+            code = max(code, EXIT_CONFIG)
         if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, EXIT_TEMPORARY)

@@ -67,8 +67,8 @@ def ask_spec(message: dict[str, Any], session_id: str) -> AskSpec:
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
                 or not 0 < timeout <= MAX_TIMEOUT_MINUTES:
-            raise InvalidRequest(f"ask.timeout_minutes must be a number from 1 to"
-                                 f" {MAX_TIMEOUT_MINUTES}")
+            raise InvalidRequest(f"ask.timeout_minutes must be a number of minutes above 0"
+                                 f" and at most {MAX_TIMEOUT_MINUTES}")
         timeout_ms = int(timeout * 60_000)
     default = _string(message, "default_choice", required=False)
     if default is not None and timeout_ms is None:

@@ -14,6 +14,7 @@ stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits 
          blocks?, choices, audience?,      turn {turn_intent_id, decision_id, content}
          timeout_minutes?, default_choice?} error {code, message, event_id?}
     turned {turn_intent_id, entry_id}
+    gate, gate_cancel, gate_state          gated, gate_result, gate_state (adapters.pi.gatedesk)
 
 After `hello` the bridge claims the lease of the session's channel (`pi-` + hash of the
 session id), registering the channel first once the session needs one (a decision to show,
@@ -32,6 +33,7 @@ it (stdin, ticks, signals) is `adapters.pi.serving`.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -47,12 +49,13 @@ from adapters.pi.framing import (
     parse_line,
     text_field,
 )
+from adapters.pi.gatedesk import GateDesk
 from adapters.pi.session_file import check_session
 from channels import store
 from channels.config import loading
 from channels.config.errors import ConfigError
 from channels.config.model import ChannelsConfig
-from channels.decisions import workflows
+from channels.decisions import views, workflows
 from channels.errors import ChannelsError
 from channels.pi import answers, deliveries, sessions, settlement, turns
 from channels.pi.answers import AnswerEvent
@@ -93,6 +96,10 @@ class Bridge:
     config_problem: str | None = None
     seen_version: int = -1
     last_sync: float = 0.0
+    desk: GateDesk | None = None  # the tool-call gate's waiting calls
+
+    def __post_init__(self) -> None:
+        self.desk = GateDesk(self.db, self.out, self.owner_id)
 
     # -- inbound lines -------------------------------------------------------------------------
 
@@ -123,12 +130,29 @@ class Bridge:
         if kind == "hello":
             self._hello(message)
             return
-        if kind not in ("delivered", "answer", "ask", "turned"):
+        if kind not in ("delivered", "answer", "ask", "turned", "gate", "gate_cancel",
+                        "gate_state"):
             raise ProtocolError("unknown_type", f"unknown message type {kind!r}")
         if self.session_id is None:
             raise ProtocolError("hello_required", "send hello {session_id, pi_version, mode} first")
-        if self.lease is None and kind == "ask":
+        if self.lease is None and kind in ("ask", "gate"):
             self._try_claim(needed=True)  # a session that asks needs its channel now
+        if kind == "gate_cancel":  # the run's lease is the desk's, not the channel's
+            self._desk().cancel(message)
+            self.sync()
+            return
+        if kind == "gate_state":
+            self._desk().state(message, self.session_id)
+            return
+        if kind == "gate":
+            # Judged without the session's channel too (a second window of the session): its
+            # decision then goes to Telegram only, since this bridge cannot take Pi answers.
+            usable, config = self._config()
+            self._desk().gate(message, self.session_id, config,
+                              problem=None if usable else self.config_problem,
+                              here=self.lease is not None)
+            self.sync()
+            return
         if self.lease is None:
             raise ProtocolError("not_ready", "another bridge still serves this Pi session")
         if kind == "delivered":
@@ -227,7 +251,9 @@ class Bridge:
         # Like `ask` without --wait: the run waits with no live owner, so the deadline and the
         # continuation are applied by whoever runs the expiry step next.
         workflows.release_run(self.db, handle.run.lease)
+        fingerprint = self.db.read(lambda c: views.fingerprint_of(c, handle.decision_id))
         self.out.send({"type": "asked", "event_id": event_id, "decision_id": handle.decision_id,
+                       "fingerprint": fingerprint,
                        "delivered_to": asking.delivered_to(config, spec.audience)})
         self.sync()
 
@@ -243,6 +269,10 @@ class Bridge:
                                 f"{turn_intent_id} is not a turn of this Pi session") from None
 
     # -- lease ---------------------------------------------------------------------------------
+
+    def _desk(self) -> GateDesk:
+        assert self.desk is not None
+        return self.desk
 
     def _owner(self) -> tuple[Lease, str, str]:
         assert self.lease is not None and self.channel_id and self.session_id
@@ -302,7 +332,12 @@ class Bridge:
         self.error("lease_lost", "this bridge lost the session's lease; waiting for it")
 
     def close(self) -> None:
-        """Release the lease (a missing or stolen one is not an error at exit)."""
+        """Cancel the calls still waiting, then release the lease (a missing or stolen one
+        is not an error at exit)."""
+        self._desk().close()
+        if self.lease is not None:
+            with contextlib.suppress(StateError, ChannelsError):
+                self.sync()  # settle the cancelled calls' decisions in Pi
         lease, self.lease = self.lease, None
         if lease is None:
             return
@@ -318,6 +353,7 @@ class Bridge:
         if self.session_id is None:
             return
         try:
+            self._desk().tick()
             if self.lease is None:
                 if self.registered or self._changed():  # an idle session reads little
                     self._try_claim()
@@ -361,6 +397,7 @@ class Bridge:
         self.seen_version = self._data_version()
         self.last_sync = time.monotonic()
         usable, config = self._config()
+        self._desk().tick()
         if usable:
             self._deliver(config)
         self._settle()
@@ -395,7 +432,8 @@ class Bridge:
             if item.turn_intent_id not in self.offered:
                 self.offered.add(item.turn_intent_id)
                 self.out.send({"type": "turn", "turn_intent_id": item.turn_intent_id,
-                               "decision_id": item.decision_id, "content": item.content})
+                               "decision_id": item.decision_id, "content": item.content,
+                               "by_person": item.by_person})
 
     def _settle_one(self, lease: Lease, channel_id: str, item: Settlement) -> None:
         # Three steps so that no transaction is open while the line is written.
@@ -440,4 +478,4 @@ def settle_message(item: Settlement) -> dict[str, Any]:
     """The `settle` line of one resolved decision."""
     return {"type": "settle", "decision_id": item.decision_id, "outcome": item.outcome,
             "provenance": item.provenance, "text": item.text, "title": item.title,
-            "channel": item.channel}
+            "channel": item.channel, "terminal": item.terminal}

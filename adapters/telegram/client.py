@@ -75,8 +75,8 @@ _LOG = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- retries
 
 
-def _is_retryable(result: CallResult) -> bool:
-    return result.outcome is CallOutcome.NOT_SENT or result.is_rate_limited
+def _is_retryable(result: CallResult, rate_limited: bool = True) -> bool:
+    return result.outcome is CallOutcome.NOT_SENT or (rate_limited and result.is_rate_limited)
 
 
 def exponential_backoff(attempt: int) -> float:
@@ -126,6 +126,7 @@ class TelegramClient:
         write_timeout: float = 5.0,
         pool_timeout: float = 1.0,
         max_attempts: int = 3,
+        retry_rate_limited: bool = True,
         backoff: Callable[[int], float] = exponential_backoff,
         sleep: Sleep = asyncio.sleep,
         clock: Clock = time.time,
@@ -138,6 +139,9 @@ class TelegramClient:
         self._secret = Secret(token)
         self._timeouts = (connect_timeout, read_timeout, write_timeout, pool_timeout)
         self._max_attempts = max(1, max_attempts)
+        # False: a 429 is returned at once (the poll cycle's pacer holds the chat or the bot
+        # for every call, not just this one).
+        self._retry_rate_limited = retry_rate_limited
         self._backoff = backoff
         self._sleep = sleep
         self._clock = clock
@@ -301,7 +305,8 @@ class TelegramClient:
         while True:
             attempts += 1
             result = await self._attempt(method, form, extra_read)
-            if not _is_retryable(result) or attempts >= self._max_attempts:
+            if not _is_retryable(result, self._retry_rate_limited) or \
+                    attempts >= self._max_attempts:
                 break
             # Wait what a 429 asks for, else back off; never start a try after the deadline.
             wait = float(result.retry_after) if result.retry_after is not None else \

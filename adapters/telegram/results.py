@@ -16,6 +16,7 @@ may do next (ARCHITECTURE §5, facts B and C):
 from __future__ import annotations
 
 import datetime as dtm
+import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,8 +38,9 @@ __all__ = [
 
 JSONDict = dict[str, Any]
 
-# A longer wait is not a rate limit but a broken answer: it is ignored (the call is not waited on).
-MAX_RETRY_AFTER: Final = 3600
+# Every retry_after is honoured, however long (a flood ban can last hours or days); beyond a
+# year it is taken as a year, so no later arithmetic overflows an SQLite integer.
+MAX_RETRY_AFTER: Final = 366 * 86_400
 MAX_DESCRIPTION: Final = 500
 _MAX_ID: Final = 2**53 - 1  # Bot API integers have at most 52 significant bits
 
@@ -121,9 +123,8 @@ def retry_after_seconds(value: object) -> int | float | None:
     if isinstance(value, dtm.timedelta):
         seconds = value.total_seconds()
         return int(seconds) if seconds.is_integer() else seconds
-    if isinstance(value, int | float) and not isinstance(value, bool) and \
-            0 <= value <= MAX_RETRY_AFTER:
-        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return min(value, MAX_RETRY_AFTER) if math.isfinite(value) else MAX_RETRY_AFTER
     return None
 
 

@@ -18,6 +18,7 @@ import apsw
 from channels.decisions import runs
 from channels.decisions.choices import validate_response
 from channels.decisions.digests import digest_from_bytes, digest_to_bytes
+from channels.decisions.presentation import fingerprint
 from channels.decisions.records import Resolution, StoredDecision, load, resolution_of
 from channels.decisions.request import (
     answer_digest,
@@ -336,7 +337,7 @@ def _win(
     )
     resolution = Resolution(decision.decision_id, outcome, provenance, response, reason, now,
                             digest)
-    _reserve_follow_ups(conn, decision, resolution, revision, actor, now)
+    _reserve_follow_ups(conn, decision, resolution, revision, actor, now, human)
     _reserve_turn_intent(conn, decision, resolution, revision, actor, now, human)
     return resolution
 
@@ -348,6 +349,7 @@ def _reserve_follow_ups(
     revision: int,
     actor: Actor,
     now: int,
+    human: HumanAnswer | None = None,
 ) -> None:
     """run.continue for the run owner, one settlement per presenting channel, and closure of
     deliveries that have not gone out yet."""
@@ -364,8 +366,10 @@ def _reserve_follow_ups(
         effects.reserve(
             conn, source_resource_id=decision.resource_id, source_revision=revision,
             effect_type=f"{adapter}.settle", idempotency_key=channel_id,
-            payload={**common, "channelId": channel_id, "text": settlement_text(decision,
-                                                                                resolution)},
+            payload={**common, "channelId": channel_id,
+                     # Pi shows where an answer came from itself (its settle notice).
+                     "text": settlement_text(decision, resolution, None if adapter == "pi"
+                                             else _answered_where(human))},
             owner_scope="channel", actor=actor, now=now,
         )
     for effect in _pending_presentations(conn, decision.resource_id):
@@ -382,7 +386,7 @@ def _reserve_turn_intent(
     human: HumanAnswer | None,
 ) -> None:
     """A run bound to a Pi session gets its answer back there as a deferred model turn."""
-    session_id = runs.origin_session(conn, decision.run_id)
+    session_id = runs.turn_session(conn, decision.run_id)
     if session_id is None:
         return
     turns.reserve_turn_intent(
@@ -399,6 +403,7 @@ def turn_facts(decision: StoredDecision, resolution: Resolution, actor: Actor,
     known = decision.request.choices.get(str(response.get("choice", "")))
     return {
         "decisionId": decision.decision_id,
+        "fingerprint": fingerprint(decision.request.presentation_digest),
         "title": str(decision.request.document["title"]),
         "outcome": resolution.outcome, "provenance": resolution.provenance,
         "choice": response.get("choice"),
@@ -433,12 +438,24 @@ def _pending_presentations(conn: apsw.Connection, resource_id: str) -> list[effe
     return [effects.get(conn, i) for i in ids]
 
 
-def settlement_text(decision: StoredDecision, resolution: Resolution) -> str:
-    """The short outcome message channels post ("Accepted: Continue", "Cancelled: expired")."""
+def _answered_where(human: HumanAnswer | None) -> str | None:
+    """Where a Pi-channel answer came from, for the other channels' outcome message: Pi's
+    own dialog (a session actor) or the terminal operator view (`local:<uid>`)."""
+    if human is None or human.channel != "pi":
+        return None
+    return "answered in the terminal" if human.actor_id.startswith("local:") else \
+        "answered in Pi"
+
+
+def settlement_text(decision: StoredDecision, resolution: Resolution,
+                    where: str | None = None) -> str:
+    """The short outcome message channels post ("Accepted: Continue", "Cancelled: expired",
+    "Accepted: Allow once (answered in Pi)")."""
     if resolution.outcome == "accepted" and resolution.response is not None:
         choice = decision.request.choices.get(str(resolution.response["choice"]))
         label = choice["label"] if choice else str(resolution.response["choice"])
         suffix = " (timeout default)" if resolution.provenance == "timeout_policy" else ""
+        suffix = f" ({where})" if where else suffix
         return f"Accepted: {label}{suffix}\n{decision.request.document['title']}"
     return f"Cancelled: {resolution.reason}\n{decision.request.document['title']}"
 

@@ -20,6 +20,9 @@ from state.leases import Lease
 from state.resources import Actor
 
 RunOwner = Literal["session", "host"]
+
+# A gated Pi tool call: its answer goes to the waiting call, never as a deferred turn.
+GATE_WORKFLOW = "piw-channels.gate"
 TerminalStatus = Literal["completed", "cancelled"]
 
 
@@ -124,6 +127,17 @@ def origin_session(conn: apsw.Connection, run_id: str) -> str | None:
         "SELECT origin_session_id FROM run_bindings WHERE run_id = ?"
         " AND execution_mode = 'interactive'", (run_id,)).get
     return None if value is None else str(value)
+
+
+def turn_session(conn: apsw.Connection, run_id: str) -> str | None:
+    """The Pi session whose next turn gets this run's answer: the interactive binding, except
+    for a gated tool call (the call itself waits for the answer)."""
+    row = conn.execute(
+        "SELECT b.origin_session_id, r.workflow_ref FROM run_bindings b JOIN runs r USING (run_id)"
+        " WHERE b.run_id = ? AND b.execution_mode = 'interactive'", (run_id,)).fetchone()
+    if row is None or row[1] == GATE_WORKFLOW:
+        return None
+    return str(row[0])
 
 
 def verify_owner(conn: apsw.Connection, lease: Lease, run_id: str, now: int,

@@ -305,3 +305,48 @@ def fingerprint_of(conn: apsw.Connection, decision_id: str) -> str:
 def _fingerprint(conn: apsw.Connection, presentation_hash: bytes) -> str:
     content = blobs.get_bytes(conn, presentation_hash)
     return hashlib.sha256(content + b"\n").hexdigest()[:FINGERPRINT_LENGTH]
+
+
+def accepted_with_subject(
+    conn: apsw.Connection, run_prefix: str, subject_hash: bytes, choice: str
+) -> list[str]:
+    """Decisions of the runs whose id starts with `run_prefix`, asked about exactly this
+    subject and accepted with `choice`, oldest first: a range of the runs' primary key, then
+    the decisions' run index (flat however long the history of other runs grows)."""
+    rows: list[Any] = conn.execute(
+        "SELECT d.decision_id, x.response_hash FROM runs r"
+        " JOIN human_decisions d ON d.run_id = r.run_id"
+        " JOIN human_decision_resolutions x ON x.decision_id = d.decision_id"
+        " WHERE r.run_id >= :low AND r.run_id < :high AND d.subject_hash = :subject"
+        " AND x.outcome = 'accepted' ORDER BY x.resolved_at, d.decision_id",
+        {"low": run_prefix, "high": run_prefix + "\uffff", "subject": subject_hash},
+    ).fetchall()
+    return [str(d) for d, response in rows
+            if blobs.get_json(conn, bytes(response)).get("choice") == choice]
+
+
+def accepted_subjects(
+    conn: apsw.Connection, run_prefix: str, choice: str
+) -> list[tuple[str, Any]]:
+    """(decision_id, subject) of every decision of the runs under `run_prefix` accepted with
+    `choice`, oldest first (the same range of the runs' primary key)."""
+    rows: list[Any] = conn.execute(
+        "SELECT d.decision_id, d.subject_hash, x.response_hash FROM runs r"
+        " JOIN human_decisions d ON d.run_id = r.run_id"
+        " JOIN human_decision_resolutions x ON x.decision_id = d.decision_id"
+        " WHERE r.run_id >= :low AND r.run_id < :high AND x.outcome = 'accepted'"
+        " ORDER BY x.resolved_at, d.decision_id",
+        {"low": run_prefix, "high": run_prefix + "\uffff"},
+    ).fetchall()
+    return [(str(d), blobs.get_json(conn, bytes(subject))) for d, subject, response in rows
+            if blobs.get_json(conn, bytes(response)).get("choice") == choice]
+
+
+def winner_source(conn: apsw.Connection, decision_id: str) -> tuple[str | None, bool]:
+    """(channel of a person's winning answer or None, whether it came from the terminal
+    operator view, whose actor is `local:<uid>`): where an answer came from, no actor id."""
+    row = conn.execute("SELECT channel, actor_id FROM human_decision_resolutions"
+                       " WHERE decision_id = ?", (decision_id,)).fetchone()
+    if row is None or row[0] is None:
+        return None, False
+    return str(row[0]), str(row[1] or "").startswith("local:")

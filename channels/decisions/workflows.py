@@ -11,6 +11,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import apsw
@@ -27,7 +28,10 @@ from state.errors import LeaseHeld, StateError, WriteRejected
 from state.leases import Lease
 
 ASK_WORKFLOW = "piw-channels.ask"
+GATE_WORKFLOW = runs.GATE_WORKFLOW  # a gated Pi tool call waiting on a person
 ASK_NODE = "decision"
+# Runs this tool creates and finishes itself (the continuation is local).
+LOCAL_WORKFLOWS = (ASK_WORKFLOW, GATE_WORKFLOW)
 
 
 def new_owner_id(db: Database, role: str) -> str:
@@ -61,6 +65,9 @@ class AskSpec:
     timeout_ms: int | None = None
     default_choice: str | None = None
     origin_session_id: str | None = None  # a Pi session: its answer goes back there as a turn
+    subject: Mapping[str, Any] | None = None  # what the answer is bound to (default: the title)
+    workflow: str = ASK_WORKFLOW
+    run_id: str | None = None  # default: `ask-` + 24 random hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +85,7 @@ class AskHandle:
 def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
     """Create the run, its waiting attempt and the decision in one transaction."""
     now = db.clock.now_ms()
-    run_id = "ask-" + db.entropy.token_bytes(12).hex()
+    run_id = spec.run_id or "ask-" + db.entropy.token_bytes(12).hex()
     on_timeout = None
     expires_at = None
     if spec.timeout_ms is not None and spec.default_choice is not None:
@@ -87,15 +94,16 @@ def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
         expires_at = iso_from_ms(now + spec.timeout_ms)
     attempt_id = runs.attempt_id_for(run_id, ASK_NODE)
     request = build_request(
-        run_id=run_id, workflow_name=ASK_WORKFLOW, node_id=ASK_NODE, attempt_id=attempt_id,
+        run_id=run_id, workflow_name=spec.workflow, node_id=ASK_NODE, attempt_id=attempt_id,
         audience=spec.audience, choices=spec.choices, title=spec.title,
-        subject={"kind": "ask", "title": spec.title}, presentation=spec.presentation,
+        subject=dict(spec.subject) if spec.subject is not None
+        else {"kind": "ask", "title": spec.title}, presentation=spec.presentation,
         created_at_ms=now, on_timeout=on_timeout, expires_at=expires_at,
     )
     run_spec = runs.RunSpec(
-        run_id=run_id, workflow_name=ASK_WORKFLOW,
-        definition={"name": ASK_WORKFLOW, "nodes": [{"id": ASK_NODE, "type": "human_decision"}]},
-        input={"title": spec.title}, node_id=ASK_NODE, title=spec.title, source_ref=ASK_WORKFLOW,
+        run_id=run_id, workflow_name=spec.workflow,
+        definition={"name": spec.workflow, "nodes": [{"id": ASK_NODE, "type": "human_decision"}]},
+        input={"title": spec.title}, node_id=ASK_NODE, title=spec.title, source_ref=spec.workflow,
         origin_session_id=spec.origin_session_id,
     )
 
@@ -156,7 +164,8 @@ def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
     the healthy decisions from their deadline, nor stop the poll pass)."""
     now = db.clock.now_ms()
     overdue = db.read(lambda c: views.overdue_decision_ids(c, now))
-    waiting = db.read(lambda c: views.pending_continuations(c, ASK_WORKFLOW))
+    waiting = [d for workflow in LOCAL_WORKFLOWS
+               for d in db.read(partial(views.pending_continuations, workflow_ref=workflow))]
     todo = list(dict.fromkeys([*overdue, *waiting]))
     if not todo:
         return ExpiryReport((), (), ())
@@ -200,7 +209,7 @@ def _expire_one(conn: apsw.Connection, db: Database, decision_id: str, owner_id:
     verdict = None
     if is_overdue:
         verdict = resolution.resolve(conn, DeadlinePolicy(decision_id, lease), now)
-    finished = workflow == ASK_WORKFLOW
+    finished = workflow in LOCAL_WORKFLOWS
     if finished:
         resolution.apply_continue_locally(conn, decision_id, lease, now)
     leases.release(conn, lease, now)
@@ -220,7 +229,7 @@ def cancel_decision(db: Database, decision_id: str, reason: str, owner_id: str) 
     try:
         outcome = db.write(lambda c: resolution.resolve(
             c, Cancellation(decision_id, lease, owner_id, reason), db.clock.now_ms()))
-        if workflow == ASK_WORKFLOW:
+        if workflow in LOCAL_WORKFLOWS:
             apply_continuation(db, decision_id, lease)
         return outcome
     finally:
@@ -295,7 +304,8 @@ def summarize(outcome: Verdict) -> str:
 
 
 __all__ = [
-    "ASK_WORKFLOW", "AskHandle", "AskSpec", "ExpiryReport", "apply_continuation",
+    "ASK_WORKFLOW", "GATE_WORKFLOW", "LOCAL_WORKFLOWS", "AskHandle", "AskSpec", "ExpiryReport",
+    "apply_continuation",
     "apply_deadline", "cancel_decision", "create_ask", "expire_overdue", "new_owner_id",
     "owner_process_gone",
     "presentation_for", "release_run", "resolve_id", "summarize", "wait_for_resolution",

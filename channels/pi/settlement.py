@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import apsw
 
 from channels import store
-from channels.decisions import records
+from channels.decisions import records, views
 from state import effects
 from state.clock import Entropy
 from state.effects import Attempt, Effect
@@ -28,6 +28,7 @@ class Settlement:
     text: str
     title: str = ""
     channel: str | None = None  # the channel of a person's winning answer
+    terminal: bool = False  # that answer came from the terminal operator view (`local:<uid>`)
 
 
 def due_settlements(conn: apsw.Connection, channel_id: str, now: int) -> list[Settlement]:
@@ -38,17 +39,12 @@ def due_settlements(conn: apsw.Connection, channel_id: str, now: int) -> list[Se
             continue
         body = effects.payload(conn, effect)
         decision_id = str(body["decisionId"])
+        channel, terminal = views.winner_source(conn, decision_id)
         found.append(Settlement(effect.effect_id, decision_id, str(body["outcome"]),
                                 str(body["provenance"]), str(body["text"]),
                                 title=records.load(conn, decision_id).request.document["title"],
-                                channel=_winning_channel(conn, decision_id)))
+                                channel=channel, terminal=terminal))
     return found
-
-
-def _winning_channel(conn: apsw.Connection, decision_id: str) -> str | None:
-    value = conn.execute("SELECT channel FROM human_decision_resolutions WHERE decision_id = ?",
-                         (decision_id,)).get
-    return None if value is None else str(value)
 
 
 def begin_settlement(

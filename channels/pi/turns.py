@@ -35,6 +35,7 @@ class TurnIntent:
     effect_id: str
     decision_id: str
     content: str
+    by_person: bool = False  # a person's answer (not a timeout, a cancellation or an expiry)
 
 
 def turn_intent_id_for(decision_id: str) -> str:
@@ -87,7 +88,7 @@ def due_turns(conn: apsw.Connection, session_id: str, now: int) -> list[TurnInte
     for turn_intent_id, effect_id, facts_hash in rows.fetchall():
         facts = blobs.get_json(conn, bytes(facts_hash))  # type: ignore[arg-type]
         found.append(TurnIntent(str(turn_intent_id), str(effect_id), str(facts["decisionId"]),
-                                turn_text(facts)))
+                                turn_text(facts), facts.get("provenance") == "human"))
     return found
 
 
@@ -135,10 +136,17 @@ def turn_entry(conn: apsw.Connection, turn_intent_id: str) -> str | None:
     return str(blobs.get_json(conn, bytes(row[0]))["entryId"])
 
 
+_ENDED = {"explicit_cancel": "Cancelled by: a cancellation (piw-channels cancel or the run's"
+                              " owner), not by a person's answer",
+          "expired_no_default": "Expired: its deadline passed and nobody answered"}
+
+
 def turn_text(facts: dict[str, Any]) -> str:
-    """What the model is told: outcome, choice, the exact text, who answered and where."""
-    title, decision_id = facts["title"], facts["decisionId"]
-    lines = [f"[piw-channels] Answer to your question \"{title}\" (decision {decision_id}):"]
+    """What the model is told: outcome, choice, the exact text, who answered and where; a
+    timeout, a cancellation or an expiry is said to be one (never a person's answer)."""
+    title = facts["title"]
+    shown = facts.get("fingerprint") or facts["decisionId"]  # the `Decision <fp>` of the card
+    lines = [f"[piw-channels] Answer to your question \"{title}\" (decision {shown}):"]
     if facts["outcome"] == "accepted":
         how = {"human": "answered", "timeout_policy": "timed out; the default was taken"}
         lines.append(f"Outcome: accepted ({how.get(facts['provenance'], facts['provenance'])})")
@@ -148,11 +156,13 @@ def turn_text(facts: dict[str, Any]) -> str:
                          + json.dumps(facts["input"], ensure_ascii=False, sort_keys=True))
         else:
             lines.append("Text input: none")
-    else:
-        lines.append(f"Outcome: cancelled ({facts['reason']}); no answer will come")
-    if facts.get("channel"):
-        lines.append(f"Answered by: {facts['actor']} through the {facts['channel']} channel")
-    else:
-        lines.append(f"Decided by: {facts['actor']}")
-    lines.append("Continue the task with this answer.")
+        if facts.get("channel"):
+            lines.append(f"Answered by: {facts['actor']} through the {facts['channel']} channel")
+        else:
+            lines.append("Decided by: the timeout; nobody answered")
+        lines.append("Continue the task with this answer.")
+        return "\n".join(lines)
+    lines.append(f"Outcome: cancelled ({facts['reason']}); no answer will come")
+    lines.append(_ENDED.get(facts["provenance"], f"Decided by: {facts['actor']}"))
+    lines.append("Continue the task without this answer.")
     return "\n".join(lines)

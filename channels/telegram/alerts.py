@@ -21,7 +21,7 @@ import apsw
 
 from channels import store
 from channels.decisions import views
-from channels.telegram import deliveries
+from channels.telegram import deliveries, holds
 from channels.telegram.identity import Channel
 from state import blobs
 from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
@@ -31,13 +31,13 @@ DEFAULT_ALERT_AFTER_MS: Final = 600_000  # unreachable this long before cron hea
 RELEASED: Final = "channel.lease_released"
 
 Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rejected",
-               "migrated", "pass", "failed"]
+               "migrated", "held", "pass", "failed"]
 
 # What each kind exits with (README table): 78 needs a configuration change, 75 may pass.
 EXIT_CODES: Final[Mapping[str, int]] = {
     "token": EXIT_CONFIG, "rejected": EXIT_CONFIG, "migrated": EXIT_CONFIG,
     "conflict": EXIT_TEMPORARY, "webhook": EXIT_TEMPORARY, "unreachable": EXIT_TEMPORARY,
-    "ambiguous": EXIT_TEMPORARY,
+    "ambiguous": EXIT_TEMPORARY, "held": EXIT_TEMPORARY,
     # A pass that failed ("pass") and a delivery that cannot be made ("failed") carry their
     # own exit code in their facts (exitCode): a token file 77/78, a bug 1.
 }
@@ -219,6 +219,11 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, dow
         found["unreachable"] = ("unreachable", down_since, facts)
     for key, condition in decision_conditions(conn, channel.channel_id, now).items():
         found[key] = condition
+    # A 429 that asked for more than an hour: nothing goes to that chat (or from the bot)
+    # until it ends, which may be a surprise to the person waiting for a decision.
+    for key, hold in holds.long_holds(conn, channel.channel_id, now).items():
+        found[f"held:{key}"] = ("held", hold.since, {**holds.describe_key(key),
+                                                     "until": hold.until})
     return found
 
 

@@ -9,10 +9,13 @@ from typing import Any
 from channels import messages
 from channels.failures import Failure, failure
 from channels.telegram.deliveries import messages_of_effect
+from channels.telegram.settling import maybe_acted
+from channels.transport import OK, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, Effect
 from state.errors import StateError
+from state.exit_codes import EXIT_TEMPORARY
 
 
 def give_up(db: Database, channel_id: str, attempt: Attempt, exc: Exception,
@@ -48,3 +51,12 @@ def give_up_unbegun(db: Database, channel_id: str, effect: Effect, owner_id: str
     except StateError:
         return None
     return give_up(db, channel_id, attempt, exc, errors)
+
+
+def lost_post(decision_id: str, chat: str, res: ProviderResult) -> list[Failure]:
+    """The line for an outcome post whose answer was lost (it may have arrived), if it was."""
+    if not maybe_acted(res) or (res.outcome == OK and res.message_id is not None):
+        return []
+    return [Failure(f"{decision_id}: its outcome post to chat {chat} may not have arrived (its"
+                    f" answer was lost: {describe(res).get('description')}); check that chat:"
+                    " it is never posted twice", EXIT_TEMPORARY)]

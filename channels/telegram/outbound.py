@@ -12,19 +12,20 @@ No transaction is held while a request is on the wire.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from channels import messages
-from channels.decisions import records
+from channels.decisions import records, views
 from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
 from channels.telegram import giving_up, outcomes, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
-from channels.telegram.card import CardPart, card_parts
+from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
     DELIVER,
     NOTICE,
@@ -38,18 +39,26 @@ from channels.telegram.deliveries import (
     reserve_reminder,
 )
 from channels.telegram.identity import Channel
-from channels.telegram.post_results import maybe_acted, record_post, token_rejected
+from channels.telegram.pacing import NORMAL, URGENT, Pacer, sending_as
+from channels.telegram.plans import Delivery, Settlement
 from channels.telegram.sent import delivered_recipients, keyboard_messages
+from channels.telegram.settling import (
+    maybe_acted,
+    record_post,
+    retry_in_ms,
+    settle_outcome,
+    token_rejected,
+)
 from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, Effect
 from state.errors import StaleLease, StateError, WriteRejected
-from state.exit_codes import EXIT_TEMPORARY
 from state.resources import Actor
 
 EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE, REMIND)
-MAX_SETTLE_ATTEMPTS = 3
+URGENT_TYPES = (PROMPT, SETTLE, NOTICE)  # what presses and replies caused: ahead of the rest
+BACKGROUND_TYPES = (DELIVER, REMIND)  # new deliveries and reminders: in the background
 NOT_SENT_BACKOFF_MS = 5_000
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
 
@@ -69,6 +78,8 @@ class Outbound:
     # The Bot API refused the token (401/404): nothing was sent, and nothing will be until the
     # token works again, so this pass applies no more effects (they stay due).
     unauthorized: bool = False
+    pacer: Pacer | None = None  # the pass's pacer: effects it cannot serve stay due
+    refused: list[dict[str, Any]] = field(default_factory=list)  # settlements refused for good
 
     def _now(self) -> int:
         return self.db.clock.now_ms()
@@ -90,6 +101,8 @@ class Outbound:
             for effect in due:
                 if self.unauthorized:
                     break
+                if self._blocked(effect):
+                    continue  # held by a 429, or no slot before the deadline: no attempt
                 await self.apply(effect)
                 applied += 1
             return applied
@@ -108,8 +121,21 @@ class Outbound:
                 raise outcome
         return sum(1 for outcome in outcomes if outcome is True)
 
+    def _blocked(self, effect: Effect) -> bool:
+        """Nothing of this effect could go before the deadline (a 429 holds the bot or all
+        its chats, or no slot comes in time): it stays due, unattempted."""
+        if self.pacer is None:
+            return False
+        p = None if effect.effect_type == SETTLE else \
+            self.db.read(lambda c: effects.payload(c, effect))  # a settlement's chats: later
+        return self.pacer.blocked(p, int((self.deadline() - time.time()) * 1000))
+
     async def apply(self, effect: Effect) -> None:
-        def begin(c: Any) -> tuple[Attempt, _Settlement | None]:
+        with sending_as(NORMAL if effect.effect_type in BACKGROUND_TYPES else URGENT):
+            await self._apply(effect)
+
+    async def _apply(self, effect: Effect) -> None:
+        def begin(c: Any) -> tuple[Attempt, Settlement | None]:
             attempt = effects.begin_attempt(c, effect.effect_id, "channel", self.owner_id,
                                             self._now(), self.db.entropy)
             # A settlement's intents commit with its attempt: one commit before the sends.
@@ -187,12 +213,12 @@ class Outbound:
             render_decision_text(document), self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
         only = payload.get("only")
-        delivery = _Delivery(decision_id, message_id, parts, keyboard(decision.request),
+        delivery = Delivery(decision_id, message_id, parts, keyboard(decision.request),
                              [str(r) for r in payload["recipients"]], bool(payload.get("resend")),
                              None if only is None else str(only))
         await self._send_delivery(attempt, delivery)
 
-    async def _send_delivery(self, attempt: Attempt, d: _Delivery) -> None:
+    async def _send_delivery(self, attempt: Attempt, d: Delivery) -> None:
         report: list[dict[str, Any]] = []
         unknown: list[dict[str, Any]] = []  # recipients whose part may or may not have arrived
         for r, chat in enumerate(d.recipients):
@@ -224,7 +250,7 @@ class Outbound:
         self.db.write(finish)
 
     async def _send_recipient(
-        self, attempt: Attempt, d: _Delivery, r: int, chat: str
+        self, attempt: Attempt, d: Delivery, r: int, chat: str
     ) -> tuple[dict[str, Any], Attempt]:
         rows = {(p.recipient_index, p.part_index): p
                 for p in self.db.read(lambda c: messages.parts(c, d.message_id))}
@@ -400,7 +426,7 @@ class Outbound:
     # posts' references or removed intents, the message status, the attempt's outcome). A
     # crash in between leaves the intents: the outcome post is ambiguous, never posted twice.
 
-    def _settle_intents(self, c: Any, attempt: Attempt) -> _Settlement:
+    def _settle_intents(self, c: Any, attempt: Attempt) -> Settlement:
         p = effects.payload(c, attempt.effect)
         decision_id, now = str(p["decisionId"]), self._now()
         channel_id = self.channel.channel_id
@@ -417,10 +443,10 @@ class Outbound:
                  if r not in done]  # posted, or ambiguous: never posted twice
         for r, _, _ in posts:
             messages.write_part_intent(c, message_id, r, 0, post.text, now)
-        return _Settlement(message_id, post, keyboards, posts, decision_id)
+        return Settlement(decision_id, message_id, post, keyboards, posts)
 
-    async def _settle(self, attempt: Attempt, s: _Settlement) -> None:
-        failures = 0
+    async def _settle(self, attempt: Attempt, s: Settlement) -> None:
+        edits: list[ProviderResult] = []  # the keyboard edits that did not remove one
         for chat, message_ref in s.keyboards:
             attempt = self._renew_if_due(attempt)
             res = await self.api.edit_message_reply_markup(chat, int(message_ref),
@@ -429,7 +455,7 @@ class Outbound:
                     or res.is_message_to_edit_not_found):
                 self._note_error("editMessageReplyMarkup", res)
                 self.unauthorized = self.unauthorized or token_rejected(res)
-                failures += 1  # "not modified"/"not found": nothing left to remove
+                edits.append(res)  # "not modified"/"not found": nothing left to remove
         sent: list[tuple[int, str, ProviderResult]] = []
         for r, chat, card in s.posts:
             attempt = self._renew_if_due(attempt)
@@ -440,31 +466,28 @@ class Outbound:
                 self._note_error("sendMessage", res)
                 self.unauthorized = self.unauthorized or token_rejected(res)
             sent.append((r, chat, res))
-            if maybe_acted(res) and not (res.outcome == OK and res.message_id is not None):
-                self.failures.append(Failure(
-                    f"{s.decision_id}: its outcome post to chat {chat} may not have arrived (its"
-                    f" answer was lost: {describe(res).get('description')}); check that chat:"
-                    " it is never posted twice", EXIT_TEMPORARY))
-        final, unauthorized = attempt, self.unauthorized
+            self.failures += giving_up.lost_post(s.decision_id, chat, res)
+        final = attempt
 
         def confirm(c: Any) -> None:
             now = self._now()
-            post_failures = sum(record_post(c, s.message_id, r, chat, res)
-                                for r, chat, res in sent)
+            posts = [res for r, chat, res in sent if record_post(c, s.message_id, r, chat, res)]
             # A post whose answer was lost keeps its intent row: ambiguous, never confirmed.
             unknown = messages.message_has_intents(c, s.message_id)
-            status: messages.MessageStatus = "pending" if post_failures else \
+            status: messages.MessageStatus = "pending" if posts else \
                 "ambiguous" if unknown else "confirmed"
             messages.set_message_status(c, s.message_id, status, now)
-            total = failures + post_failures
-            if not total:
-                effects.finish_attempt(c, final, "ambiguous" if unknown else "applied", now)
-            elif final.attempt_number < MAX_SETTLE_ATTEMPTS or unauthorized:
-                effects.finish_attempt(c, final, "rejected", now, error={"failures": total},
-                                       retry_at=now + NOT_SENT_BACKOFF_MS)
-            else:
-                effects.finish_attempt(c, final, "rejected", now,
-                                       error={"failures": total, "gaveUp": True})
+            # Never given up for a 429 or a transient error: tried again (after what a 429
+            # asked for) until the keyboards are off; only a refusal for good ends it.
+            outcome, error = settle_outcome([*edits, *posts])
+            retry_at = None if outcome != "retry" else \
+                now + retry_in_ms([*edits, *posts], final.attempt_number)
+            if outcome == "refused":
+                self.refused.append({"decisionId": s.decision_id, **(error or {}),
+                                     "fingerprint": views.fingerprint_of(c, s.decision_id)})
+            done: effects.AttemptOutcome = ("ambiguous" if unknown else "applied") \
+                if outcome == "applied" else "rejected"
+            effects.finish_attempt(c, final, done, now, error=error, retry_at=retry_at)
         self.db.write(confirm)
 
     def _renew_if_due(self, attempt: Attempt) -> Attempt:
@@ -472,24 +495,3 @@ class Outbound:
         if attempt.lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
             return attempt
         return self._renew(attempt)
-
-
-@dataclass(frozen=True, slots=True)
-class _Settlement:
-    message_id: str
-    post: outcomes.Styled
-    keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
-    # (recipient, chat, card message or None) of each outcome post, intent written
-    posts: list[tuple[int, str, str | None]]
-    decision_id: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class _Delivery:
-    decision_id: str
-    message_id: str
-    parts: list[CardPart]
-    markup: dict[str, Any]
-    recipients: list[str]
-    resend: bool
-    only: str | None  # a copy of the card for this chat alone

@@ -5,9 +5,8 @@ poller is at work: skip quietly); recover attempts a dead owner left applying; r
 deliveries for open decisions routed here; then until the window ends: renew the lease, apply
 due effects, long-poll getUpdates, ingest the batch and advance the cursor in one fenced
 transaction, process the batch's inbox rows in one transaction (a savepoint per row), answer
-their callbacks once it committed (in press order, by one bounded task) while the
-settlements go out, then apply the rest of what processing created. Finally release the
-lease.
+their callbacks once it committed (concurrently, bounded) while the settlements go out,
+then apply the rest of what processing created, deliveries last. Finally release the lease.
 """
 
 from __future__ import annotations
@@ -15,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from channels import inbox, messages, store
@@ -25,13 +25,14 @@ from channels.config.files import bot_id
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.failures import Failure, expiry_failure, failure
-from channels.telegram import alerts, deliveries, identity, inbound, membership
+from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
+from channels.telegram import alerts, deliveries, holds, identity, inbound, membership, pacing
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.deliveries import SETTLE
+from channels.telegram.delivering import Deliverer
 from channels.telegram.identity import Channel
-from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, Outbound
+from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, URGENT_TYPES, Outbound
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database, savepoint
@@ -50,9 +51,10 @@ ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi
 LONG_POLL_SECONDS = 20
 ONCE_DEADLINE_SECONDS = 15
 INBOX_BATCH = 100
-# Callback answers in flight at once: one, so they go out in press order (a second press
-# of the same button is answered after the first); they still overlap the settlements.
-ANSWER_CONCURRENCY = 1
+# Callback answers in flight at once: they go out right after their batch commits, in press
+# order, 16 at a time (100 presses at 150 ms a call are answered in about 1 s, well within
+# the 15 s after which Telegram calls a query too old).
+ANSWER_CONCURRENCY = 16
 SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
 
@@ -93,10 +95,9 @@ class ChannelReport:
     exit_code: int = 0  # of a failed pass (status "failed")
     failure: Failure | None = None  # why the pass failed (status "failed")
     problems: list[Failure] = field(default_factory=list)  # rows and effects that failed alone
-
-
-# Decision id -> why its deadline could not be applied (each reported once per command).
-ExpiryFailures = dict[str, Failure]
+    # Settlements the Bot API refused for good (a keyboard that cannot be removed): one line
+    # each on the pass where it happens.
+    refused: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def poll(
@@ -119,7 +120,8 @@ async def poll(
     end = start + (ONCE_DEADLINE_SECONDS if options.once else options.window_seconds)
     shared = _shared_bots(config, profiles)
     tasks = [
-        _alone(Channel(p, config).name, _ChannelPoll(
+        alone(f"polling {Channel(p, config).name}", partial(_failed, Channel(p, config).name),
+              _ChannelPoll(
             db, Channel(p, config), owner_id, options, end, wall_clock, failed).run(api_factory))
         for p in profiles if p.name not in shared
     ]
@@ -127,23 +129,9 @@ async def poll(
     return [shared[p.name] if p.name in shared else next(polled) for p in profiles]
 
 
-def expire_overdue(db: Database, owner_id: str, failed: ExpiryFailures) -> None:
-    """Apply due deadlines; a decision that fails is noted once in `failed` (the others are
-    settled all the same)."""
-    for decision_id, exc in workflows.expire_overdue(db, owner_id).failed:
-        if decision_id not in failed:
-            failed[decision_id] = expiry_failure(decision_id, exc)
-
-
-async def _alone(name: str, work: Coroutine[Any, Any, ChannelReport]) -> ChannelReport:
-    """One profile's pass, failing alone: what escapes it (its claim or release) becomes its
-    report, and the other profiles' passes go on."""
-    try:
-        return await work
-    except Exception as exc:
-        found = failure(exc, f"polling {name}")
-        return ChannelReport(name, status="failed", message=found.line,
-                             exit_code=found.exit_code, failure=found)
+def _failed(name: str, found: Failure) -> ChannelReport:
+    return ChannelReport(name, status="failed", message=found.line, exit_code=found.exit_code,
+                         failure=found)
 
 
 def _shared_bots(config: ChannelsConfig,
@@ -187,6 +175,7 @@ class _ChannelPoll:
     _answering: set[asyncio.Future[None]] = field(default_factory=set)
     _answer_slots: asyncio.Semaphore = field(
         default_factory=lambda: asyncio.Semaphore(ANSWER_CONCURRENCY))
+    _long_hold: bool = False  # a 429 asked to wait over an hour: this pass ends
 
     def __post_init__(self) -> None:
         self.report = ChannelReport(self.channel.name)
@@ -261,38 +250,77 @@ class _ChannelPoll:
         """Calls end by the window's end, and early enough for the lease to outlive them."""
         return min(self.end, self.lease.expires_at / 1000 - LEASE_MARGIN_S)
 
-    async def _cycle(self, api: BotApi) -> None:
+    async def _cycle(self, raw_api: BotApi) -> None:
         if self.db.read(self._abandoned):
             self.db.write(self._recover)
-        outbound = Outbound(self.db, api, self.channel, self.owner_id, self.index,
-                            deadline=lambda: self.end)
-        while True:
-            self._renew()
-            if self.db.read(self._undelivered):
-                self.db.write(self._reserve_deliveries)
-            self.report.effects += await outbound.apply_due()
-            if not await self._receive(api):
-                break
-            self.report.processed += await self._process_inbox(api)
-            # Settlements go out while the callbacks are answered; prompts and deliveries
-            # after (a prompt follows the answer that announces it).
-            self.report.effects += await outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
-            await self._answered()
-            self.report.effects += await outbound.apply_due()
-            expire_overdue(self.db, self.owner_id, self.expiry_failures)
-            # The window ends once too little of it is left for a long poll: a zero-timeout
-            # getUpdates in a loop would spin (hundreds of calls) until the last second.
-            if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
-                    self.report.status == "bad_batch":  # the same bytes would come back at once
-                break
-        self.report.errors.extend(outbound.errors)
-        self.report.problems.extend(outbound.failures)
+        pacer = pacing.new_pacer(self._now, self.db.read(
+            lambda c: holds.load(c, self.channel.channel_id)))
+        api = pacing.PacedApi(raw_api, pacer, self._held, self.wall_clock)
+
+        def outbound_of() -> Outbound:
+            return Outbound(self.db, api, self.channel, self.owner_id, self.index,
+                            deadline=lambda: self.end, pacer=pacer)
+
+        outbound, deliverer = outbound_of(), Deliverer(outbound_of())
+        try:
+            await self._loop(api, outbound, deliverer)
+            if self.report.status != "unauthorized":  # nothing goes out with a bad token
+                deliverer.kick()
+            self.report.effects += await deliverer.finish()
+        finally:
+            await deliverer.cancel()
+        self.report.errors.extend(outbound.errors + deliverer.outbound.errors)
+        self.report.refused.extend(outbound.refused)
+        self.report.problems.extend(outbound.failures + deliverer.outbound.failures)
         if self.report.errors:
             last = self.report.errors[-1]
             self._renew()
             lease = self.lease
             self.db.write(lambda c: store.record_provider_error(
                 c, lease, self.channel.channel_id, last, self._now()))
+
+    def _held(self, key: str, hold: holds.Hold) -> None:
+        """A 429 holds a chat (or the bot): keep it in the channel's state; a hold over an
+        hour ends the pass (the alert says until when)."""
+        pacer_holds = {key: hold}
+
+        def command(c: Any) -> None:
+            now = self._now()
+            self.lease = leases.renew(c, self.lease, now)
+            kept = holds.load(c, self.channel.channel_id)
+            holds.save(c, self.lease, self.channel.channel_id, {**kept, **pacer_holds}, now)
+
+        self.db.write(command)
+        self._long_hold = self._long_hold or hold.long
+
+    async def _loop(self, api: BotApi, outbound: Outbound, deliverer: Deliverer) -> None:
+        first = True
+        while not self._long_hold:
+            self._renew()
+            if self.db.read(self._undelivered):
+                self.db.write(self._reserve_deliveries)
+            # Retries of prompts and settlements first; deliveries only once the presses
+            # that came with this getUpdates are answered, so no press waits behind them
+            # (the pass's first getUpdates is short when deliveries are due).
+            self.report.effects += await outbound.apply_due(URGENT_TYPES)
+            if self._long_hold or not await self._receive(
+                    api, short=first and self.db.read(self._due_deliveries)):
+                return
+            first = False
+            self.report.processed += await self._process_inbox(api)
+            # Settlements go out while the callbacks are answered; prompts after (a prompt
+            # follows the answer that announces it); new deliveries in the background,
+            # paced behind them (the pacer serves what presses caused first).
+            self.report.effects += await outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
+            await self._answered()
+            self.report.effects += await outbound.apply_due(URGENT_TYPES)
+            deliverer.kick()
+            expire_overdue(self.db, self.owner_id, self.expiry_failures)
+            # The window ends once too little of it is left for a long poll: a zero-timeout
+            # getUpdates in a loop would spin (hundreds of calls) until the last second.
+            if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
+                    self.report.status == "bad_batch":  # the same bytes would come back at once
+                return
 
     def _abandoned(self, conn: Any) -> list[effects.Effect]:
         return effects.abandoned(conn, EFFECT_TYPES, self._now(), scope=self.channel.channel_id)
@@ -308,6 +336,10 @@ class _ChannelPoll:
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
                 messages.set_message_status(conn, message_id, "ambiguous", now)
 
+    def _due_deliveries(self, conn: Any) -> bool:
+        return bool(effects.list_due(conn, (deliveries.DELIVER,), self._now(),
+                                     scope=self.channel.channel_id))
+
     def _undelivered(self, conn: Any) -> bool:
         """Whether an open decision routed here has no delivery yet (a read: most passes
         have nothing to reserve and need no write transaction)."""
@@ -320,15 +352,16 @@ class _ChannelPoll:
         wanted = deliveries.open_routed_decisions(conn, self.channel, now)
         deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
 
-    async def _receive(self, api: BotApi) -> bool:
-        """One getUpdates and its ingest; False when this channel must stop."""
+    async def _receive(self, api: BotApi, short: bool = False) -> bool:
+        """One getUpdates (`short`: with no long poll) and its ingest; False when this
+        channel must stop."""
         channel_id = self.channel.channel_id
         offset_text = self.db.read(lambda c: store.cursor(c, channel_id, identity.TELEGRAM_CURSOR))
         offset = None if offset_text is None else int(offset_text)
         self._renew()
         self.db.check_file()  # a deleted or replaced database must not confirm updates
         until = self._until()
-        timeout = 0 if self.options.once else max(
+        timeout = 0 if self.options.once or short else max(
             MIN_LONG_POLL_SECONDS, min(self.options.long_poll_seconds,
                                        int(until - self.wall_clock()) - 1))
         res = await api.get_updates(offset, timeout=timeout, deadline=until)
@@ -417,6 +450,7 @@ class _ChannelPoll:
                 if processed.callback is not None:
                     self._answering.add(asyncio.ensure_future(
                         self._answer(api, *processed.callback)))
+            await asyncio.sleep(0)  # the answers start now, before the next batch is read
         return count
 
     def _process_batch(self, conn: Any, rows: list[inbox.InboxRow]) -> list[inbound.Processed]:

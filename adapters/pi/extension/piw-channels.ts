@@ -27,6 +27,7 @@ import { Type } from "typebox";
 const CUSTOM_TYPE = "piw-channels-decision";
 const TURN_TYPE = "piw-channels-answer";
 const SETTLED_TYPE = "piw-channels-settled";
+const GATE_STATE_TYPE = "piw-channels-gate";
 const RESULT_TIMEOUT_MS = 15_000;
 const STDERR_KEPT = 4096;
 const IDLE_POLL_MS = 100;
@@ -74,6 +75,7 @@ interface Asked {
 	type: "asked";
 	event_id: string;
 	decision_id: string;
+	fingerprint?: string;
 	delivered_to: string[];
 }
 
@@ -82,6 +84,7 @@ interface Turn {
 	turn_intent_id: string;
 	decision_id: string;
 	content: string;
+	by_person?: boolean;
 }
 
 interface Settle {
@@ -92,6 +95,39 @@ interface Settle {
 	text: string;
 	title?: string;
 	channel?: string | null;
+	terminal?: boolean;
+}
+
+interface Gated {
+	type: "gated";
+	event_id: string;
+	action: "allow" | "block" | "ask";
+	reason: string | null;
+	rule: string | null;
+	ask_here?: boolean;
+	fingerprint?: string;
+	delivered_to?: string[];
+	decision?: Deliver;
+}
+
+interface GateResult {
+	type: "gate_result";
+	event_id: string;
+	decision_id: string;
+	allow: boolean;
+	choice: string | null;
+	message: string;
+}
+
+interface GateState {
+	type: "gate_state";
+	event_id: string;
+	enabled: boolean;
+	problem: string | null;
+	audience: string;
+	timeout_minutes: number;
+	file: string;
+	allowed: string[];
 }
 
 interface Failure {
@@ -107,9 +143,12 @@ type Inbound =
 	| Asked
 	| Turn
 	| Settle
+	| Gated
+	| GateResult
+	| GateState
 	| Failure;
 
-type Reply = Result | Asked | Failure;
+type Reply = Result | Asked | Gated | GateState | Failure;
 
 function piVersion(): string {
 	return typeof VERSION === "string" && VERSION ? VERSION : "unknown";
@@ -136,7 +175,7 @@ function exitNotice(code: number | null, stderr: string): string {
 function settleNotice(settle: Settle): string {
 	const line = settle.text.split("\n")[0] ?? settle.text;
 	let where = "";
-	if (settle.channel === "pi") where = " (answered in Pi)";
+	if (settle.channel === "pi") where = settle.terminal ? " (answered in the terminal)" : " (answered in Pi)";
 	else if (settle.channel) where = ` (answered on ${settle.channel})`;
 	else if (settle.provenance === "explicit_cancel") where = " (cancelled with piw-channels cancel)";
 	else if (settle.provenance === "expired_no_default") where = " (its deadline passed)";
@@ -167,9 +206,16 @@ class Bridge {
 	private readonly settled: { decision_id: string; notice: string }[] = [];
 	/** Open `/decision` dialogs by decision: closed when the decision is settled elsewhere. */
 	readonly dialogs = new Map<string, { controller: AbortController; settledBy?: string }>();
+	/** Decisions of gated calls: their outcome is told where the call waits, not as a notice. */
+	readonly gating = new Set<string>();
 	private turnSent: { id: string; at: number } | undefined;
+	/** The last agent run ended with Escape: waiting answers do not start a new turn. */
+	stoppedByPerson = false;
 	private turnRetryMs = TURN_RETRY_MS;
 	private readonly waiting = new Map<string, (reply: Reply) => void>();
+	/** Gated calls waiting for their decision, and results that came before their waiter. */
+	private readonly gateWaiters = new Map<string, (result: GateResult) => void>();
+	private readonly gateResults = new Map<string, GateResult>();
 	private buffer = Buffer.alloc(0);
 	private stderr = "";
 	private timer: ReturnType<typeof setTimeout> | undefined;
@@ -232,6 +278,17 @@ class Bridge {
 			this.waiting.delete(eventId);
 			waiter({ type: "error", code: "bridge_down", message: "the piw-channels bridge stopped", event_id: eventId });
 		}
+		for (const [decisionId, waiter] of [...this.gateWaiters]) {
+			this.gateWaiters.delete(decisionId);
+			waiter({
+				type: "gate_result",
+				event_id: "",
+				decision_id: decisionId,
+				allow: false,
+				choice: null,
+				message: "Denied: the piw-channels bridge stopped before an answer came",
+			});
+		}
 		if (this.timer) clearTimeout(this.timer);
 		this.secretPipe.destroy();
 		if (!this.stopped) this.onExit(notice, permanent);
@@ -277,6 +334,26 @@ class Bridge {
 			event_id: `ui.${randomUUID()}`,
 			source: "interactive",
 		});
+	}
+
+	/** Ask the bridge to judge a tool call (and to open its decision when a person must say). */
+	gate(call: Record<string, unknown>): Promise<Reply | undefined> {
+		return this.request({ ...call, type: "gate", event_id: `gate.${randomUUID()}` });
+	}
+
+	/** The policy's state and this session's allowed inputs, for `/gate`. */
+	gateState(): Promise<Reply | undefined> {
+		return this.request({ type: "gate_state", event_id: `state.${randomUUID()}` });
+	}
+
+	/** The first answer to a gated call's decision (the bridge applies its deadline). */
+	waitGate(decisionId: string): Promise<GateResult> {
+		const early = this.gateResults.get(decisionId);
+		if (early) {
+			this.gateResults.delete(decisionId);
+			return Promise.resolve(early);
+		}
+		return new Promise((resolve) => this.gateWaiters.set(decisionId, resolve));
 	}
 
 	/** Open a decision bound to this session; the answer comes back as a turn. */
@@ -353,14 +430,17 @@ class Bridge {
 		const next = this.turns[0];
 		if (!next) return;
 		this.turnSent = { id: next.turn_intent_id, at: Date.now() };
+		// After Escape the person stopped the agent: the answer joins the session without
+		// starting a turn, and reaches the model with the person's next message.
+		const held = this.stoppedByPerson;
 		this.pi.sendMessage(
 			{
 				customType: TURN_TYPE,
 				content: next.content,
 				display: true,
-				details: { turnIntentId: next.turn_intent_id, decisionId: next.decision_id },
+				details: { turnIntentId: next.turn_intent_id, decisionId: next.decision_id, byPerson: next.by_person === true },
 			},
-			{ deliverAs: "followUp", triggerTurn: true },
+			held ? {} : { deliverAs: "followUp", triggerTurn: true },
 		);
 	}
 
@@ -382,7 +462,7 @@ class Bridge {
 	/** The entry of ours that carries this id (a restarted bridge may send it again). */
 	private findEntry(
 		customType: string,
-		key: "messageId" | "turnIntentId" | "settledDecisionId",
+		key: "messageId" | "turnIntentId" | "settledDecisionId" | "decisionId",
 		id: string,
 	): string | undefined {
 		const branch = this.ctx.sessionManager.getBranch();
@@ -432,11 +512,13 @@ class Bridge {
 			case "deliver":
 				this.open.set(message.decision_id, message);
 				this.queue.push(message);
+				this.showOpen();
 				this.pump();
 				break;
 			case "settle": {
 				const shown = this.open.get(message.decision_id);
 				this.open.delete(message.decision_id);
+				this.showOpen();
 				const waiting = this.queue.findIndex((item) => item.decision_id === message.decision_id);
 				if (waiting >= 0) this.queue.splice(waiting, 1);
 				const notice = settleNotice(message);
@@ -445,10 +527,11 @@ class Bridge {
 					// Someone else decided while the person had the dialog open: close it.
 					dialog.settledBy = notice;
 					dialog.controller.abort();
-				} else {
+				} else if (!this.gating.delete(message.decision_id)) {
 					this.notify(notice, "info");
 				}
-				if (shown && this.findEntry(CUSTOM_TYPE, "messageId", shown.message_id) !== undefined) {
+				if ((shown && this.findEntry(CUSTOM_TYPE, "messageId", shown.message_id) !== undefined) ||
+					(!shown && this.findEntry(CUSTOM_TYPE, "decisionId", message.decision_id) !== undefined)) {
 					this.settled.push({ decision_id: message.decision_id, notice });
 					this.pump();
 				}
@@ -460,8 +543,17 @@ class Bridge {
 				break;
 			case "result":
 			case "asked":
+			case "gated":
+			case "gate_state":
 				this.reply(message.event_id, message);
 				break;
+			case "gate_result": {
+				const waiter = this.gateWaiters.get(message.decision_id);
+				this.gateWaiters.delete(message.decision_id);
+				if (waiter) waiter(message);
+				else this.gateResults.set(message.decision_id, message);
+				break;
+			}
 			case "error":
 				// An error naming an event answers that request (for example: another bridge still
 				// serves this session); any other is news for the person.
@@ -478,6 +570,15 @@ class Bridge {
 		const waiter = this.waiting.get(eventId);
 		this.waiting.delete(eventId);
 		waiter?.(message);
+	}
+
+	/** "1 decision waiting (/decision)" in the footer and above the editor, while any is open. */
+	private showOpen(): void {
+		if (!this.ctx.hasUI) return;
+		const n = this.open.size;
+		const text = n > 0 ? `${n} decision${n === 1 ? "" : "s"} waiting (/decision)` : undefined;
+		this.ctx.ui.setStatus("piw-channels-open", text);
+		this.ctx.ui.setWidget("piw-channels-open", text ? [text] : undefined);
 	}
 
 	private notify(text: string, kind: "info" | "warning" | "error"): void {
@@ -514,7 +615,7 @@ function askedText(reply: Reply | undefined): { text: string; ok: boolean } {
 	if (reply.type === "asked") {
 		return {
 			text:
-				`Asked the person: decision ${reply.decision_id}, delivered to ${reply.delivered_to.join(", ")}. ` +
+				`Asked the person: decision ${reply.fingerprint ?? reply.decision_id}, delivered to ${reply.delivered_to.join(", ")}. ` +
 				"Their answer will arrive as a new message that starts your next turn; do not wait or poll for it. " +
 				"End your turn now unless there is other work that does not depend on the answer.",
 			ok: true,
@@ -619,32 +720,206 @@ async function pickAnswer(
 	}
 }
 
+/** This session's `/gate on|off` (kept in the session, so it survives /reload), or undefined. */
+function sessionGate(ctx: ExtensionContext): "on" | "off" | undefined {
+	const branch = ctx.sessionManager.getBranch();
+	for (let i = branch.length - 1; i >= 0; i--) {
+		const entry = branch[i] as { type: string; customType?: string; data?: { gate?: unknown } };
+		if (entry.type === "custom" && entry.customType === GATE_STATE_TYPE) {
+			const gate = entry.data?.gate;
+			return gate === "on" || gate === "off" ? gate : undefined;
+		}
+	}
+	return undefined;
+}
+
+/** The session's name when the person gave it one, else undefined (the bridge uses the id). */
+function sessionName(ctx: ExtensionContext): string | undefined {
+	const manager = ctx.sessionManager as unknown as { getSessionName?: () => string | undefined };
+	try {
+		return manager.getSessionName?.() || undefined;
+	} catch {
+		return undefined;
+	}
+}
+
+/** The person's answer to a gated call in Pi's own dialog (closed when it is decided elsewhere). */
+async function gateDialog(ctx: ExtensionContext, bridge: Bridge, decision: Deliver, signal: AbortSignal,
+	onDismiss: () => void): Promise<boolean> {
+	// The dialog shows the whole card (the command, the fields, who asks), not only its title.
+	const card = decision.text
+		.split("\n\n")
+		.filter((segment) => !segment.startsWith("Choices\n"))
+		.join("\n\n");
+	const picked = await pickAnswer(ctx, { ...decision, title: card }, signal);
+	if (signal.aborted) return false;
+	if (!picked) {
+		onDismiss(); // Escape in the dialog: the person does not want it to run
+		return true;
+	}
+	const result = await bridge.answer(decision, picked.choice, picked.text);
+	if (result?.type === "result" && !["won", "adopted", "already_resolved"].includes(result.result)) {
+		ctx.ui.notify(describe(result), "warning");
+	}
+	return true;
+}
+
 export default function piwChannels(pi: ExtensionAPI): void {
 	let supervisor: Supervisor | undefined;
 	const running = (): Bridge | undefined => supervisor?.bridge;
 	const downText = (): string => supervisor?.down ?? "piw-channels is not running in this session";
+	/** What the model is told with an allowed call's result ("Allowed on Telegram"). */
+	const notes = new Map<string, string>();
+	let gatesWaiting = 0;
+	const showWaiting = (ctx: ExtensionContext, change: number): void => {
+		gatesWaiting += change;
+		if (!ctx.hasUI) return;
+		const text = gatesWaiting > 0
+			? `${gatesWaiting} decision${gatesWaiting === 1 ? "" : "s"} waiting (/decision)`
+			: undefined;
+		ctx.ui.setStatus("piw-channels-gate", text);
+		ctx.ui.setWidget("piw-channels-gate", text ? [text] : undefined);
+	};
 
 	pi.on("session_start", async (_event, ctx) => {
 		supervisor?.stop();
 		supervisor = new Supervisor(pi, ctx);
 	});
+
+	// The gate: every tool call is judged by the bridge against the policy (and the guard);
+	// one that needs a person waits here for the first answer, from Telegram or Pi's dialog.
+	pi.on("tool_call", async (event, ctx) => {
+		if (event.toolName === "ask_human") return undefined; // it asks a person already
+		const bridge = running();
+		if (!bridge) {
+			return { block: true, reason: `Blocked: the piw-channels gate cannot judge this call (${downText()})` };
+		}
+		const reply = await bridge.gate({
+			tool: event.toolName,
+			input: event.input,
+			cwd: ctx.cwd,
+			session_name: sessionName(ctx) ?? null,
+			ui: ctx.hasUI,
+			session_gate: sessionGate(ctx) ?? null,
+		});
+		if (reply === undefined || reply.type !== "gated") {
+			const why = reply === undefined ? "piw-channels did not answer in time" : reply.type === "error" ? reply.message : reply.type;
+			return { block: true, reason: `Blocked: the piw-channels gate could not judge this call (${why})` };
+		}
+		if (reply.action === "allow") {
+			if (reply.reason) notes.set(event.toolCallId, reply.reason);
+			return undefined;
+		}
+		if (reply.action === "block" || !reply.decision) {
+			return { block: true, reason: reply.reason ?? "Blocked by the piw-channels gate" };
+		}
+		const decision = reply.decision;
+		const closer = new AbortController();
+		const cancel = (): void => bridge.send({ type: "gate_cancel", event_id: `cancel.${randomUUID()}`, decision_id: decision.decision_id });
+		ctx.signal?.addEventListener("abort", cancel, { once: true });
+		let answeredHere = false;
+		const asking = reply.ask_here === true && ctx.hasUI;
+		bridge.gating.add(decision.decision_id);
+		showWaiting(ctx, 1);
+		try {
+			if (asking) {
+				void gateDialog(ctx, bridge, decision, closer.signal, cancel)
+					.then((here) => {
+						answeredHere = here;
+					})
+					.catch(() => undefined);
+			}
+			const result = await bridge.waitGate(decision.decision_id);
+			// Decided elsewhere (Telegram, the terminal, the deadline): the dialog closes, saying so.
+			if (asking && !answeredHere) ctx.ui.notify(`${decision.title}: ${result.message}`, "info");
+			if (result.allow) {
+				notes.set(event.toolCallId, result.message);
+				return undefined;
+			}
+			return { block: true, reason: result.message };
+		} finally {
+			closer.abort();
+			ctx.signal?.removeEventListener("abort", cancel);
+			showWaiting(ctx, -1);
+		}
+	});
+
+	// An allowed call's result says who allowed it.
+	pi.on("tool_result", async (event) => {
+		const note = notes.get(event.toolCallId);
+		if (note === undefined) return undefined;
+		notes.delete(event.toolCallId);
+		return { content: [{ type: "text" as const, text: `[${note}]` }, ...event.content] };
+	});
+
+	// Decision cards and "Decided" markers are for the person: the model sees only answers.
+	pi.on("context", async (event) => ({
+		messages: event.messages.filter((message) => {
+			const custom = message as { role?: string; customType?: string };
+			return !(custom.role === "custom" && (custom.customType === CUSTOM_TYPE || custom.customType === SETTLED_TYPE));
+		}),
+	}));
+
+	pi.registerCommand("gate", {
+		description: "Show the tool-call gate (policy, this session's allowed inputs); /gate on|off for this session",
+		handler: async (args, ctx) => {
+			const wanted = args.trim().toLowerCase();
+			if (wanted === "on" || wanted === "off" || wanted === "default") {
+				pi.appendEntry(GATE_STATE_TYPE, { gate: wanted === "default" ? null : wanted });
+				ctx.ui.notify(
+					wanted === "default" ? "piw-channels gate: this session follows the policy again" : `piw-channels gate: ${wanted} for this session`,
+					"info",
+				);
+				return;
+			}
+			if (wanted) {
+				ctx.ui.notify("Usage: /gate, /gate on, /gate off, /gate default", "warning");
+				return;
+			}
+			const bridge = running();
+			const state = bridge ? await bridge.gateState() : undefined;
+			if (!state || state.type !== "gate_state") {
+				ctx.ui.notify(`piw-channels gate: ${state?.type === "error" ? state.message : downText()}`, "error");
+				return;
+			}
+			const override = sessionGate(ctx);
+			const lines = [
+				state.problem
+					? `piw-channels gate: the policy cannot be read (${state.problem}); calls it would ask about are denied`
+					: `piw-channels gate: ${state.enabled ? "on" : "off"} in ${state.file} (audience ${state.audience}, answers within ${state.timeout_minutes} min or denied)`,
+				override ? `This session: ${override} (/gate default follows the policy)` : "This session: follows the policy",
+				state.allowed.length > 0 ? `Allowed for this session:\n${state.allowed.map((line) => `  ${line}`).join("\n")}` : "Allowed for this session: nothing",
+			];
+			ctx.ui.notify(lines.join("\n"), "info");
+		},
+	});
 	pi.on("session_shutdown", async () => {
 		supervisor?.stop();
 		supervisor = undefined;
 	});
-	pi.on("agent_end", async (_event, ctx) => supervisor?.pump(ctx));
+	pi.on("agent_end", async (event, ctx) => {
+		const last = [...event.messages].reverse().find((m) => (m as { role?: string }).role === "assistant") as
+			| { stopReason?: string }
+			| undefined;
+		const bridge = running();
+		if (bridge) bridge.stoppedByPerson = last?.stopReason === "aborted";
+		supervisor?.pump(ctx);
+	});
 
 	// A readable label instead of the raw custom type ("[piw-channels-decision]") in the TUI.
 	const labels: [string, string, "accent" | "success" | "muted"][] = [
 		[CUSTOM_TYPE, "Decision for you", "accent"],
-		[TURN_TYPE, "A person answered", "success"],
+		[TURN_TYPE, "Answer to a question", "success"],
 		[SETTLED_TYPE, "Decided", "muted"],
 	];
 	for (const [customType, label, color] of labels) {
 		pi.registerMessageRenderer(customType, (message, _options, theme) => {
 			const body = typeof message.content === "string" ? message.content : "";
+			// An answer is "A person answered" only when one did (not a timeout or a cancel).
+			const byPerson = (message.details as { byPerson?: boolean } | undefined)?.byPerson === true;
+			const shown = customType === TURN_TYPE ? (byPerson ? "A person answered" : "Decision outcome") : label;
 			const box = new Box(1, 1, (text) => theme.bg("customMessageBg", text));
-			box.addChild(new Text(`${theme.fg(color, theme.bold(label))}\n${body}`, 0, 0));
+			box.addChild(new Text(`${theme.fg(color, theme.bold(shown))}\n${body}`, 0, 0));
 			return box;
 		});
 	}
@@ -657,7 +932,7 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			"(and on Telegram when configured). Returns at once with the decision id. When the person " +
 			"answers, the answer (outcome, choice, exact text, who answered and where) arrives as a new " +
 			"message that starts your next turn. You cannot answer it yourself.",
-		promptSnippet: "ask_human: ask the person a question; the answer arrives later as a new message",
+		promptSnippet: "ask the person a question; the answer arrives later as a new message",
 		parameters: AskParams,
 		async execute(_toolCallId, params) {
 			const bridge = running();
@@ -665,6 +940,7 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			const { text, ok } = bridge
 				? askedText(reply)
 				: { text: `The question was not asked: ${downText()}`, ok: false };
+			if (!ok) throw new Error(text); // the model sees a failed tool call (isError)
 			return {
 				content: [{ type: "text", text }],
 				details: { decisionId: reply?.type === "asked" ? reply.decision_id : null, ok },
@@ -707,8 +983,8 @@ export default function piwChannels(pi: ExtensionAPI): void {
 				return;
 			}
 			const titles = open.map((d, i) => `${i + 1}. ${d.title}`);
-			const pickedTitle = await ctx.ui.select("Open decisions", titles);
-			const decision = open[titles.indexOf(pickedTitle ?? "")];
+			// One open decision: straight to its choices, no one-item picker.
+			const decision = open.length === 1 ? open[0] : open[titles.indexOf((await ctx.ui.select("Open decisions", titles)) ?? "")];
 			if (!decision) return;
 			const dialog = { controller: new AbortController(), settledBy: undefined as string | undefined };
 			bridge.dialogs.set(decision.decision_id, dialog);

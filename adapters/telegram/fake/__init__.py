@@ -9,7 +9,9 @@ It speaks the real wire format over real HTTP on 127.0.0.1:
   ``timeout`` and ``allowed_updates``. A second ``getUpdates`` while one is in
   flight is recorded as an overlap and terminates the earlier one with 409, as
   Telegram does.
-* Every request is recorded (``requests("sendMessage")``) and can be awaited
+* Every request is recorded (``requests("sendMessage")``, with the result an
+  ``ok`` answer carried), so is every pushed update (``pushed_updates``), and a
+  request can be awaited
   (``wait_received``). Faults are queued per method (``inject``): canned error
   responses (429, 409, 400, 403, migrate...), ``ok`` with a wrong result, a
   non-JSON body, dropping the connection after the request, a TCP reset, a hang
@@ -26,7 +28,8 @@ The modules: ``server`` (HTTP server and request routing), ``methods`` (the
 Bot API methods), ``bot_state`` (what the bot remembers), ``faults``,
 ``records`` (recorded requests), ``fixtures``, ``wire`` (encoding and
 parameters), ``constants`` (limits and exact error texts), ``control`` (the
-``/_control/`` endpoint and its client) and ``runner`` (the child process).
+``/_control/`` endpoint and its client), ``runner`` (the child process) and
+``transcript`` (the chat as the person sees it, rendered from what the fake recorded).
 """
 
 from adapters.telegram.fake.constants import DEFAULT_ALLOWED_UPDATES
@@ -38,7 +41,7 @@ from adapters.telegram.fake.fixtures import (
     load_demo_fixture,
     load_fixture,
 )
-from adapters.telegram.fake.records import Overlap, RecordedRequest
+from adapters.telegram.fake.records import Overlap, PushedUpdate, RecordedRequest
 from adapters.telegram.fake.runner import FakeBotApiProcess, main
 from adapters.telegram.fake.server import FakeBotApi, unused_port_url
 
@@ -51,6 +54,7 @@ __all__ = [
     "Fault",
     "FaultKind",
     "Overlap",
+    "PushedUpdate",
     "RecordedRequest",
     "RemoteFakeBotApi",
     "demo_fixture_names",

@@ -18,7 +18,7 @@ from adapters.telegram.fake.constants import (
     FIRST_UPDATE_ID,
 )
 from adapters.telegram.fake.faults import Fault, FaultQueue
-from adapters.telegram.fake.records import Entry, Overlap, RecordedRequest
+from adapters.telegram.fake.records import Entry, Overlap, PushedUpdate, RecordedRequest
 from adapters.telegram.fake.wire import RAW_ITEM, Exchange, as_int, canonical
 
 
@@ -46,6 +46,7 @@ class BotState:
         self._last_message_id: dict[int, int] = {}
         self._callback_ids: set[str] = set()
         self._answered: list[str] = []
+        self._pushed: list[PushedUpdate] = []
 
     # ---- updates
 
@@ -56,7 +57,9 @@ class BotState:
             update_id = self._next_update_id if given is None else given
             # update_id leads, as on the wire.
             item = {"update_id": update_id} | {k: v for k, v in update.items() if k != "update_id"}
+            self._number_message(item)
             self._next_update_id = max(self._next_update_id, update_id + 1)
+            self._pushed.append(PushedUpdate(self._seq, time.time(), dict(item)))
             if self.privacy_mode and not self._visible_in_privacy_mode(item):
                 return update_id  # Telegram never gives this bot the update at all
             self.updates = sorted(
@@ -66,6 +69,16 @@ class BotState:
             self._note_update(item)
             self.cond.notify_all()
             return update_id
+
+    def _number_message(self, update: dict[str, Any]) -> None:
+        """A message pushed without a ``message_id`` gets its chat's next one, as a person's
+        message in that chat would (``demo --reply`` relies on it)."""
+        message = update.get("message")
+        if not isinstance(message, dict) or "message_id" in message:
+            return
+        chat_id = as_int((message.get("chat") or {}).get("id"))
+        if chat_id is not None:
+            update["message"] = {"message_id": self.new_message_id(chat_id), **message}
 
     def push_raw_update(self, text: str, update_id: int | None = None) -> int:
         """Queue one batch item as raw JSON text, served byte for byte (a malformed item).
@@ -196,6 +209,11 @@ class BotState:
             self.cond.notify_all()
             return entry
 
+    def note_result(self, entry: Entry, result: Any) -> None:
+        """Keep what an ``ok`` answer carried (the Message a send created)."""
+        with self.cond:
+            entry.result = result
+
     def finish(self, entry: Entry, status: int | None) -> None:
         """Record the end of a request and the HTTP status sent (None: no response)."""
         with self.cond:
@@ -241,6 +259,11 @@ class BotState:
         """Every time a getUpdates arrived while another was in flight."""
         with self.cond:
             return list(self._overlaps)
+
+    def pushed_updates(self) -> list[PushedUpdate]:
+        """Every update pushed so far (also those confirmed since), oldest first."""
+        with self.cond:
+            return list(self._pushed)
 
     def pending_updates(self) -> list[dict[str, Any]]:
         """Updates queued and not yet confirmed by an offset."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from adapters.telegram.fake.faults import Fault
-from adapters.telegram.fake.records import Overlap, RecordedRequest
+from adapters.telegram.fake.records import Overlap, PushedUpdate, RecordedRequest
 from adapters.telegram.fake.wire import Reply, dumps
 
 if TYPE_CHECKING:
@@ -76,6 +76,8 @@ def _control_action(
         return {"requests": [r.to_json() for r in found]}
     if action == "overlaps":
         return {"overlaps": [dataclasses.asdict(o) for o in fake.overlaps()]}
+    if action == "pushed":
+        return {"pushed": [dataclasses.asdict(p) for p in fake.pushed_updates()]}
     if action == "wait_received":
         args = (str(body["method"]), int(body.get("count", 1)), float(body.get("timeout", 5)))
         return {"received": fake.wait_received(*args)}
@@ -141,6 +143,10 @@ class RemoteFakeBotApi:
     def overlaps(self) -> list[Overlap]:
         """See ``FakeBotApi.overlaps``."""
         return [Overlap(**o) for o in self._call("overlaps")["overlaps"]]
+
+    def pushed_updates(self) -> list[PushedUpdate]:
+        """See ``FakeBotApi.pushed_updates``."""
+        return [PushedUpdate(**p) for p in self._call("pushed")["pushed"]]
 
     def wait_received(self, method: str, count: int = 1, timeout: float = 5.0) -> bool:
         """See ``FakeBotApi.wait_received``."""

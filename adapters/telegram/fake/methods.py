@@ -8,6 +8,7 @@ field python-telegram-bot does not know, so clients prove they tolerate one.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,7 +65,12 @@ class BotMethods:
         method = self._methods.get(entry.method)
         if method is None:
             return error_reply(404, DESC_METHOD_NOT_FOUND)
-        return method(entry.params, entry.seq, ex)
+        reply = method(entry.params, entry.seq, ex)
+        # What a send created is kept with its request (a transcript quotes it by message id);
+        # getUpdates' batches are the pushed updates again, so they are not.
+        if reply is not None and reply.status == 200 and entry.method != "getUpdates":
+            self._state.note_result(entry, json.loads(reply.body).get("result"))
+        return reply
 
     def _webhook_info(self) -> Reply:
         with self._state.cond:

@@ -1,4 +1,4 @@
-"""What the fake saw: each request as it arrived, and every overlapping getUpdates."""
+"""What the fake saw: each request as it arrived, each pushed update, each overlapping poll."""
 
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ class RecordedRequest:
     started_at: float
     ended_at: float | None  # None while in flight, or if it never finished
     status: int | None  # HTTP status sent; None when no response was sent
+    # What an ``ok`` answer carried (a sent Message, ``true``...); getUpdates' is not kept.
+    result: Any = None
 
     def to_json(self) -> dict[str, object]:
         """Plain JSON form, for the control endpoint."""
@@ -38,6 +40,19 @@ class RecordedRequest:
         values = dict(data)
         values["body"] = base64.b64decode(values["body"])
         return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class PushedUpdate:
+    """An update a test (or ``demo --press``) queued: what the person did, and when.
+
+    ``after_seq`` is the seq of the last request recorded before it, which orders it among
+    the requests.
+    """
+
+    after_seq: int
+    at: float
+    update: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +80,12 @@ class Entry:
     started_at: float
     ended_at: float | None = None
     status: int | None = None
+    result: Any = None
 
     def snapshot(self) -> RecordedRequest:
         """A frozen copy, safe to hand out while the request is still in flight."""
         return RecordedRequest(
             self.seq, self.method, self.http_method, self.content_type, self.body,
             dict(self.fields), dict(self.params), self.token_ok, self.fault,
-            self.started_at, self.ended_at, self.status,
+            self.started_at, self.ended_at, self.status, self.result,
         )  # fmt: skip

@@ -30,7 +30,7 @@ from adapters.telegram.fake.control import CONTROL_PREFIX, serve_control
 from adapters.telegram.fake.faults import Fault, FaultKind
 from adapters.telegram.fake.fixtures import load_named_fixture, updates_of
 from adapters.telegram.fake.methods import BotMethods, default_bot_user
-from adapters.telegram.fake.records import Entry, Overlap, RecordedRequest
+from adapters.telegram.fake.records import Entry, Overlap, PushedUpdate, RecordedRequest
 from adapters.telegram.fake.wire import (
     Exchange,
     Reply,
@@ -235,6 +235,10 @@ class FakeBotApi:
     def overlaps(self) -> list[Overlap]:
         """Every time a getUpdates arrived while another was in flight."""
         return self._state.overlaps()
+
+    def pushed_updates(self) -> list[PushedUpdate]:
+        """Every update pushed so far (what the person did), oldest first."""
+        return self._state.pushed_updates()
 
     def pending_updates(self) -> list[dict[str, Any]]:
         """Updates queued and not yet confirmed by an offset."""

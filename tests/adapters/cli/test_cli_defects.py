@@ -210,6 +210,6 @@ def test_demo_options_of_another_mode_are_refused_not_ignored(home: Path) -> Non
     for args, line in ((["--port", "8443"], "Error: --port only applies with --serve"),
                        (["--press", "Yes", "--token-file", "/x"],
                         "Error: --token-file only applies with --serve"),
-                       (["--user", "5"], "Error: --user only applies with --press")):
+                       (["--user", "5"], "Error: --user only applies with --press or --reply")):
         result = cli(home, "demo", *args)
         assert (result.returncode, result.stdout, result.stderr.splitlines()) == (2, "", [line])

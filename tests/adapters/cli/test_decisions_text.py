@@ -50,13 +50,13 @@ def test_decisions_and_show_say_who_answered_through_which_channel(home: Path) -
 
     header, *rows = cli(home, "decisions", "--all").splitlines()
     assert header.split() == ["ID", "FINGERPRINT", "AGE", "AUDIENCE", "STATUS", "OUTCOME",
-                              "VIA", "WHEN", "TITLE"]
+                              "VIA", "WHEN", "DEADLINE", "TITLE"]
     assert [r.split()[:2] for r in rows] == [
         [d[:17], fingerprint(d)] for d in (answered.decision_id, cancelled,
                                           waiting["decision_id"])]
     assert [r.split()[4:9] for r in rows[1:]] == [
         ["operator", "cancelled", "cancelled", "cancel", "command"],
-        ["operator", "open", "-", "-", "-"]]
+        ["operator", "open", "—", "—", "—"]]
     assert rows[0].split()[4:8] == ["operator", "accepted", "Continue", f"telegram:{PROFILE}"]
     assert cli(home, "decisions").splitlines()[1].startswith(waiting["decision_id"][:17])
 

@@ -14,6 +14,8 @@ from tests.channels.telegram.helpers import CLI
 from tests.conftest import child_env
 from tests.paths import ROOT
 
+HEADER_LINES = 5  # what demo --serve prints before the chat transcript
+
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
@@ -33,13 +35,15 @@ def test_a_rehearsal_against_demo_serve_goes_from_setup_to_an_answer(home: Path)
                              cwd=ROOT, env=child_env(home), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
-        first, rehearse, press = read_lines(serve, 3)
+        first, rehearse, press, reply, chat = read_lines(serve, HEADER_LINES)
         url = first.split()[3]
         assert first == (f"Fake Bot API: {url} (its token is in {token_file}); Ctrl-C stops"
                          " it.")
         assert token_file.stat().st_mode & 0o777 == 0o600
         assert rehearse.startswith("Rehearse: piw-channels setup telegram ")
         assert press == f"Press a button: piw-channels demo --press LABEL --api-base-url {url}"
+        assert reply == f"Type a reply: piw-channels demo --reply TEXT --api-base-url {url}"
+        assert chat == "The chat, as the person sees it:"
 
         setup = cli(home, *shlex.split(rehearse.removeprefix("Rehearse: piw-channels ")))
         assert setup.returncode == 0, setup.stderr
@@ -68,7 +72,7 @@ def test_a_rehearsal_against_demo_serve_goes_from_setup_to_an_answer(home: Path)
 def start_serve(home: Path, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
     serve = subprocess.Popen([*CLI, "demo", "--serve", *args], cwd=ROOT, env=child_env(home),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    return serve, read_lines(serve, 3)
+    return serve, read_lines(serve, HEADER_LINES)
 
 
 def stop(serve: subprocess.Popen[str]) -> None:
@@ -89,7 +93,7 @@ def test_a_restarted_demo_serve_still_delivers_presses(home: Path) -> None:
     # Its update ids start again above the last run's, so the cursor the first rehearsal left
     # does not swallow the presses of the second.
     token_file = home / "rehearsal.token"
-    serve, (first, rehearse, _) = start_serve(home, "--token-file", str(token_file))
+    serve, (first, rehearse, *_) = start_serve(home, "--token-file", str(token_file))
     url = first.split()[3]
     port = url.rsplit(":", 1)[1]
     try:

@@ -28,7 +28,14 @@ class Step:
     tool: str | None = None
     arguments: dict[str, Any] | None = None
     gate: threading.Event | None = None  # wait for it before replying
+    more: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # sibling tool calls
     started: threading.Event = field(default_factory=threading.Event)  # set on the request
+
+
+def calls(*tools: tuple[str, dict[str, Any]], gate: threading.Event | None = None) -> Step:
+    """One assistant message with several tool calls (name, arguments)."""
+    (first, arguments), *rest = tools
+    return Step(tool=first, arguments=arguments, gate=gate, more=list(rest))
 
 
 def say(text: str, *, gate: threading.Event | None = None) -> Step:
@@ -120,9 +127,11 @@ def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
 def _chunks(step: Step) -> list[dict[str, Any]]:
     usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
     if step.tool is not None:
-        call = {"index": 0, "id": f"call_{step.tool}", "type": "function",
-                "function": {"name": step.tool, "arguments": json.dumps(step.arguments or {})}}
-        chunks = [_chunk({"role": "assistant", "content": None, "tool_calls": [call]}),
+        tools = [(step.tool, step.arguments or {}), *step.more]
+        made = [{"index": at, "id": f"call_{name}" if at == 0 else f"call_{name}_{at}",
+                 "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                for at, (name, args) in enumerate(tools)]
+        chunks = [_chunk({"role": "assistant", "content": None, "tool_calls": made}),
                   _chunk({}, "tool_calls")]
     else:
         chunks = [_chunk({"role": "assistant", "content": step.text or ""}), _chunk({}, "stop")]

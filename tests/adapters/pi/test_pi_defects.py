@@ -154,9 +154,9 @@ def _answer_through_decision(client: RpcClient, title: str, timeout: float = 20)
             break
         assert time.monotonic() < end, "the decision never became answerable"
         time.sleep(0.3)
-    assert picked["options"] == [f"1. {title}"]
-    client.send({"type": "extension_ui_response", "id": picked["id"], "value": f"1. {title}"})
-    client.answer_dialog("select", "1. Continue")
+    # One open decision: its choices at once (no one-item picker).
+    assert picked["title"] == title and picked["options"][0] == "1. Continue"
+    client.send({"type": "extension_ui_response", "id": picked["id"], "value": "1. Continue"})
     client.wait_for(is_notice("Accepted: Continue"), "the accepted notice")
 
 
@@ -210,7 +210,8 @@ def test_after_continue_a_decision_shown_before_is_still_answerable(
 
 def test_the_agent_cannot_answer_through_a_bridge_of_its_own(
         home: Path, db: Database, tmp_path: Path, model: MockModel) -> None:
-    # D5: it worked from the agent's own bash tool; now nothing it sends is taken.
+    # D5: it worked from the agent's own bash tool; now the gate's guard blocks the call
+    # (and a bridge started anyway refuses it: test_bridge and test_session_check).
     handle = ask(db)
     bridge = bridge_command(tmp_path)
     client = RpcClient(home, bridge)
@@ -230,7 +231,7 @@ def test_the_agent_cannot_answer_through_a_bridge_of_its_own(
         client.send({"id": "go", "type": "prompt", "message": "Approve it yourself."})
         done = client.wait_for(lambda m: m.get("type") == "tool_execution_end", "the bash tool")
         output = done["result"]["content"][0]["text"]
-        assert output.count('"code":"unverified"') == 2, output
+        assert done["isError"] and output.startswith("Blocked: `piw-channels pi bridge`"), output
         client.wait_for(lambda m: m.get("type") == "agent_end", "the end of the turn")
     finally:
         code = client.close()
@@ -296,7 +297,6 @@ def test_a_telegram_answer_closes_the_open_dialog_and_marks_the_decision_decided
         try:
             client.wait_for(is_shown(handle.decision_id), "the decision")
             client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
-            client.answer_dialog("select", "1. Approve the plan?")
             choices = client.wait_for(lambda m: m.get("method") == "select"
                                       and m.get("title") == "Approve the plan?", "the choices")
             fake.push_fixture("callback_press.json", {
@@ -341,7 +341,6 @@ def test_the_text_dialog_shows_its_limits_and_asks_again_for_empty_or_long_text(
         # No summary: the title is shown once.
         assert shown["message"]["content"].count("Approve the plan?") == 1
         client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
-        client.answer_dialog("select", "1. Approve the plan?")
         client.answer_dialog("select", "2. Replan")
         first = client.answer_dialog("input", "")
         assert first["title"] == "What should change? (1-20 characters)"

@@ -44,9 +44,9 @@ def test_real_pi_shows_the_decision_and_answers_it_through_decision(
         wait_until(confirmed, "the delivery to be confirmed with its entry id")
 
         client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
-        picked = client.answer_dialog("select", "1. Approve the plan?")
-        assert picked["options"] == ["1. Approve the plan?"]
+        # One open decision: /decision goes straight to its choices (no one-item picker).
         choices = client.answer_dialog("select", "2. Replan")
+        assert choices["title"] == "Approve the plan?"
         assert choices["options"] == ["1. Continue", "2. Replan", "3. Stop"]
         prompt = client.answer_dialog("input", "Ship a smaller plan")
         assert prompt["title"] == "What should change? (1-20 characters)"

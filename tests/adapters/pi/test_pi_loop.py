@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from adapters.telegram.fake import FakeBotApi
-from channels.decisions import records, resolution
+from channels.decisions import records, resolution, views, workflows
 from channels.decisions.resolution import HumanAnswer
 from channels.pi import turns
 from channels.telegram.buttons import callback_token
@@ -52,32 +52,36 @@ def is_turn(message: dict[str, Any]) -> bool:
             and message["message"].get("customType") == TURN_TYPE)
 
 
-def agent_asks(client: RpcClient, model: MockModel, title: str) -> str:
-    """The model calls ask_human, then ends its turn; returns the decision id it was given."""
+def agent_asks(client: RpcClient, model: MockModel, title: str, db: Database) -> str:
+    """The model calls ask_human, then ends its turn; it is given the card's fingerprint (not
+    the long id); returns the decision id."""
     model.add(call("ask_human", title=title, summary="All checks passed.", choices=CHOICES),
               say("I asked the person; I will continue when the answer comes."))
     client.send({"id": "go", "type": "prompt", "message": "Deploy when the person agrees."})
     done = client.wait_for(lambda m: m.get("type") == "tool_execution_end"
                            and m.get("toolName") == "ask_human", "the ask_human result")
     text = done["result"]["content"][0]["text"]
-    found = re.search(r"decision (\S+), delivered to this Pi session", text)
+    found = re.search(r"decision ([0-9a-f]{12}), delivered to this Pi session", text)
     assert found, text
+    assert "decision-" not in text
     client.wait_for(lambda m: m.get("type") == "agent_end", "the end of the asking turn")
-    return found.group(1).rstrip(",")
+    return workflows.resolve_id(db, found.group(1))
 
 
 def answer_in_pi(client: RpcClient, title: str) -> None:
     client.send({"id": "cmd", "type": "prompt", "message": "/decision"})
-    client.answer_dialog("select", f"1. {title}")
-    client.answer_dialog("select", "2. Hold")
+    assert client.answer_dialog("select", "2. Hold")["title"] == title
     client.answer_dialog("input", "Too risky today")
     client.wait_for(is_notice("Accepted: Hold"), "the accepted notice")
 
 
 def turns_in(requests: list[dict[str, Any]], decision_id: str) -> int:
-    """How often the last request to the model carried the answer to this decision."""
+    """How often the last request to the model carried the answer to this decision (it names
+    the card's fingerprint)."""
+    with Database.open_reader() as db:
+        fingerprint = db.read(lambda c: views.fingerprint_of(c, decision_id))
     return sum(1 for text in texts_sent(requests[-1])
-               if text.startswith("[piw-channels] Answer") and decision_id in text)
+               if text.startswith("[piw-channels] Answer") and f"(decision {fingerprint})" in text)
 
 
 def turn_state(db: Database, decision_id: str) -> tuple[str, str | None]:
@@ -93,7 +97,7 @@ def test_the_agent_asks_a_person_answers_in_pi_and_the_next_turn_has_the_answer(
     client = RpcClient(home, bridge_command(tmp_path))
     try:
         session_id = client.session_id()
-        decision_id = agent_asks(client, model, "Deploy to production?")
+        decision_id = agent_asks(client, model, "Deploy to production?", db)
         assert db.conn.execute(
             "SELECT b.origin_session_id, b.execution_mode, r.status FROM human_decisions d"
             " JOIN run_bindings b USING (run_id) JOIN runs r USING (run_id)"
@@ -170,7 +174,7 @@ def test_a_closed_session_gets_its_answer_on_continue_exactly_once(
     client = RpcClient(home, bridge, session=())
     try:
         session_id = client.session_id()
-        decision_id = agent_asks(client, model, "Deploy to production?")
+        decision_id = agent_asks(client, model, "Deploy to production?", db)
         client.wait_for(is_shown(decision_id), "the decision in the session")
     finally:
         assert client.close() == 0

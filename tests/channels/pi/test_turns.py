@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from channels import store
-from channels.decisions import workflows
+from channels.decisions import views, workflows
 from channels.decisions.resolution import HumanAnswer, resolve
 from channels.decisions.workflows import AskHandle, AskSpec
 from channels.pi import sessions, turns
@@ -38,9 +38,11 @@ def test_the_winning_answer_reserves_one_turn_for_the_origin_session(db: Databas
                   "k1") == "won"
     assert answer(db, handle, {"choice": "stop"}, "k2") == "already_resolved"
     [due] = db.read(lambda c: turns.due_turns(c, SESSION, db.clock.now_ms()))
+    fingerprint = db.read(lambda c: views.fingerprint_of(c, handle.decision_id))
+    assert due.by_person
     assert due.turn_intent_id == turns.turn_intent_id_for(handle.decision_id)
     assert due.content.splitlines() == [
-        f'[piw-channels] Answer to your question "Deploy?" (decision {handle.decision_id}):',
+        f'[piw-channels] Answer to your question "Deploy?" (decision {fingerprint}):',
         "Outcome: accepted (answered)",
         "Choice: replan (Replan)",
         'Text input (exact JSON): {"text": "  keep  spaces "}',
@@ -67,8 +69,13 @@ def test_a_timeout_default_and_a_cancellation_are_told_as_such(db: Database,
     texts = {t.decision_id: t.content
              for t in db.read(lambda c: turns.due_turns(c, SESSION, clock.now_ms()))}
     assert "Outcome: accepted (timed out; the default was taken)" in texts[timed.decision_id]
-    assert "Decided by: policy" in texts[timed.decision_id]
-    assert "Outcome: cancelled (withdrawn); no answer will come" in texts[cancelled.decision_id]
+    assert "Decided by: the timeout; nobody answered" in texts[timed.decision_id]
+    assert texts[cancelled.decision_id].splitlines()[1:] == [
+        "Outcome: cancelled (withdrawn); no answer will come",
+        "Cancelled by: a cancellation (piw-channels cancel or the run's owner), not by a"
+        " person's answer",
+        "Continue the task without this answer."]
+    assert "person answered" not in texts[timed.decision_id]
     assert "control-1" not in texts[cancelled.decision_id]  # owner ids stay private
 
 

@@ -500,19 +500,24 @@ def test_not_modified_and_not_found_count_as_settled(flow: Flow, fault: Fault) -
     assert flow.effect_statuses("telegram.settle") == ["applied"]
 
 
-def test_settlement_stops_after_three_attempts(flow: Flow) -> None:
+def test_a_settlement_refused_for_good_ends_at_its_first_attempt_and_is_reported(
+    flow: Flow,
+) -> None:
     handle = flow.ask()
     flow.poll()
     flow.press(handle, "continue")
     flow.server.inject("editMessageReplyMarkup",
                        Fault.error(400, "Bad Request: something else", times=10))
-    for _ in range(4):
-        flow.poll()
+    report = flow.poll()
+    assert [r["decisionId"] for r in report.refused] == [handle.decision_id]
+    assert report.refused[0]["refused"][0]["description"] == "Bad Request: something else"
+    for _ in range(2):
         flow.db.conn.execute("UPDATE effects SET next_attempt_at = 0 WHERE status = 'pending'")
+        assert flow.poll().refused == []  # reported once, on the pass where it happened
     assert flow.effect_statuses("telegram.settle") == ["rejected"]
     assert flow.rows("SELECT attempt_count FROM effects WHERE effect_type='telegram.settle'") \
-        == [(3,)]
-    assert len(flow.server.requests("editMessageReplyMarkup")) == 3
+        == [(1,)]
+    assert len(flow.server.requests("editMessageReplyMarkup")) == 1
 
 
 def test_a_refused_token_never_uses_up_the_settlement_attempts(flow: Flow) -> None:

@@ -102,10 +102,12 @@ def test_a_poller_started_while_another_polls_exits_at_once_with_no_output(
     home: Path, fake: FakeBotApi,
 ) -> None:
     open_decision_now()
-    first = start_cli(home, "poll", "--for", "5")
+    first = start_cli(home, "poll", "--for", "10")
     others: list[subprocess.Popen[str]] = []
     try:
-        assert fake.wait_received("getUpdates", 1, timeout=30)  # the first one holds the lease
+        # The first one holds the lease: its 2nd getUpdates is the long poll (the 1st is short,
+        # a delivery being due).
+        assert fake.wait_received("getUpdates", 2, timeout=30)
         others = [start_cli(home, "poll", "--for", "5"), start_cli(home, "poll", "--once")]
         skipped = [finish(p, timeout=30) for p in others]
         assert first.poll() is None, "the skipping pollers waited for the first one"

@@ -96,6 +96,11 @@ def test_sigkill_during_the_long_poll_loses_no_update_and_the_next_poll_resumes_
             long_poll = wait_in_flight(fake, "getUpdates", 2)
             assert long_poll.params["offset"] == str(plain + 1)
             assert int(long_poll.params["timeout"]) > 0
+            # The delivery goes out beside the long poll: let it be confirmed first.
+            wait_until(lambda: bool(message_parts(handle.decision_id))
+                       and message_parts(handle.decision_id)[-1].message_ref is not None,
+                       "the delivery to be confirmed")
+            assert fake.requests("getUpdates")[1].ended_at is None, "the long poll ended"
             kill_hard(poller)
         finally:
             reap(poller)
@@ -168,12 +173,13 @@ def test_sigkill_after_the_ingest_commit_processes_each_update_exactly_once(home
         _poll_once(home)  # delivers both
         prompted = press_button(fake, first, "replan", _last_part_ref(first.decision_id))
         pressed = press_button(fake, second, "continue", _last_part_ref(second.decision_id))
-        fake.inject("answerCallbackQuery", Fault.hang())
+        fake.inject("answerCallbackQuery", Fault.hang(times=2))
         poller = start_cli(home, "poll", "--for", "60")
         try:
-            # The answers go out once the batch's rows are committed (one transaction); the
-            # ingest (both presses, and the cursor) was committed before that.
+            # The answers go out together once the batch's rows are committed (one
+            # transaction); the ingest (both presses, and the cursor) was committed before.
             wait_in_flight(fake, "answerCallbackQuery", 1)
+            wait_in_flight(fake, "answerCallbackQuery", 2)
             kill_hard(poller)
         finally:
             reap(poller)
@@ -182,7 +188,7 @@ def test_sigkill_after_the_ingest_commit_processes_each_update_exactly_once(home
             InboxState(prompted, "callback", True, {"result": "prompted", "choice": "replan"}),
             InboxState(pressed, "callback", True,
                        {"result": "won", "message": "accepted", "outcome": "accepted"}),
-        ]  # both processed in the batch's one commit; the 2nd answer queued behind the 1st
+        ]  # both processed in the batch's one commit, both answers in flight
         assert effect_statuses(first.decision_id, PROMPT) == ["pending"]
         fake.release()
 
@@ -198,10 +204,10 @@ def test_sigkill_after_the_ingest_commit_processes_each_update_exactly_once(home
         assert submissions_of_update(pressed) == [(second.decision_id, "won")]
         assert resolutions(second.decision_id) == [("accepted", "human", str(pressed))]
         assert resolutions(first.decision_id) == []
-        # Each press was answered at most once: the held answer by the dead poller; the 2nd
-        # answer died with it (its row is processed, never processed or answered again: the
-        # person sees the outcome post instead).
-        assert _answered_callbacks(fake) == Counter({_callback_id(prompted): 1})
+        # Each press was answered exactly once, by the dead poller's held answers: its rows
+        # are processed, never processed or answered again.
+        assert _answered_callbacks(fake) == Counter({_callback_id(prompted): 1,
+                                                     _callback_id(pressed): 1})
         assert effect_statuses(first.decision_id, PROMPT) == ["applied"]
         found = prompt_message(first.decision_id)
         assert found is not None

@@ -58,8 +58,10 @@ def test_deliveries_made_while_the_token_is_revoked_go_out_by_themselves_once_it
     for handle in (first, second):
         assert effect_statuses(handle.decision_id, DELIVER) == ["pending"]  # not failed
         assert message_parts(handle.decision_id) == []  # no intent left: provably unsent
-    refused = [r for r in bot.fake.requests("sendMessage") if not r.token_ok]
-    assert len(refused) == 2  # one try per pass: the first 401 stops the pass's sends
+    # The pass's getUpdates comes first (deliveries wait until its presses are answered):
+    # its 401 stops the pass before any send is tried.
+    assert [r.token_ok for r in bot.fake.requests("getUpdates")] == [False, False]
+    assert [r for r in bot.fake.requests("sendMessage") if not r.token_ok] == []
 
     write_token_file(bot.home, TOKEN)
     assert bot.poll() == 0
@@ -80,8 +82,10 @@ def test_a_401_on_one_send_is_sent_again_as_soon_as_a_getupdates_proves_the_toke
     [text] = delivery_texts(handle)
     bot.fake.inject("sendMessage", Fault.error(401, "Unauthorized"))
     assert bot.poll() == 0
+    assert effect_statuses(handle.decision_id, DELIVER) == ["pending"]  # due again at once
+    assert bot.poll() == 0  # its getUpdates proves the token works: the send goes again
     assert [r.method for r in bot.fake.requests() if r.method != "getMe"] == [
-        "sendMessage", "getUpdates", "sendMessage"]
+        "getUpdates", "sendMessage", "getUpdates", "sendMessage"]
     assert [r.status for r in bot.fake.requests("sendMessage")] == [401, 200]
     assert effect_statuses(handle.decision_id, DELIVER) == ["applied"]
     assert attempt_outcomes(handle.decision_id, DELIVER) == ["rejected", "applied"]

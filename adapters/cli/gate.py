@@ -1,0 +1,105 @@
+"""The `piw-channels gate` command group: switch the tool-call gate on or off, show its policy.
+
+    piw-channels gate on | off        set `enabled` in gate.json, keeping the rest of the file
+    piw-channels gate show [--json]   the policy, and whether its file is broken (exit 78/77)
+
+A broken gate.json is never rewritten: `on` and `off` refuse it with its error (the person
+fixes or deletes the file), since writing over it would lose what they wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any
+
+from channels.config.errors import ConfigError
+from channels.config.gate import (
+    GATE_FILE,
+    GatePolicy,
+    gate_path,
+    load_gate_policy,
+    write_gate_policy,
+)
+from channels.config.loading import resolve_config_dir
+from state.exit_codes import EXIT_OK
+
+
+def cmd_switch(args: argparse.Namespace) -> int:
+    """`gate on` / `gate off`."""
+    directory = resolve_config_dir()
+    policy = load_gate_policy(directory)  # a broken file raises: never overwrite it
+    enabled = args.state == "on"
+    path = write_gate_policy(directory, dataclasses.replace(policy, enabled=enabled))
+    word = "on: the agent's tool calls that the policy names wait for a person" if enabled \
+        else "off: no tool call waits for a person (the guard still applies)"
+    print(f"gate {word} ({path})")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """`gate show [--json]`."""
+    directory = resolve_config_dir()
+    path = gate_path(directory)
+    try:
+        policy = load_gate_policy(directory)
+    except ConfigError as exc:
+        return _show_broken(args, str(path), exc)
+    exists = path.exists()
+    if args.json:
+        print(json.dumps({"path": str(path), "exists": exists, "broken": None,
+                          "policy": policy.to_json()}, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    for line in describe(policy, str(path), exists=exists):
+        print(line)
+    return EXIT_OK
+
+
+def _show_broken(args: argparse.Namespace, path: str, exc: ConfigError) -> int:
+    message = " ".join(str(exc).split())
+    if args.json:
+        print(json.dumps({"path": path, "exists": True, "policy": None,
+                          "broken": {"code": exc.code, "error": message}},
+                         indent=2, ensure_ascii=False))
+    else:
+        print(f"gate: broken: {message}")
+        print("While it is broken, every call the default policy would ask about is denied.")
+    return exc.exit_code
+
+
+def describe(policy: GatePolicy, path: str, *, exists: bool) -> list[str]:
+    """The policy in plain lines."""
+    source = path if exists else f"{path} (no file: the default policy)"
+    state = "on" if policy.enabled else "off (turn it on with: piw-channels gate on)"
+    minutes = f"{policy.timeout_minutes:g}"
+    return [
+        f"gate: {state}",
+        f"policy: {source}",
+        f"asks: audience {policy.audience}; waits {minutes} min, then: {policy.on_timeout}",
+        f"tools: {_items(policy.tools)}",
+        f"bash: {_items(policy.bash)}",
+        f"paths: {_items(policy.paths)}",
+    ]
+
+
+def _items(values: tuple[str, ...]) -> str:
+    return ", ".join(values) if values else "(none)"
+
+
+def register(sub: Any) -> None:
+    """Add `gate` and its subcommands to the top-level parser."""
+    gate = sub.add_parser(
+        "gate", help="approve the agent's tool calls: switch the gate on or off, show it",
+        description=f"The tool-call gate of the Pi extension; its policy is {GATE_FILE} "
+        "beside channels.json.",
+    )  # fmt: skip
+    actions = gate.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    for state, text in (("on", "ask a person before the tool calls the policy names"),
+                        ("off", "stop asking (the guard still blocks what it blocks)")):
+        p = actions.add_parser(state, help=text, description=text)
+        p.set_defaults(handler=cmd_switch, state=state)
+    show = actions.add_parser("show", help="print the policy and whether its file is broken")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.set_defaults(handler=cmd_show)

@@ -1,0 +1,269 @@
+"""The bridge's side of the tool-call gate: judge a call, ask a person, hold the run until the
+first answer, and tell the extension who decided and how.
+
+    extension -> bridge                         bridge -> extension
+    gate {event_id, tool, input, cwd,           gated {event_id, action: allow|block|ask,
+          session_name?, ui, session_gate?}            reason, rule, decision?, ask_here}
+    gate_cancel {event_id, decision_id}         gate_result {decision_id, allow, choice,
+                                                             message}
+
+An `ask` opens a decision in a run bound to the session (`piw-channels.gate`: its answer goes
+to the waiting call, not to a deferred turn) and keeps the run's lease for as long as the call
+waits: this bridge applies the deadline (the default is `deny`) as soon as it passes, and
+cancels the decision when the person presses Escape, both as the run owner the resolution
+function requires. When the bridge stops, every call still waiting is cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, text_field
+from channels.config import gate as gate_config
+from channels.config import loading
+from channels.config.errors import ConfigError
+from channels.config.gate import GatePolicy
+from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
+from channels.decisions import context, records, views, workflows
+from channels.decisions.resolution import Cancellation, resolve
+from channels.errors import ChannelsError, DecisionRefused
+from channels.gate.policy import Protected, judge
+from channels.pi import gating
+from channels.pi.answers import load_open
+from channels.pi.gating import GatedCall
+from state import leases
+from state.database import Database
+from state.errors import StateError
+from state.leases import Lease
+
+ESCAPE = "cancelled in Pi (Escape)"
+CLOSED = "Pi closed before an answer came"
+_TOLD = {ESCAPE: "you pressed Escape", CLOSED: CLOSED}
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@dataclass
+class Waiting:
+    """A gated call waiting for its decision, with the run's lease."""
+
+    event_id: str
+    decision_id: str
+    lease: Lease
+    deadline_at: int
+    timeout_minutes: float
+
+
+@dataclass
+class GateDesk:
+    """The gate's state in one bridge; every database step is its own short transaction."""
+
+    db: Database
+    out: LineWriter
+    owner_id: str
+    config_dir: Callable[[], Path] = loading.resolve_config_dir
+    waiting: dict[str, Waiting] | None = None
+
+    def __post_init__(self) -> None:
+        self.waiting = {}
+
+    # -- a call to judge -----------------------------------------------------------------------
+
+    def gate(self, message: dict[str, Any], session_id: str, config: ChannelsConfig | None,
+             *, problem: str | None = None, here: bool = True) -> None:
+        """Judge one call; `problem` is why the channel config cannot be used (then nobody can
+        be asked), `here` whether this bridge can take answers from Pi's dialog."""
+        event_id = identifier_field(message, "event_id")
+        tool = text_field(message, "tool")
+        cwd = text_field(message, "cwd")
+        tool_input = message.get("input")
+        if not isinstance(tool_input, dict):
+            raise ProtocolError("malformed", "gate.input must be an object")
+        session_gate = message.get("session_gate")
+        if session_gate not in (None, "on", "off"):
+            raise ProtocolError("malformed", "gate.session_gate must be on, off or null")
+        call = GatedCall(tool, tool_input, cwd)
+        verdict = self._judge(call, session_gate)
+        if verdict[0] == "allow":
+            self._reply(event_id, "allow", None, None)  # the model is told nothing extra
+            return
+        if verdict[0] != "ask":
+            self._reply(event_id, *verdict)
+            return
+        _, _, rule, policy = verdict
+        assert policy is not None
+        if problem is not None:
+            self._reply(event_id, "block", f"Denied: nobody can be asked ({problem})", rule)
+            return
+        self._ask(event_id, call, rule, policy, session_id, message, config, here)
+
+    def _judge(self, call: GatedCall, session_gate: str | None,
+               ) -> tuple[str, str | None, str | None, GatePolicy | None]:
+        """The guard first, then the policy (this session's `/gate on|off` overrides its
+        `enabled`); a broken policy file fails closed inside `judge`."""
+        directory = self.config_dir()
+        home = Path.home()
+        policy: GatePolicy | ConfigError
+        try:
+            policy = gate_config.load_gate_policy(directory)
+        except ConfigError as exc:
+            policy = exc
+        if isinstance(policy, GatePolicy) and session_gate is not None:
+            policy = dataclasses.replace(policy, enabled=session_gate == "on")
+        found = judge(policy, call.tool, call.input, cwd=Path(call.cwd), home=home,
+                      protected=Protected.discover(home, directory))
+        rules = policy if isinstance(policy, GatePolicy) else None
+        if found.action == "ask" and rules is None:  # judge never asks without a policy
+            return "block", found.reason, found.rule, None
+        return found.action, found.reason, found.rule, rules
+
+    def _ask(self, event_id: str, call: GatedCall, rule: str | None, policy: GatePolicy,
+             session_id: str, message: dict[str, Any], config: ChannelsConfig | None,
+             here: bool) -> None:
+        granted = self.db.read(lambda c: views.accepted_with_subject(
+            c, gating.subject_prefix(session_id, call), call.subject_hash, gating.ALLOW_SESSION))
+        if granted:
+            fingerprint = self.db.read(lambda c: views.fingerprint_of(c, granted[0]))
+            self._reply(event_id, "allow", "Allowed: this exact input was allowed for this"
+                        f" session (decision {fingerprint})", rule)
+            return
+        routes = audience_routes(config, policy.audience)
+        ask_here = here and bool(message.get("ui")) and PI_CHANNEL in routes
+        if not ask_here and all(route == PI_CHANNEL for route in routes):
+            self._reply(event_id, "block", f"Denied: nobody can be asked (audience"
+                        f" {policy.audience!r} routes to no Telegram chat, and this Pi has no"
+                        " dialog it can use)", rule)
+            return
+        name = message.get("session_name")
+        where = context.Context(
+            context.clean(context.project_name(Path(call.cwd))),
+            context.clean(name if isinstance(name, str) and name.strip() else session_id),
+            context.automatic(Path(call.cwd)).host)
+        try:
+            presentation = gating.presentation(call, rule, where)
+        except gating.TooLong as exc:
+            self._reply(event_id, "block", f"Denied without asking: {exc}; split it into"
+                        " smaller steps", rule)
+            return
+        minutes = float(policy.timeout_minutes)
+        spec = workflows.AskSpec(
+            title=gating.title(call), presentation=presentation, choices=gating.CHOICES,
+            audience=policy.audience, timeout_ms=int(minutes * 60_000),
+            default_choice=gating.DENY, origin_session_id=session_id, subject=call.subject,
+            workflow=workflows.GATE_WORKFLOW,
+            run_id=gating.run_id(session_id, call, self.db.entropy.token_bytes(8).hex()))
+        handle = workflows.create_ask(self.db, spec, self.owner_id)
+        assert self.waiting is not None and handle.request.expires_at_ms is not None
+        self.waiting[handle.decision_id] = Waiting(event_id, handle.decision_id,
+                                                   handle.run.lease,
+                                                   handle.request.expires_at_ms, minutes)
+        shown = self.db.read(lambda c: load_open(c, handle.decision_id))
+        fingerprint = self.db.read(lambda c: views.fingerprint_of(c, handle.decision_id))
+        self.out.send({"type": "gated", "event_id": event_id, "action": "ask", "reason": None,
+                       "rule": rule, "ask_here": ask_here, "fingerprint": fingerprint,
+                       "delivered_to": [r for r in routes if r != PI_CHANNEL],
+                       "decision": shown.to_json()})
+
+    def _reply(self, event_id: str, action: str, reason: str | None, rule: str | None,
+               *_: Any) -> None:
+        self.out.send({"type": "gated", "event_id": event_id, "action": action,
+                       "reason": reason, "rule": rule})
+
+    def state(self, message: dict[str, Any], session_id: str) -> None:
+        """For `/gate`: the policy's state and the inputs allowed for this session."""
+        event_id = identifier_field(message, "event_id")
+        directory = self.config_dir()
+        problem = None
+        try:
+            policy = gate_config.load_gate_policy(directory)
+        except ConfigError as exc:
+            policy, problem = gate_config.DEFAULT_POLICY, str(exc)
+        found = self.db.read(lambda c: [
+            (views.fingerprint_of(c, d), subject) for d, subject in views.accepted_subjects(
+                c, gating.session_prefix(session_id), gating.ALLOW_SESSION)])
+        allowed = [f"{subject['tool']}: {_one_line(_shown(subject))}"
+                   f" (in {subject['cwd']}, decision {fingerprint})"
+                   for fingerprint, subject in found]
+        self.out.send({"type": "gate_state", "event_id": event_id, "enabled": policy.enabled,
+                       "problem": problem, "audience": policy.audience,
+                       "timeout_minutes": policy.timeout_minutes,
+                       "file": str(gate_config.gate_path(directory)), "allowed": allowed})
+
+    # -- waiting -------------------------------------------------------------------------------
+
+    def cancel(self, message: dict[str, Any]) -> None:
+        """Escape: cancel the decision as its run owner (an answer that won first stands)."""
+        decision_id = identifier_field(message, "decision_id")
+        assert self.waiting is not None
+        waiting = self.waiting.get(decision_id)
+        if waiting is None:
+            return  # already decided (its result is on its way) or not ours
+        self._cancel(waiting, ESCAPE)
+        self.tick()
+
+    def _cancel(self, waiting: Waiting, reason: str) -> None:
+        with contextlib.suppress(DecisionRefused):  # an answer won first
+            self.db.write(lambda c: resolve(c, Cancellation(
+                waiting.decision_id, waiting.lease, self.owner_id, reason), self.db.clock.now_ms()))
+
+    def tick(self) -> None:
+        """Renew the runs' leases, apply due deadlines, and report every decided call."""
+        assert self.waiting is not None
+        for waiting in list(self.waiting.values()):
+            try:
+                self._step(waiting)
+            except (StateError, ChannelsError) as exc:
+                self.out.send({"type": "error", "code": exc.code, "message": str(exc)})
+
+    def _step(self, waiting: Waiting) -> None:
+        now = self.db.clock.now_ms()
+        decided = self.db.read(lambda c: records.resolution_of(c, waiting.decision_id))
+        if decided is None and now >= waiting.deadline_at:
+            workflows.apply_deadline(self.db, waiting.decision_id, waiting.lease)
+            decided = self.db.read(lambda c: records.resolution_of(c, waiting.decision_id))
+        if decided is None:
+            if waiting.lease.expires_at - now <= leases.RENEW_WHEN_LEFT_MS:
+                waiting.lease = workflows.renew_run(self.db, waiting.lease)
+            return
+        workflows.apply_continuation(self.db, waiting.decision_id, waiting.lease)
+        with contextlib.suppress(StateError):
+            workflows.release_run(self.db, waiting.lease)
+        assert self.waiting is not None
+        del self.waiting[waiting.decision_id]
+        channel, terminal = self.db.read(lambda c: views.winner_source(c, waiting.decision_id))
+        choice = decided.choice
+        entered = (decided.response or {}).get("input") or {}
+        reason = _TOLD.get(decided.reason or "", decided.reason)
+        text = gating.outcome_text(decided.outcome, decided.provenance, choice,
+                                   entered.get(gating.REASON_INPUT),
+                                   gating.where_answered(channel, terminal), reason,
+                                   waiting.timeout_minutes)
+        allow = decided.outcome == "accepted" and choice in gating.ALLOWING
+        self.out.send({"type": "gate_result", "event_id": waiting.event_id,
+                       "decision_id": waiting.decision_id, "allow": allow, "choice": choice,
+                       "message": text})
+
+    def close(self) -> None:
+        """Pi is going away: no call waits any more; cancel what is still open."""
+        assert self.waiting is not None
+        for waiting in list(self.waiting.values()):
+            with contextlib.suppress(StateError, ChannelsError):
+                self._cancel(waiting, CLOSED)
+        with contextlib.suppress(StateError, ChannelsError):
+            self.tick()
+        for waiting in list(self.waiting.values()):  # could not finish: do not block others
+            with contextlib.suppress(StateError):
+                workflows.release_run(self.db, waiting.lease)
+
+
+def _shown(subject: dict[str, Any]) -> str:
+    return gating.shown_input(GatedCall(str(subject["tool"]), subject["input"],
+                                        str(subject["cwd"])))

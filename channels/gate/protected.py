@@ -1,0 +1,99 @@
+"""What the guard protects: the state database and its companions, the configuration files,
+the token files credentials.json names, Pi's settings and extensions (which load the gate
+itself), the directories that hold them, and the processes of Pi and its bridge."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Final
+
+from channels.gate.paths import is_within, resolve
+from channels.gate.verdict import Judgement, block
+from state.files import STATE_RELATIVE_PATH
+
+CONFIG_FILES: Final = ("channels.json", "credentials.json", "gate.json")
+DATABASE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
+DATABASE: Final = "state database"
+CONFIG: Final = "config file"
+TOKEN: Final = "token file"
+PI_SETTINGS: Final = "pi settings"
+_WHAT: Final = {DATABASE: "the decision state database", CONFIG: "the piw-channels configuration",
+                TOKEN: "a bot token file", PI_SETTINGS: "Pi's settings or extensions"}
+
+Place = tuple[Path, str]  # a path and the kind of thing it is
+
+
+@dataclass(frozen=True)
+class Protected:
+    """What the guard protects, computed once per session."""
+
+    database: Path  # ~/.pi/agent/workflows/state.sqlite
+    config_dir: Path
+    token_files: tuple[Path, ...]
+    pids: tuple[int, ...] = ()  # the bridge and its Pi (their numbers, for `kill N`)
+
+    @classmethod
+    def discover(cls, home: Path, config_dir: Path) -> Protected:
+        """The database under `home`, the config dir, the token files credentials.json names
+        (read leniently: a broken file still protects the paths it mentions), this process
+        and its parent (in the bridge: the bridge and its Pi)."""
+        return cls(home / STATE_RELATIVE_PATH, config_dir, _token_files(config_dir),
+                   (os.getpid(), os.getppid()))
+
+    @property
+    def pi_agent_dir(self) -> Path:
+        return self.database.parent.parent  # ~/.pi/agent
+
+    def files(self) -> tuple[Place, ...]:
+        """Every protected file with its kind, as named and as resolved."""
+        return self._files
+
+    def directories(self) -> tuple[Place, ...]:
+        """Directories whose whole content is protected (listing them stays allowed)."""
+        return self._directories
+
+    @cached_property
+    def _files(self) -> tuple[Place, ...]:
+        found = [(Path(f"{self.database}{s}"), DATABASE) for s in DATABASE_SUFFIXES]
+        found += [(self.config_dir / name, CONFIG) for name in CONFIG_FILES]
+        found += [(path, TOKEN) for path in self.token_files]
+        found += [(self.pi_agent_dir / "settings.json", PI_SETTINGS)]
+        return _with_resolved(found)
+
+    @cached_property
+    def _directories(self) -> tuple[Place, ...]:
+        home = self.pi_agent_dir.parent.parent
+        found = [(self.database.parent, DATABASE), (self.config_dir, CONFIG),
+                 (self.pi_agent_dir / "extensions", PI_SETTINGS)]
+        # A token file's own directory, unless it is home or above (too wide to refuse).
+        found += [(path.parent, TOKEN) for path in self.token_files
+                  if not is_within(home, path.parent)]
+        return _with_resolved(found)
+
+
+def _with_resolved(places: list[Place]) -> tuple[Place, ...]:
+    both = places + [(resolve(str(p), cwd=p.parent, home=p.parent), k) for p, k in places]
+    return tuple(dict.fromkeys(both))
+
+
+def _token_files(config_dir: Path) -> tuple[Path, ...]:
+    try:
+        document = json.loads((config_dir / "credentials.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return ()
+    table = document.get("telegram") if isinstance(document, dict) else None
+    entries = table.values() if isinstance(table, dict) else ()
+    return tuple(Path(e["tokenFile"]) for e in entries
+                 if isinstance(e, dict) and isinstance(e.get("tokenFile"), str)
+                 and os.path.isabs(e["tokenFile"]))
+
+
+def file_block(kind: str, shown: str) -> Judgement:
+    """The judgement for a call that touches a protected file or directory."""
+    return block(f"Blocked: this call touches {_WHAT[kind]} ({shown}); the agent may not read "
+                 "or change decisions, channel state, configuration, tokens or Pi's settings.",
+                 f"guard: {kind}")

@@ -1,0 +1,201 @@
+"""A gated Pi tool call as a decision: its subject, its card, its choices, what the model hears.
+
+The subject is the call's exact input with the tool name and the working directory, so the
+request digest binds an answer to exactly that input. The card shows the whole input (the
+command, the edit as a diff, the written content) in preformatted blocks, never cut short: an
+input too long for one decision is refused before anyone is asked. Runs are named
+`gate-<session hash>-<subject hash>-<random>`, so "allowed for this session" is found again by
+a range of the runs' primary key (no new table, no new index). Pure functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from channels.decisions import context
+from channels.decisions.choices import text_input
+from channels.decisions.presentation import (
+    MAX_CODE_UNITS,
+    MAX_STRING_CODE_UNITS,
+    SCHEMA,
+    Block,
+    FieldItem,
+    FieldsBlock,
+)
+from channels.text import utf16_len
+from state.canonical import canonical_bytes, sha256
+
+ALLOW, ALLOW_SESSION, DENY, DENY_REASON = "allow", "allow_session", "deny", "deny_reason"
+REASON_INPUT = "reason"
+CHOICES: dict[str, Any] = {
+    ALLOW: {"label": "Allow once"},
+    DENY: {"label": "Deny"},
+    DENY_REASON: {"label": "Deny with a reason",
+                  "input": text_input(REASON_INPUT, "Why not? (Pi is told)", 1, 500)},
+    ALLOW_SESSION: {"label": "Allow this exact command for this session"},
+}
+ALLOWING = (ALLOW, ALLOW_SESSION)
+# Room kept for the summary, the fields and the context block within the 64,000 total.
+INPUT_BUDGET = MAX_CODE_UNITS - 2_000
+_UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class TooLong(Exception):
+    """The input cannot be shown in full on one decision."""
+
+
+@dataclass(frozen=True, slots=True)
+class GatedCall:
+    """One tool call the policy wants a person to see."""
+
+    tool: str
+    input: Mapping[str, Any]
+    cwd: str
+
+    @property
+    def subject(self) -> dict[str, Any]:
+        return {"kind": "pi.tool_call", "tool": self.tool, "input": dict(self.input),
+                "cwd": self.cwd}
+
+    @property
+    def subject_hash(self) -> bytes:
+        """The blob hash `human_decisions.subject_hash` stores for this subject."""
+        return sha256(canonical_bytes(self.subject))
+
+
+def session_prefix(session_id: str) -> str:
+    return "gate-" + hashlib.sha256(session_id.encode()).hexdigest()[:12] + "-"
+
+
+def subject_prefix(session_id: str, call: GatedCall) -> str:
+    return session_prefix(session_id) + call.subject_hash.hex()[:24] + "-"
+
+
+def run_id(session_id: str, call: GatedCall, entropy_hex: str) -> str:
+    return subject_prefix(session_id, call) + entropy_hex
+
+
+def title(call: GatedCall) -> str:
+    """One line: what Pi wants to do."""
+    path = call.input.get("path")
+    if call.tool == "bash":
+        return "Pi wants to run a command"
+    if call.tool in ("edit", "write") and isinstance(path, str):
+        name = path.rsplit("/", 1)[-1] or path
+        verb = "edit" if call.tool == "edit" else "write"
+        return context.clean(f"Pi wants to {verb} {name}") or f"Pi wants to {verb} a file"
+    return context.clean(f"Pi wants to use its {call.tool} tool") or "Pi wants to use a tool"
+
+
+def shown_input(call: GatedCall) -> str:
+    """The whole input as a person reads it (control characters written as \\xNN)."""
+    data = call.input
+    if call.tool == "bash" and isinstance(data.get("command"), str):
+        text = str(data["command"])
+    elif call.tool == "write" and isinstance(data.get("content"), str):
+        text = str(data["content"]) or "(an empty file)"
+    elif call.tool == "edit" and isinstance(data.get("edits"), list):
+        text = _diff(str(data.get("path", "")), data["edits"])
+    else:
+        text = json.dumps(dict(data), ensure_ascii=False, indent=2, sort_keys=True)
+    text = _UNSHOWABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return text if text.strip() else repr(text)
+
+
+def _diff(path: str, edits: list[Any]) -> str:
+    lines = [f"--- {path}", f"+++ {path}"]
+    for at, edit in enumerate(edits, start=1):
+        edit = edit if isinstance(edit, dict) else {}
+        lines.append(f"@@ change {at} of {len(edits)} @@")
+        lines.extend("-" + line for line in str(edit.get("oldText", "")).split("\n"))
+        lines.extend("+" + line for line in str(edit.get("newText", "")).split("\n"))
+    return "\n".join(lines)
+
+
+def chunks(text: str, limit: int = MAX_STRING_CODE_UNITS) -> list[str]:
+    """`text` in pieces of at most `limit` UTF-16 code units, cut after a line where one
+    fits, never inside a surrogate pair; joined they are `text` again."""
+    pieces: list[str] = []
+    while utf16_len(text) > limit:
+        cut = _fit(text, limit)
+        newline = text.rfind("\n", 0, cut)
+        if newline > cut // 2:
+            cut = newline + 1
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return [*pieces, text] if text else pieces
+
+
+def _fit(text: str, limit: int) -> int:
+    """The most characters of `text` whose UTF-16 length is at most `limit`."""
+    units = 0
+    for at, char in enumerate(text):
+        units += 2 if ord(char) > 0xFFFF else 1
+        if units > limit:
+            return at
+    return len(text)
+
+
+def presentation(call: GatedCall, rule: str | None, where: context.Context) -> dict[str, Any]:
+    """Summary, the input in preformatted blocks, the fields, and the context last."""
+    shown = shown_input(call)
+    size = utf16_len(shown)
+    if size > INPUT_BUDGET:
+        raise TooLong(f"its input is {size} characters long, more than one decision can show"
+                      f" in full ({INPUT_BUDGET})")
+    blocks: list[Block] = [{"kind": "preformatted", "text": piece} for piece in chunks(shown)]
+    items: list[FieldItem] = [
+        {"label": "Tool", "value": call.tool},
+        {"label": "Working directory", "value": context.clean(call.cwd) or "?"},
+        {"label": "Rule that matched", "value": context.clean(rule or "") or "the policy"}]
+    fields: FieldsBlock = {"kind": "fields", "items": items}
+    blocks.append(fields)
+    line = title(call)
+    document = {"schema": SCHEMA, "summary": line, "blocks": blocks}
+    return context.with_context(document, where)
+
+
+def outcome_text(outcome: str, provenance: str, choice: str | None, text: str | None,
+                 where: str | None, reason: str | None, timeout_minutes: float) -> str:
+    """What the model is told: who decided and how (no person's id; nobody is said to have
+    decided when a timeout or a cancel did)."""
+    if provenance == "timeout_policy":
+        return f"Denied: no answer within {_minutes(timeout_minutes)}"
+    if outcome == "cancelled":
+        return f"Cancelled: {reason or 'cancelled'}"
+    on = f" {where}" if where else ""
+    if choice == ALLOW:
+        return f"Allowed{on}"
+    if choice == ALLOW_SESSION:
+        return f"Allowed{on} for this session (this exact input)"
+    if choice == DENY_REASON and text:
+        return f"Denied{on}: {text}"
+    return f"Denied{on}"
+
+
+def where_answered(channel: str | None, terminal: bool) -> str | None:
+    """`on Telegram`, `in Pi`, `in the terminal` (the terminal's actor is `local:<uid>`)."""
+    if channel is None:
+        return None
+    if channel == "pi":
+        return "in the terminal" if terminal else "in Pi"
+    if channel.startswith("telegram"):
+        return "on Telegram"
+    return f"on {channel}"
+
+
+def _minutes(value: float) -> str:
+    if value >= 1 and float(value).is_integer():
+        return f"{int(value)} minute{'s' if value != 1 else ''}"
+    seconds = round(value * 60)
+    return f"{seconds} second{'s' if seconds != 1 else ''}"
+
+
+__all__ = ["ALLOW", "ALLOWING", "ALLOW_SESSION", "CHOICES", "DENY", "DENY_REASON",
+           "GatedCall", "TooLong", "chunks", "outcome_text", "presentation", "run_id",
+           "session_prefix", "shown_input", "subject_prefix", "title", "where_answered"]
