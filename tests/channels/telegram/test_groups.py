@@ -210,7 +210,8 @@ def test_the_bot_removed_from_a_group_is_recorded_and_its_sends_are_refused_not_
     group: Group,
 ) -> None:
     removed = group.fake.push_update(recorded("my_chat_member_removed_group.json"))
-    group.poll()
+    # Told at once, before a send to that chat fails (the config must change).
+    assert f"the bot was removed from (or blocked in) chat {GROUP}" in group.poll(expect=78)
     [state] = inbox_states()
     assert (state.update_id, state.result) == (removed, {"result": "ignored:bot_removed",
                                                          "chatId": GROUP})
@@ -228,7 +229,8 @@ def test_a_migrated_group_is_recorded_with_its_new_id_and_the_error_carries_it(
     group: Group,
 ) -> None:
     migrated = group.fake.push_update(recorded("message_migrate_to_chat.json"))
-    group.poll()
+    # Told at once, with the new id and the change to make, before a send fails.
+    assert f"group {GROUP} became supergroup {SUPERGROUP}" in group.poll(expect=78)
     [state] = inbox_states()
     assert (state.update_id, state.result) == (migrated, {
         "result": "ignored:chat_migrated", "chatId": GROUP, "migrateToChatId": SUPERGROUP})
