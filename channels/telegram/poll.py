@@ -25,7 +25,7 @@ from channels.config.files import bot_id
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.telegram import alerts, deliveries, identity, inbound
+from channels.telegram import alerts, deliveries, identity, inbound, wakeups
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.deliveries import SETTLE
@@ -225,25 +225,25 @@ class _ChannelPoll:
             self.db.write(self._recover)
         outbound = Outbound(self.db, api, self.channel, self.owner_id, self.index,
                             deadline=lambda: self.end)
-        while True:
-            self._renew()
-            if self.db.read(self._undelivered):
-                self.db.write(self._reserve_deliveries)
-            self.report.effects += await outbound.apply_due()
-            if not await self._receive(api):
-                break
-            self.report.processed += await self._process_inbox(api)
-            # Settlements go out while the callbacks are answered; prompts and deliveries
-            # after (a prompt follows the answer that announces it).
-            self.report.effects += await outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
-            await self._answered()
-            self.report.effects += await outbound.apply_due()
-            workflows.expire_overdue(self.db, self.owner_id)
-            # The window ends once too little of it is left for a long poll: a zero-timeout
-            # getUpdates in a loop would spin (hundreds of calls) until the last second.
-            if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
-                    self.report.status == "bad_batch":  # the same bytes would come back at once
-                break
+        # In a --for window the outbound work runs beside the receive loop (wakeups.py), so
+        # a decision asked during a long poll, or a press behind a backlog, waits for neither.
+        drain = wakeups.Drain(self.db, outbound, self.channel.channel_id, self._reserve_new,
+                              self.wall_clock, SETTLE_CONCURRENCY)
+        background = None if self.options.once else \
+            asyncio.ensure_future(drain.run(lambda: self.end))
+        try:
+            await self._loop(api, outbound, drain, background)
+        except asyncio.CancelledError:
+            await wakeups.finish(drain, background, cancel=True)
+            raise
+        except BaseException:
+            with contextlib.suppress(Exception):  # the loop's own error is the one to report
+                await wakeups.finish(drain, background)
+            raise
+        # A healthy window keeps sending to its very end (the loop stops receiving up to 2 s
+        # before it: too short for a long poll); a stopped channel stops sending now.
+        await wakeups.finish(drain, background, at_end=self.report.status == "polled")
+        self.report.effects += drain.applied
         self.report.errors.extend(outbound.errors)
         if self.report.errors:
             last = self.report.errors[-1]
@@ -251,6 +251,38 @@ class _ChannelPoll:
             lease = self.lease
             self.db.write(lambda c: store.record_provider_error(
                 c, lease, self.channel.channel_id, last, self._now()))
+
+    async def _loop(self, api: BotApi, outbound: Outbound, drain: wakeups.Drain,
+                    background: asyncio.Future[None] | None) -> None:
+        """Receive until the window ends; without a background drain (`--once`), apply
+        every due effect in line, as one short pass."""
+        while True:
+            self._renew()
+            if background is None:
+                self._reserve_new()
+                self.report.effects += await outbound.apply_due()
+            if not await self._receive(api):
+                break
+            self.report.processed += await self._process_inbox(api)
+            if background is None:
+                # Settlements go out while the callbacks are answered; prompts and
+                # deliveries after: a prompt follows the answer that announces it.
+                self.report.effects += await outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
+                await self._answered()
+                self.report.effects += await outbound.apply_due()
+            workflows.expire_overdue(self.db, self.owner_id)
+            if background is not None:
+                # The drain sends what the batch caused (settlements, then prompts) ahead of
+                # any further delivery, while this loop is already back in getUpdates.
+                await self._answered()
+                drain.nudge()
+            # The window ends once too little of it is left for a long poll: a zero-timeout
+            # getUpdates in a loop would spin (hundreds of calls) until the last second.
+            if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
+                    self.report.status == "bad_batch":  # the same bytes would come back at once
+                break
+            if background is not None and background.done():
+                break  # the drain failed: its error is raised when the pass ends
 
     def _abandoned(self, conn: Any) -> list[effects.Effect]:
         return effects.abandoned(conn, EFFECT_TYPES, self._now(), scope=self.channel.channel_id)
@@ -273,8 +305,14 @@ class _ChannelPoll:
         return deliveries.has_unreserved(conn, self.channel,
                                          deliveries.open_routed_decisions(conn, self.channel, now))
 
+    def _reserve_new(self) -> None:
+        """Reserve deliveries for open decisions new to this channel (a read when none)."""
+        if self.db.read(self._undelivered):
+            self.db.write(self._reserve_deliveries)
+
     def _reserve_deliveries(self, conn: Any) -> None:
         now = self._now()
+        leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
         wanted = deliveries.open_routed_decisions(conn, self.channel, now)
         deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
 

@@ -1,0 +1,144 @@
+"""A `poll --for` window does not make a decision wait for the long poll in flight, nor a press
+wait behind a backlog of deliveries; and what it watches for costs no write (wakeups.py).
+
+Real `poll --for` processes against the in-process fake Bot API, which records every request
+with the moment it arrived and the moment it was answered: the assertions are on that order
+and on rows in the database, never on durations."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from adapters.telegram.fake import FakeBotApi, Fault
+from state.database import Database
+from tests.channels.telegram.helpers import (
+    TOKEN,
+    configure_telegram_profile,
+    db_rows,
+    db_value,
+    finish,
+    message_statuses,
+    open_decision,
+    open_decision_now,
+    poll_in_process,
+    press_button,
+    reap,
+    resolutions,
+    start_cli,
+    wait_in_flight,
+    wait_until,
+)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM a poller: it releases its lease and exits 143."""
+    proc.send_signal(signal.SIGTERM)
+    code, _, err = finish(proc)
+    assert code == 143, err
+
+
+def test_a_decision_asked_during_a_long_poll_is_sent_before_that_long_poll_returns(
+        home: Path) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        proc = start_cli(home, "poll", "--for", "40")
+        try:
+            long_poll = wait_in_flight(fake, "getUpdates")
+            assert int(long_poll.params["timeout"]) >= 10  # a real long poll, not a short one
+            handle = open_decision_now()
+            wait_until(lambda: message_statuses(handle.decision_id) == ["confirmed"],
+                       "the delivery to be confirmed")
+            [send] = fake.requests("sendMessage")
+            polls = fake.requests("getUpdates")
+            _stop(proc)
+        finally:
+            reap(proc)
+    assert "Approve the plan?" in str(send.params["text"])
+    # The sendMessage arrived while the first long poll was still waiting, and no other
+    # getUpdates had started: the decision did not wait for the long poll to end.
+    assert [p.seq for p in polls if p.started_at <= send.started_at] == [long_poll.seq]
+    assert polls[0].ended_at is None or polls[0].ended_at > send.started_at
+
+
+def test_a_press_during_a_backlog_is_processed_and_settled_before_the_backlog_is_sent(
+        home: Path) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            pressed = open_decision(db, title="Pressed first?")
+            poll_in_process(db)  # delivered: message 1
+            backlog = [open_decision(db, title=f"Backlog {i}?") for i in range(5)]
+        # Every backlog send is held a while (a rate-limited chat): the drain takes seconds.
+        fake.inject("sendMessage", Fault.delay(1.0, times=5))
+        proc = start_cli(home, "poll", "--for", "40")
+        try:
+            wait_in_flight(fake, "sendMessage", 2)  # the first backlog delivery is held
+            press_button(fake, pressed, "continue", 1)
+            wait_until(lambda: all(message_statuses(h.decision_id) == ["confirmed"]
+                                   for h in backlog), "the backlog to be delivered")
+            wait_until(lambda: db_value(
+                "SELECT count(*) FROM effects WHERE effect_type = 'telegram.settle'"
+                " AND status = 'applied'") == 1, "the settlement")
+            requests = fake.requests()
+            _stop(proc)
+        finally:
+            reap(proc)
+    assert [r[0] for r in resolutions(pressed.decision_id)] == ["accepted"]
+    order = [(r.method, str(r.params.get("text", ""))) for r in requests]
+    backlog_sends = [i for i, (m, text) in enumerate(order)
+                     if m == "sendMessage" and "Backlog" in text]
+    answer = next(i for i, (m, _) in enumerate(order) if m == "answerCallbackQuery")
+    edit = next(i for i, (m, _) in enumerate(order) if m == "editMessageReplyMarkup")
+    assert len(backlog_sends) == 5
+    # The press was fetched, answered and its keyboard removed while the backlog drained,
+    # not after it: the answer and the settlement go ahead of the deliveries still pending.
+    assert answer < backlog_sends[-1] and edit < backlog_sends[-1], order
+    resolved_at = db_value("SELECT resolved_at FROM human_decision_resolutions"
+                           " WHERE decision_id = ?", pressed.decision_id)
+    delivered_at = [int(t) for (t,) in db_rows(
+        "SELECT settled_at FROM effects WHERE effect_type = 'telegram.deliver'"
+        " AND source_resource_id IN (" + ",".join("?" * len(backlog)) + ")",
+        *[f"decision:{h.decision_id}" for h in backlog])]
+    assert resolved_at < max(delivered_at)
+
+
+def test_commits_by_others_during_an_idle_window_make_the_poller_write_nothing(
+        home: Path) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            poll_in_process(db)  # registers the channel
+            before = int(db.conn.execute("SELECT max(event_seq) FROM events").get)
+        proc = start_cli(home, "poll", "--for", "8")
+        try:
+            wait_in_flight(fake, "getUpdates", 2)  # the window's long poll
+            with Database.open_writer() as db:
+                # Commits the watcher sees, none of them work for Telegram: decisions for an
+                # audience that routes elsewhere.
+                for i in range(3):
+                    open_decision(db, title=f"Elsewhere {i}?", audience="elsewhere")
+            # From here to the release at the window's end the poller commits nothing: every
+            # commit seen while it runs must be that release (its channel lease is free).
+            with Database.open_reader() as watcher:
+                seen = int(watcher.conn.execute("PRAGMA data_version").get)
+                while proc.poll() is None:
+                    version = int(watcher.conn.execute("PRAGMA data_version").get)
+                    if version != seen:
+                        seen = version
+                        held = watcher.conn.execute(
+                            "SELECT count(*) FROM leases WHERE resource_id LIKE 'channel:%'"
+                            " AND owner_id IS NOT NULL").get
+                        assert held == 0, "the poller committed during its idle window"
+                    time.sleep(0.02)
+            code, _, err = finish(proc)
+        finally:
+            reap(proc)
+    assert code == 0, err
+    poller = [str(t) for (t,) in db_rows(
+        "SELECT event_type FROM events WHERE event_seq > ? AND actor_id LIKE 'poll:%'"
+        " ORDER BY event_seq", before)]
+    assert poller == ["channel.lease_acquired", "channel.lease_released"]
+    assert db_value("SELECT count(*) FROM effects WHERE effect_type LIKE 'telegram.%'") == 0
