@@ -7,7 +7,9 @@ due effects, long-poll getUpdates, ingest the batch and advance the cursor in on
 transaction, process the batch's inbox rows in one transaction (a savepoint per row), answer
 their callbacks once it committed (in press order, by one bounded task) while the
 settlements go out, then apply the rest of what processing created. Finally release the
-lease.
+lease. In a `--for` window the effects are applied by a second task beside that loop
+(wakeups.py), so a decision asked during a long poll, or a press behind a backlog of
+deliveries, does not wait for the long poll or the backlog.
 """
 
 from __future__ import annotations
@@ -263,6 +265,7 @@ class _ChannelPoll:
                 self.report.effects += await outbound.apply_due()
             if not await self._receive(api):
                 break
+            drain.hold_prompts = True  # until the batch's callbacks are answered (nudge)
             self.report.processed += await self._process_inbox(api)
             if background is None:
                 # Settlements go out while the callbacks are answered; prompts and

@@ -46,6 +46,9 @@ class Drain:
     reserve: Callable[[], None]  # reserve deliveries for new open decisions (reads first)
     wall_clock: Callable[[], float] = time.time
     settle_concurrency: int = 1
+    # Set by the receive loop while a batch's callback answers are in flight: a prompt
+    # follows the answer that announces it.
+    hold_prompts: bool = False
     applied: int = 0  # effects attempted, for the pass report
     _watch: Database | None = None
     _seen: int = -1
@@ -53,7 +56,8 @@ class Drain:
     _stopping: bool = False
 
     def nudge(self) -> None:
-        """The receive loop committed something (its own commits may carry new effects)."""
+        """The receive loop committed something, and its callback answers are out."""
+        self.hold_prompts = False
         self._nudged.set()
 
     def stop(self) -> None:
@@ -83,7 +87,7 @@ class Drain:
         while not self._stopping:
             # apply_due forgets an earlier refusal: the token may work again.
             self.applied += await self.outbound.apply_due((SETTLE,), self.settle_concurrency)
-            if not self.outbound.unauthorized:
+            if not self.outbound.unauthorized and not self.hold_prompts:
                 self.applied += await self.outbound.apply_due((PROMPT,))
             if self.outbound.unauthorized:
                 return True

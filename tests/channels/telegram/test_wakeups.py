@@ -142,3 +142,27 @@ def test_commits_by_others_during_an_idle_window_make_the_poller_write_nothing(
         " ORDER BY event_seq", before)]
     assert poller == ["channel.lease_acquired", "channel.lease_released"]
     assert db_value("SELECT count(*) FROM effects WHERE effect_type LIKE 'telegram.%'") == 0
+
+
+def test_in_a_window_the_prompt_of_a_text_choice_follows_the_answer_to_its_press(
+        home: Path) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            handle = open_decision(db)
+            poll_in_process(db)  # delivered: message 1
+        fake.inject("answerCallbackQuery", Fault.delay(1.0))  # a slow answer
+        proc = start_cli(home, "poll", "--for", "40")
+        try:
+            wait_in_flight(fake, "getUpdates", 2)
+            press_button(fake, handle, "replan", 1)
+            wait_until(lambda: len(fake.requests("sendMessage")) >= 2, "the prompt")
+            [answer] = fake.requests("answerCallbackQuery")
+            prompt = fake.requests("sendMessage")[1]
+            _stop(proc)
+        finally:
+            reap(proc)
+    assert "What should change?" in str(prompt.params["text"])
+    # The sending side saw the batch's commit at once, yet held the prompt until the answer
+    # that announces it was out.
+    assert answer.ended_at is not None and prompt.started_at >= answer.ended_at
