@@ -54,6 +54,7 @@ class Drain:
     _seen: int = -1
     _nudged: asyncio.Event = field(default_factory=asyncio.Event)
     _stopping: bool = False
+    _end: Callable[[], float] = lambda: float("inf")
 
     def nudge(self) -> None:
         """The receive loop committed something, and its callback answers are out."""
@@ -68,6 +69,7 @@ class Drain:
     async def run(self, end: Callable[[], float]) -> None:
         """Drain, then wait for work, until the window ends or `stop()`."""
         self._watch = Database.open_reader(self.db.path, clock=self.db.clock)
+        self._end = end
         try:
             self._changed()
             while not self._stopping:
@@ -92,8 +94,8 @@ class Drain:
             if self.outbound.unauthorized:
                 return True
             due = [e for e in self.db.read(self._due) if e.effect_id not in tried]
-            if not due or self._stopping:
-                return False
+            if not due or self._stopping or self.wall_clock() >= self._end():
+                return False  # what is left waits for the next pass: cron starts it soon
             tried.add(due[0].effect_id)
             await self.outbound.apply(due[0])
             self.applied += 1

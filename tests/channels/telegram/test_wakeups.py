@@ -166,3 +166,31 @@ def test_in_a_window_the_prompt_of_a_text_choice_follows_the_answer_to_its_press
     # The sending side saw the batch's commit at once, yet held the prompt until the answer
     # that announces it was out.
     assert answer.ended_at is not None and prompt.started_at >= answer.ended_at
+
+
+def test_a_window_that_ends_during_a_backlog_leaves_the_rest_unattempted_for_the_next_run(
+        home: Path) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            backlog = [open_decision(db, title=f"Backlog {i}?") for i in range(12)]
+        fake.inject("sendMessage", Fault.delay(1.0, times=12))  # a slow, rate-limited chat
+        proc = start_cli(home, "poll", "--for", "4")
+        try:
+            code, _, err = finish(proc)
+        finally:
+            reap(proc)
+        assert code == 0, err
+        statuses = [db_value("SELECT status FROM effects WHERE effect_type = 'telegram.deliver'"
+                             " AND source_resource_id = ?", f"decision:{h.decision_id}")
+                    for h in backlog]
+        # The run stopped sending when its window ended (the next cron run takes over the
+        # rest): the last decisions were never attempted, and nothing was left half-sent.
+        assert statuses.count("applied") >= 1 and statuses[-1] == "pending", statuses
+        assert "applying" not in statuses and "ambiguous" not in statuses, statuses
+        assert db_value("SELECT count(*) FROM effect_attempts a JOIN effects e USING"
+                        " (effect_id) WHERE e.source_resource_id = ?",
+                        f"decision:{backlog[-1].decision_id}") == 0
+        with Database.open_writer() as db:
+            poll_in_process(db)  # the next pass delivers the rest
+        assert all(message_statuses(h.decision_id) == ["confirmed"] for h in backlog)
