@@ -124,7 +124,11 @@ class Probe:
             self.answer = json.loads(line)
 
     def wait_answer(self) -> float:
-        code = self.proc.wait(WAIT_S)
+        try:
+            code = self.proc.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _until(f"the answer to {self.title!r}", "ask --wait still waiting")
         stderr = self.proc.stderr.read() if self.proc.stderr else ""
         if code != 0 or self.answer.get("choice") != "yes" or self.answered_at is None:
             raise SystemExit(f"{self.title}: ask --wait exited {code} with {self.answer}:"
@@ -208,7 +212,7 @@ def no_backlog(env: dict[str, str], db_path: Path, control: RemoteFakeBotApi, cr
     answers: list[tuple[float, float]] = []
     for i in range(n):
         time.sleep(random.uniform(0.0, 2.0))  # lands anywhere in a long poll
-        probe = Probe.start(env, f"Latency probe {i}")
+        probe = Probe.start(env, f"Latency probe #{i:03d}?")
         probe.asked_at = asked_at(db_path, probe.title)
         probe.sent_at = sent_at(control, probe.title)
         sends.append((probe.asked_at, probe.sent_at - probe.asked_at))
@@ -223,11 +227,12 @@ def no_backlog(env: dict[str, str], db_path: Path, control: RemoteFakeBotApi, cr
         inside, between = split(cron, samples)
         print(line(label + ", while a poll runs", inside))
         print(line(label + ", between two runs", between))
+        print(line(label + ", all", inside + between))
 
 
 def with_backlog(env: dict[str, str], db_path: Path, home: Path, control: RemoteFakeBotApi,
                  cron: Cron, n: int, backlog: int, pace: float, late: int) -> None:
-    probes = [Probe.start(env, f"Backlog probe {i}") for i in range(n)]
+    probes = [Probe.start(env, f"Backlog probe #{i:03d}?") for i in range(n)]
     for probe in probes:
         sent_at(control, probe.title)
     control.inject("sendMessage", Fault.delay(pace, times=backlog + 2 * n + late + 10))
@@ -237,7 +242,7 @@ def with_backlog(env: dict[str, str], db_path: Path, home: Path, control: Remote
     sends_before = len(control.requests("sendMessage"))
     if not control.wait_received("sendMessage", sends_before + 1, WAIT_S):
         _until("the backlog's first send", "none")
-    lates = [Probe.start(env, f"Late probe {i}") for i in range(late)]
+    lates = [Probe.start(env, f"Late probe #{i:03d}?") for i in range(late)]
     answers: list[tuple[float, float]] = []
     pending: list[int] = []
     for probe in probes:
@@ -259,6 +264,7 @@ def with_backlog(env: dict[str, str], db_path: Path, home: Path, control: Remote
     inside, between = split(cron, answers)
     print(line("press -> answer, while a poll runs", inside))
     print(line("press -> answer, between two runs", between))
+    print(line("press -> answer, all", inside + between))
     inside, between = split(cron, sends)
     print(line("ask -> sendMessage, behind the backlog", inside + between))
 

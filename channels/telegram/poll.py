@@ -280,8 +280,9 @@ class _ChannelPoll:
                 await self._answered()
                 drain.nudge()
             # The window ends once too little of it is left for a long poll: a zero-timeout
-            # getUpdates in a loop would spin (hundreds of calls) until the last second.
-            if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
+            # getUpdates in a loop would spin (hundreds of calls) until the last second. One
+            # last short long poll still takes what is pressed in the window's final seconds.
+            if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS or \
                     self.report.status == "bad_batch":  # the same bytes would come back at once
                 break
             if background is not None and background.done():
