@@ -175,6 +175,22 @@ def find_message_by_ref(
     return None if r is None else MessageRow(*r)
 
 
+def find_message_by_part_ref(
+    conn: apsw.Connection, channel_id: str, purpose: Purpose, conversation_ref: str,
+    message_ref: str,
+) -> MessageRow | None:
+    """The message one of whose sent parts is this provider message (a card's part)."""
+    r = conn.execute(
+        "SELECT m.message_id, m.channel_id, m.decision_id, m.purpose, m.status,"
+        " m.external_conversation_ref, m.external_message_ref FROM channel_message_parts p"
+        " JOIN channel_messages m ON m.message_id = p.message_id"
+        " WHERE p.external_conversation_ref = ? AND p.external_message_ref = ?"
+        " AND m.channel_id = ? AND m.purpose = ? LIMIT 1",
+        (conversation_ref, message_ref, channel_id, purpose),
+    ).fetchone()
+    return None if r is None else MessageRow(*r)
+
+
 def delivery_counts(conn: apsw.Connection, channel_id: str) -> dict[str, int]:
     """Delivery messages by status."""
     return {str(s): int(n) for s, n in conn.execute(

@@ -67,6 +67,8 @@ class BotApi(Protocol):
         message_thread_id: int | None = None,
         *,
         entities: Sequence[Mapping[str, Any]] | None = None,
+        disable_notification: bool = False,
+        reply_to: int | None = None,
         deadline: float | None = None,
     ) -> ProviderResult: ...
 

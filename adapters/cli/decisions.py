@@ -16,7 +16,7 @@ from adapters.cli.errors import UsageError, raise_terminated
 from adapters.cli.status_text import ago, clock_time, with_iso
 from channels.config.loading import load_config
 from channels.config.model import audience_routes
-from channels.decisions import history, records, views
+from channels.decisions import context, history, records, views
 from channels.decisions import workflows as service
 from channels.decisions.choices import text_input
 from channels.decisions.fields import NAME_PATTERN, NAME_RULE
@@ -109,6 +109,25 @@ def check_audience(audience: str) -> tuple[str, ...]:
         " ...")
 
 
+CONTEXT_KEYS = ("project", "session", "host")
+
+
+def ask_context(settings: list[str]) -> context.Context:
+    """The context line of a decision asked from this shell: automatic values (the repository
+    or folder, `shell`, this host), each replaced by `--context KEY=VALUE`, or none at all
+    with `--context none`."""
+    if settings == ["none"]:
+        return context.Context()
+    facts = vars(context.automatic(Path.cwd()))
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        if not sep or key not in CONTEXT_KEYS:
+            raise UsageError(f"--context takes project=NAME, session=NAME, host=NAME or none,"
+                             f" not {setting!r}")
+        facts[key] = context.clean(value)
+    return context.Context(**facts)
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     """Open a decision in a new waiting run; optionally wait for its answer."""
     routes = check_audience(args.audience)
@@ -116,10 +135,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError("--default needs --timeout")
     if args.summary is not None and args.presentation is not None:
         raise UsageError("use either --summary or --presentation, not both")
+    presentation = service.presentation_for(args.title, args.summary,
+                                            _load_presentation(args.presentation))
     spec = service.AskSpec(
         title=args.title,
-        presentation=service.presentation_for(args.title, args.summary,
-                                              _load_presentation(args.presentation)),
+        presentation=context.with_context(presentation, ask_context(args.context)),
         choices=parse_choices(args.choices),
         audience=args.audience,
         timeout_ms=None if args.timeout is None else parse_duration(args.timeout),
@@ -333,6 +353,9 @@ def register(sub: Any) -> None:
                          metavar="ID=LABEL=PROMPT", help="a choice that asks for text")
     p.add_argument("--audience", default=DEFAULT_AUDIENCE,
                    help="a configured audience (default operator)")
+    p.add_argument("--context", action="append", default=[], metavar="KEY=VALUE",
+                   help="the card's context line: project=, session= or host= (default: this"
+                        " repository or folder, 'shell', this host); 'none' leaves it out")
     p.add_argument("--timeout", metavar="DURATION", help="deadline, e.g. 90s, 10m, 2h")
     p.add_argument("--default", metavar="ID", help="choice accepted when the deadline passes")
     p.add_argument("--wait", action="store_true", help="wait for the answer and print it")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from channels.config import install, loading, model, parsing
 from channels.config.errors import ConfigInvalid
 from channels.config.model import InstallResult
 from channels.errors import ChannelsError
+from channels.telegram.text_answers import COMMANDS
 from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
 
 __all__ = [
@@ -76,13 +78,15 @@ class VerifiedBot:
 
     id: int
     username: str | None
+    commands_set: bool = True  # the `/pending` menu was registered (setMyCommands)
 
     @classmethod
-    def from_user(cls, user: dict[str, Any]) -> VerifiedBot:
+    def from_user(cls, user: dict[str, Any], commands_set: bool = True) -> VerifiedBot:
         """Build from getMe's User object (the client already checked that `id` is an int)."""
         username = user.get("username")
         plain = isinstance(username, str) and _USERNAME.fullmatch(username) is not None
-        return cls(id=int(user["id"]), username=username if plain else None)
+        return cls(id=int(user["id"]), username=username if plain else None,
+                   commands_set=commands_set)
 
     @property
     def label(self) -> str:
@@ -172,20 +176,28 @@ def verify_token(
         # The message describes the expected shape; it never holds the token itself.
         raise ConfigInvalid(f"Telegram setup: token file: {exc}; {_NOTHING_WRITTEN}") from None
     try:
-        result = asyncio.run(_get_me(client, deadline_seconds))
+        result, commands = asyncio.run(_get_me(client, deadline_seconds))
     except TimeoutError:
         raise BotApiUnavailable(
             f"Telegram getMe at {api_base_url} did not return a response within "
             f"{deadline_seconds:g} s; {_NOTHING_WRITTEN}"
         ) from None
-    return _verified_bot(result, api_base_url)
+    bot = _verified_bot(result, api_base_url)
+    return VerifiedBot(bot.id, bot.username, commands is not None and commands.ok)
 
 
-async def _get_me(client: TelegramClient, deadline_seconds: float) -> CallResult:
+async def _get_me(client: TelegramClient, deadline_seconds: float
+                  ) -> tuple[CallResult, CallResult | None]:
+    """getMe, then (once the token works) the bot's command menu, so that `/pending` is
+    offered in the chat."""
     # The hard timeout bounds a slow answer; the deadline stops retries from starting late.
     async with client:
         async with asyncio.timeout(deadline_seconds):
-            return await client.get_me(deadline=time.time() + deadline_seconds)
+            me = await client.get_me(deadline=time.time() + deadline_seconds)
+            if not me.ok:
+                return me, None
+            return me, await client.set_my_commands(COMMANDS,
+                                                    deadline=time.time() + deadline_seconds)
 
 
 def _verified_bot(result: CallResult, api_base_url: str) -> VerifiedBot:
@@ -252,6 +264,9 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
         repoint_credential=args.repoint_credential,
     )
     print(_summary(installed, bot))
+    if not bot.commands_set:  # the profile works; only the chat's command menu is missing
+        print("Note: the bot's command menu (/pending) could not be set; run setup again to"
+              " retry. Typing /pending works without it.", file=sys.stderr)
     return EXIT_OK
 
 

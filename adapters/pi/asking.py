@@ -7,10 +7,11 @@ the request contract, and every problem is an `InvalidRequest` the bridge answer
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
-from channels.decisions import workflows
+from channels.decisions import context, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.presentation import SCHEMA
 from channels.decisions.workflows import AskSpec
@@ -75,6 +76,9 @@ def ask_spec(message: dict[str, Any], session_id: str) -> AskSpec:
     if default is not None and default not in choices:
         raise InvalidRequest(f"ask.default_choice {default!r} is not one of the choices")
     audience = _string(message, "audience", required=False) or DEFAULT_AUDIENCE
+    session_name = _string(message, "session_name", required=False) or session_id[:8]
+    presentation = context.with_context(
+        presentation, context.automatic(Path.cwd(), session_name))
     return AskSpec(title=title, presentation=workflows.presentation_for(title, None, presentation),
                    choices=choices, audience=audience, timeout_ms=timeout_ms,
                    default_choice=default, origin_session_id=session_id)

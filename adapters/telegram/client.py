@@ -227,13 +227,16 @@ class TelegramClient:
         message_thread_id: int | None = None,
         *,
         entities: Sequence[Mapping[str, Any]] | None = None,
+        disable_notification: bool = False,
+        reply_to: int | None = None,
         deadline: float | None = None,
     ) -> CallResult:
         """``sendMessage`` with plain text (no parse mode).
 
         ``reply_markup`` is a Bot API dict (``{"inline_keyboard": ...}``,
         ``{"force_reply": true}``) or the equivalent PTB object; ``entities`` are
-        MessageEntity dicts (a ``text_mention``, for instance).
+        MessageEntity dicts (bold, code, a ``text_mention``, ...). ``reply_to`` threads the
+        message under another of the chat; it is still sent if that one was deleted.
         """
         params: JSONDict = {
             "chat_id": chat_id,
@@ -241,8 +244,19 @@ class TelegramClient:
             "entities": [dict(e) for e in entities] if entities else None,
             "reply_markup": _markup_dict(reply_markup),
             "message_thread_id": message_thread_id,
+            "disable_notification": True if disable_notification else None,
+            "reply_parameters": None if reply_to is None else
+            {"message_id": reply_to, "allow_sending_without_reply": True},
         }
         return await self._call("sendMessage", params, deadline)
+
+    async def set_my_commands(
+        self, commands: Sequence[tuple[str, str]], *, deadline: float | None = None
+    ) -> CallResult:
+        """``setMyCommands``: the bot's command menu ((command, description) pairs)."""
+        params: JSONDict = {"commands": [{"command": name, "description": description}
+                                         for name, description in commands]}
+        return await self._call("setMyCommands", params, deadline)
 
     async def edit_message_reply_markup(
         self, chat_id: int | str, message_id: int, *, deadline: float | None = None

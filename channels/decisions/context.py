@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from channels.decisions.presentation import Block, FieldItem, FieldsBlock
+from channels.decisions.presentation import MAX_BLOCKS, Block, FieldItem, FieldsBlock
 from channels.text import is_blank
 
 LABELS = ("Project", "Session", "Host")
@@ -59,9 +59,10 @@ def block(context: Context) -> FieldsBlock | None:
 
 
 def with_context(presentation: Mapping[str, Any], context: Context) -> dict[str, Any]:
-    """The presentation with the context block appended (replacing one already there)."""
+    """The presentation with the context block appended (replacing one already there); left
+    out when the presentation has no room for another block."""
     blocks, _ = split_context(presentation["blocks"])
-    extra = block(context)
+    extra = block(context) if len(blocks) < MAX_BLOCKS else None  # full: no room for it
     return {**presentation, "blocks": [*blocks, *([extra] if extra is not None else [])]}
 
 
@@ -69,13 +70,15 @@ def split_context(blocks: Sequence[Block]) -> tuple[list[Block], Context | None]
     """The blocks before the context block, and the context (None when there is none)."""
     if not blocks:
         return [], None
-    last = blocks[-1]
-    if last["kind"] != "fields":
+    last: Any = blocks[-1]  # may be a caller's document not yet normalized: look carefully
+    items = last.get("items") if isinstance(last, Mapping) else None
+    if not isinstance(items, list) or last.get("kind") != "fields" or \
+            not all(isinstance(item, Mapping) for item in items):
         return list(blocks), None
-    labels = [item["label"] for item in last["items"]]
+    labels = [item.get("label") for item in items]
     if labels != [label for label in LABELS if label in labels]:
         return list(blocks), None  # other labels, a repeat or another order: ordinary fields
-    facts = {item["label"]: item["value"] for item in last["items"]}
+    facts = {str(item["label"]): str(item.get("value")) for item in items}
     return list(blocks[:-1]), Context(facts.get("Project"), facts.get("Session"),
                                       facts.get("Host"))
 

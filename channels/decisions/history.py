@@ -47,6 +47,13 @@ def winner(conn: apsw.Connection, decision_id: str) -> Winner | None:
                                            int(row[4]))
 
 
+def winning_event(conn: apsw.Connection, decision_id: str) -> str | None:
+    """The channel's own id of the event whose answer won (a Telegram update id)."""
+    row = conn.execute("SELECT external_event_id FROM human_decision_resolutions"
+                       " WHERE decision_id = ?", (decision_id,)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
 def timeline(conn: apsw.Connection, decision_id: str) -> list[Entry]:
     """Everything that happened to a decision, in time order."""
     entries: list[Entry] = []

@@ -10,7 +10,7 @@ from typing import Any
 
 import apsw
 
-from channels import messages
+from channels import messages, store
 from channels.decisions import records, views
 from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
@@ -22,6 +22,8 @@ DELIVER = "telegram.deliver"
 PROMPT = "telegram.prompt"
 
 SETTLE = SETTLE_EFFECT
+
+NOTICE = "telegram.notice"  # a short reply to a person: a late answer, an unclear one
 
 
 def delivery_recipients(
@@ -105,6 +107,45 @@ def reserve_resend(
 
 def resource_revision(conn: apsw.Connection, resource_id: str) -> int:
     return current_revision(conn, resource_id) or 0
+
+
+def notice_message_id(channel_id: str, key: str) -> str:
+    """The message a telegram.notice effect sends (recorded with the settlement messages)."""
+    return messages.message_id_for(channel_id, "settlement", "notice", key)
+
+
+def reserve_notice(conn: apsw.Connection, channel: Channel, decision_id: str | None, chat: str,
+                   reply_to: int | None, text: str, key: str, worker: Actor, now: int) -> None:
+    """A short reply to a person's message (once per key: the message it answers), from the
+    decision it is about, or from the channel when it is about none."""
+    resource_id = records.decision_resource(decision_id) if decision_id is not None \
+        else store.channel_resource(channel.channel_id)
+    effects.reserve(
+        conn, source_resource_id=resource_id, source_revision=resource_revision(conn, resource_id),
+        effect_type=NOTICE, idempotency_key=f"{channel.channel_id}:{key}",
+        payload={"decisionId": decision_id, "channelId": channel.channel_id, "chatId": chat,
+                 "replyTo": reply_to, "text": text, "key": key},
+        owner_scope="channel", actor=worker, now=now)
+
+
+def reserve_copy(conn: apsw.Connection, channel: Channel, decision_id: str, chat: str, key: str,
+                 worker: Actor, now: int) -> None:
+    """The card once more, to one chat (`/pending`): a delivery of its own message, whose
+    keyboard settlement removes like the first one's."""
+    resource_id = records.decision_resource(decision_id)
+    effects.reserve(
+        conn, source_resource_id=resource_id, source_revision=resource_revision(conn, resource_id),
+        effect_type=DELIVER, idempotency_key=f"{channel.channel_id}:copy:{key}",
+        payload={"decisionId": decision_id, "channelId": channel.channel_id,
+                 "recipients": list(channel.recipients), "only": chat, "copy": key},
+        owner_scope="channel", actor=worker, now=now)
+
+
+def delivery_message_id(channel_id: str, payload: dict[str, Any]) -> str:
+    """The message a telegram.deliver effect sends: the card, or a copy of it."""
+    copy = payload.get("copy")
+    extra = ["copy", str(copy)] if copy is not None else []
+    return messages.message_id_for(channel_id, "delivery", str(payload["decisionId"]), *extra)
 
 
 def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str,

@@ -13,19 +13,25 @@ import apsw
 
 from channels import inbox, messages, store
 from channels.decisions import records, resolution, views
+from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
+from channels.telegram import outcomes
 from channels.telegram.buttons import TOKEN_RE, ButtonIndex
+from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
     PROMPT,
     SETTLE,
     delivery_recipients,
+    open_routed_decisions,
     prompts,
+    reserve_copy,
+    reserve_notice,
     resource_revision,
 )
 from channels.telegram.identity import Channel
 from channels.telegram.limits import CALLBACK_TEXT_LIMIT
-from channels.telegram.parts import split_parts
+from channels.telegram.text_answers import MAX_LISTED, choice_named, hint, pending_list
 from channels.text import utf16_len
 from state import effects
 from state.leases import Lease
@@ -53,7 +59,9 @@ def process(
     if row.event_type == "callback":
         processed = _callback(conn, channel, index, row, now, lease.actor)
     elif row.event_type == "reply":
-        processed = _reply(conn, channel, row, now)
+        processed = _reply(conn, channel, row, now, lease.actor)
+    elif row.payload.get("kind") == "command":
+        processed = _command(conn, channel, row, now, lease.actor)
     else:
         # Extra fields (a migrated chat's new id, a chat the bot left) stay readable in the result.
         extra = {k: v for k, v in row.payload.items() if k != "kind"}
@@ -119,7 +127,8 @@ def _callback(
     )
     outcome = resolution.resolve(conn, answer, now, decision=decision,
                                 allowed_channels=channel.config.routes(decision.audience))
-    return _answered(callback_id, _outcome_result(outcome), callback_text(decision, outcome))
+    return _answered(callback_id, _outcome_result(outcome),
+                     callback_text(conn, channel, decision, outcome))
 
 
 def _prompt(
@@ -136,19 +145,20 @@ def _prompt(
     if winner is not None:
         outcome = Verdict(Result.ALREADY_RESOLVED, "already resolved", winner)
         return _answered(p.get("callbackId"), _outcome_result(outcome),
-                         callback_text(decision, outcome))
+                         callback_text(conn, channel, decision, outcome))
     if decision.deadline_at is not None and now >= decision.deadline_at:
         return _answered(p.get("callbackId"), {"result": "stale"}, "This decision has expired.")
     choice = decision.request.choices[choice_id]
     chat = str(p["chatId"])
-    text, entities = prompt_text(f"{choice['label']}: {choice['input']['prompt']}", p)
+    fp = fingerprint(decision.request.presentation_digest)
+    text, entities = prompt_text(f"{choice['label']}: {choice['input']['prompt']}", p, fp)
     payload: dict[str, Any] = {
         "decisionId": decision.decision_id, "choiceId": choice_id,
         "channelId": channel.channel_id, "chatId": chat, "threadId": p.get("threadId"),
         "text": text}
     key = f"{channel.channel_id}:{chat}:{choice_id}"
-    if entities:  # a group: the prompt names its presser, so each presser gets their own
-        payload["entities"] = entities
+    payload["entities"] = entities
+    if len(entities) > 1:  # a group: the prompt names its presser, so each gets their own
         payload["presser"] = p["userId"]
         key += f":{p['userId']}"
     effects.reserve(
@@ -160,17 +170,22 @@ def _prompt(
                      "Reply to the prompt message with your text.")
 
 
-def prompt_text(text: str, press: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """The prompt's text and entities. In a group, ForceReply's `selective` opens the reply box
-    only for users mentioned in the text: the person who pressed is named with a text_mention
-    (it needs no username), so the box opens for them. A private chat needs no mention."""
+def prompt_text(text: str, press: dict[str, Any], fp: str
+                ) -> tuple[str, list[dict[str, Any]]]:
+    """The prompt's text and entities, naming its decision. In a group, ForceReply's
+    `selective` opens the reply box only for users mentioned in the text: the person who
+    pressed is named with a text_mention (it needs no username), so the box opens for them.
+    A private chat needs no mention."""
     user, chat = press.get("userId"), press.get("chatId")
+    text = f"{text}\nDecision {fp}"
+    code = {"type": "code", "length": len(fp)}
     if not isinstance(user, int) or not isinstance(chat, int) or chat > 0:
-        return text, []
+        return text, [{**code, "offset": utf16_len(text) - len(fp)}]
     name = press.get("userName") or "You"
     mention = {"type": "text_mention", "offset": 0, "length": utf16_len(name),
                "user": {"id": user, "is_bot": False, "first_name": name}}
-    return f"{name}, {text}", [mention]
+    text = f"{name}, {text}"
+    return text, [mention, {**code, "offset": utf16_len(text) - len(fp)}]
 
 
 def _reconcile(
@@ -193,7 +208,7 @@ def _reconcile(
     if chat not in recipients or _known(conn, channel, decision, chat, message_ref):
         return
     recipient = recipients.index(chat)
-    texts = split_parts(channel_request_document(decision.request))
+    texts = [part.text for part in card_parts(channel_request_document(decision.request), now)]
     last = len(texts) - 1
     intents = [p for p in messages.parts(conn, message_id)
                if (p.recipient_index, p.part_index) == (recipient, last) and p.is_intent]
@@ -238,7 +253,7 @@ def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.Sto
 
 
 def _reply(
-    conn: apsw.Connection, channel: Channel, row: inbox.InboxRow, now: int
+    conn: apsw.Connection, channel: Channel, row: inbox.InboxRow, now: int, worker: Actor
 ) -> Processed:
     p = row.payload
     user, chat, reply_to = p.get("userId"), p.get("chatId"), p.get("replyTo")
@@ -249,7 +264,12 @@ def _reply(
     prompt = messages.find_message_by_ref(conn, channel.channel_id, "prompt", str(chat),
                                        str(reply_to)) or _reconcile_prompt(conn, channel, p, now)
     if prompt is None or prompt.decision_id is None:
-        return Processed(_ignored("unbound_reply"))
+        card = messages.find_message_by_part_ref(conn, channel.channel_id, "delivery",
+                                                 str(chat), str(reply_to))
+        if card is None or card.decision_id is None:
+            return Processed(_ignored("unbound_reply"))
+        return _card_reply(conn, channel, row, records.load(conn, card.decision_id), now,
+                           worker)
     text = p.get("text")
     if not isinstance(text, str):
         return Processed(_ignored("not_text"))
@@ -266,7 +286,68 @@ def _reply(
     )
     outcome = resolution.resolve(conn, answer, now, decision=decision,
                                 allowed_channels=channel.config.routes(decision.audience))
+    if outcome.result not in (Result.WON, Result.ADOPTED):  # a reply has no spinner to answer
+        reserve_notice(conn, channel, decision.decision_id, str(chat), p["messageId"],
+                       callback_text(conn, channel, decision, outcome),
+                       f"reply:{chat}:{p['messageId']}", worker, now)
     return Processed(_outcome_result(outcome))
+
+
+def _card_reply(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow,
+                decision: records.StoredDecision, now: int, worker: Actor) -> Processed:
+    """A reply to a decision's card that names a choice (its number or label) answers like
+    the button; anything unclear gets a one-line hint, never a guess."""
+    p = row.payload
+    chat, text = str(p["chatId"]), p.get("text")
+
+    def notice(line: str) -> None:
+        reserve_notice(conn, channel, decision.decision_id, chat, p["messageId"], line,
+                       f"reply:{chat}:{p['messageId']}", worker, now)
+
+    if records.resolution_of(conn, decision.decision_id) is not None:
+        notice(outcomes.already_decided(conn, channel, decision))
+        return Processed({"result": "already_resolved", "by": "text"})
+    choice_id = choice_named(decision.request.choices, text) if isinstance(text, str) else None
+    if choice_id is None:
+        notice(hint(decision.request.choices))
+        return Processed(_ignored("unclear_text"))
+    if "input" in decision.request.choices[choice_id]:
+        return _prompt(conn, channel, decision, choice_id, {**p, "callbackId": None}, now,
+                       worker)
+    answer = HumanAnswer(
+        decision_id=decision.decision_id, request_digest=decision.request.request_digest,
+        response={"choice": choice_id}, channel=channel.name,
+        actor_id=f"telegram-user:{p['userId']}", external_event_id=row.external_event_id,
+        idempotency_key=f"{channel.name}:text:{chat}:{p['messageId']}",
+    )
+    outcome = resolution.resolve(conn, answer, now, decision=decision,
+                                allowed_channels=channel.config.routes(decision.audience))
+    if outcome.result not in (Result.WON, Result.ADOPTED):
+        notice(callback_text(conn, channel, decision, outcome))
+    return Processed({**_outcome_result(outcome), "by": "text"})
+
+
+def _command(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow, now: int,
+             worker: Actor) -> Processed:
+    """`/pending` in an allowlisted chat: the open decisions, numbered, then their cards again
+    (a copy each, with live buttons)."""
+    p = row.payload
+    user, chat, message = p.get("userId"), p.get("chatId"), p.get("messageId")
+    if user is None or chat is None or message is None:
+        return Processed(_ignored("malformed"))
+    if not channel.profile.allows(str(user), str(chat)):
+        return Processed(_ignored("not_allowed"))
+    if p.get("command") != "pending":
+        return Processed(_ignored("unknown_command"))
+    waiting = [records.load(conn, d) for d in open_routed_decisions(conn, channel, now)]
+    reserve_notice(conn, channel, None, str(chat), message, pending_list(
+        [(str(d.request.document["title"]), d.request.presentation_digest) for d in waiting]),
+        f"command:{chat}:{message}", worker, now)
+    for order, decision in enumerate(waiting[:MAX_LISTED], start=1):
+        # Effects go out oldest first: a millisecond apart, the cards follow the list in order.
+        reserve_copy(conn, channel, decision.decision_id, str(chat), f"{chat}:{message}",
+                     worker, now + order)
+    return Processed({"result": "listed", "count": len(waiting)})
 
 
 def _reconcile_prompt(
@@ -305,15 +386,14 @@ def _outcome_result(outcome: Verdict) -> dict[str, Any]:
     return result
 
 
-def callback_text(decision: records.StoredDecision, outcome: Verdict) -> str:
-    """The short text shown to the person who pressed the button."""
+def callback_text(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
+                  outcome: Verdict) -> str:
+    """The short text shown to the person who pressed the button (or who replied)."""
     winner = outcome.resolution
     if outcome.result in (Result.WON, Result.ADOPTED) and winner is not None:
         return f"Accepted: {_label(decision, winner.choice)}"
     if outcome.result is Result.ALREADY_RESOLVED and winner is not None:
-        if winner.outcome == "cancelled":
-            return f"Already decided: cancelled ({winner.reason})"
-        return f"Already decided: {_label(decision, winner.choice)}"
+        return outcomes.already_decided(conn, channel, decision)
     if outcome.result is Result.STALE:
         return "This decision has expired." if "expired" in outcome.message else \
             "This button is out of date."

@@ -22,17 +22,26 @@ from channels.decisions import records
 from channels.decisions.presentation import render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
+from channels.telegram import outcomes
 from channels.telegram.buttons import ButtonIndex, keyboard
-from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE, prompt_of
+from channels.telegram.card import CardPart, card_parts
+from channels.telegram.deliveries import (
+    DELIVER,
+    NOTICE,
+    PROMPT,
+    SETTLE,
+    delivery_message_id,
+    notice_message_id,
+    prompt_of,
+)
 from channels.telegram.identity import Channel
-from channels.telegram.parts import split_parts
 from channels.transport import AMBIGUOUS, NOT_SENT, OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, Effect
 from state.errors import StateError
 
-EFFECT_TYPES = (DELIVER, PROMPT, SETTLE)
+EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE)
 MAX_SETTLE_ATTEMPTS = 3
 NOT_SENT_BACKOFF_MS = 5_000
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
@@ -104,6 +113,8 @@ class Outbound:
                 await self._deliver(attempt)
             elif effect.effect_type == PROMPT:
                 await self._prompt(attempt)
+            elif effect.effect_type == NOTICE:
+                await self._notice(attempt)
             else:
                 assert settlement is not None
                 await self._settle(attempt, settlement)
@@ -146,22 +157,26 @@ class Outbound:
         decision = self.db.read(lambda c: records.load(c, decision_id))
         document = channel_request_document(decision.request)
         try:
-            texts = split_parts(document)
+            parts = card_parts(document, self._now())
         except DecisionError as exc:
             self._finish(attempt, "rejected", error={"description": str(exc)})
             return
-        message_id = messages.message_id_for(self.channel.channel_id, "delivery", decision_id)
+        message_id = delivery_message_id(self.channel.channel_id, payload)
         self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, decision_id, "delivery",
             render_decision_text(document), self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
-        delivery = _Delivery(message_id, texts, keyboard(decision.request),
-                             [str(r) for r in payload["recipients"]], bool(payload.get("resend")))
+        only = payload.get("only")
+        delivery = _Delivery(message_id, parts, keyboard(decision.request),
+                             [str(r) for r in payload["recipients"]], bool(payload.get("resend")),
+                             None if only is None else str(only))
         await self._send_delivery(attempt, delivery)
 
     async def _send_delivery(self, attempt: Attempt, d: _Delivery) -> None:
         report: list[dict[str, Any]] = []
         for r, chat in enumerate(d.recipients):
+            if d.only is not None and chat != d.only:
+                continue  # a copy for one chat keeps the recipient numbering of the card
             status, attempt = await self._send_recipient(attempt, d, r, chat)
             if status.get("status") in ("ambiguous", "not_sent", "rate_limited"):
                 return  # that path already recorded the attempt
@@ -178,7 +193,7 @@ class Outbound:
     ) -> tuple[dict[str, Any], Attempt]:
         rows = {(p.recipient_index, p.part_index): p
                 for p in self.db.read(lambda c: messages.parts(c, d.message_id))}
-        for index, text in enumerate(d.texts):
+        for index, part in enumerate(d.parts):
             row = rows.get((r, index))
             if row is not None and not row.is_intent:
                 continue  # confirmed earlier: never sent again
@@ -186,9 +201,10 @@ class Outbound:
                 self._ambiguous(attempt, d.message_id, {"recipient": r, "part": index,
                                                         "reason": "unsettled_intent"})
                 return {"status": "ambiguous"}, attempt
-            attempt = self._write_intent(attempt, d.message_id, r, index, text, row is None)
-            markup = d.markup if index == len(d.texts) - 1 else None
-            res = await self.api.send_message(chat, text, markup, deadline=self._until(attempt))
+            attempt = self._write_intent(attempt, d.message_id, r, index, part.text, row is None)
+            res = await self.api.send_message(
+                chat, part.text, d.markup if part.last else None, entities=part.entities,
+                disable_notification=part.silent, deadline=self._until(attempt))
             status = self._part_result(attempt, d.message_id, r, index, chat, res)
             if status is not None:
                 return status, attempt
@@ -256,8 +272,11 @@ class Outbound:
             return
         attempt = self._write_intent(attempt, message_id, 0, 0, p["text"], True)
         markup = {"force_reply": True, "selective": True}
+        card = self.db.read(lambda c: dict(_keyboard_messages(
+            c, self.channel.channel_id, str(p["decisionId"])))).get(chat)
         res = await self.api.send_message(chat, p["text"], markup, p.get("threadId"),
                                           entities=p.get("entities"),
+                                          reply_to=None if card is None else int(card),
                                           deadline=self._until(attempt))
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
         if status is None:
@@ -273,6 +292,35 @@ class Outbound:
                                                               self._now()))
             self._finish(attempt, "rejected", error=status)
 
+    # -- notices: one short message, intent first, never sent twice ---------------------------
+
+    async def _notice(self, attempt: Attempt) -> None:
+        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        chat, text = str(p["chatId"]), str(p["text"])
+        message_id = notice_message_id(self.channel.channel_id, str(p["key"]))
+        self.db.write(lambda c: messages.ensure_message(
+            c, message_id, self.channel.channel_id, p["decisionId"], "settlement", text,
+            self._now()))
+        existing = self.db.read(lambda c: messages.parts(c, message_id))
+        if existing:  # an earlier try: sent (done), or maybe sent (never again blindly)
+            if existing[0].is_intent:
+                self._ambiguous(attempt, message_id, {"reason": "unsettled_intent"})
+            else:
+                self._finish(attempt, "applied", result={"reused": True})
+            return
+        attempt = self._write_intent(attempt, message_id, 0, 0, text, True)
+        reply_to = p.get("replyTo")
+        res = await self.api.send_message(chat, text, reply_to=reply_to if isinstance(
+            reply_to, int) else None, deadline=self._until(attempt))
+        status = self._part_result(attempt, message_id, 0, 0, chat, res)
+        if status is None:
+            def confirm(c: Any) -> None:
+                messages.set_message_status(c, message_id, "confirmed", self._now())
+                effects.finish_attempt(c, attempt, "applied", self._now())
+            self.db.write(confirm)
+        elif status["status"] == "rejected":
+            self._finish(attempt, "rejected", error=status)
+
     # -- settlement ----------------------------------------------------------------------------
     # One intent commit (the attempt and an intent row per outcome post), the sends (keyboard
     # edits need no intent: removing a keyboard twice is harmless), one confirm commit (the
@@ -281,17 +329,22 @@ class Outbound:
 
     def _settle_intents(self, c: Any, attempt: Attempt) -> _Settlement:
         p = effects.payload(c, attempt.effect)
-        decision_id, text, now = str(p["decisionId"]), str(p["text"]), self._now()
+        decision_id, now = str(p["decisionId"]), self._now()
         channel_id = self.channel.channel_id
+        # Telegram's own outcome post (who answered, how, when), not the channel-neutral text.
+        post = outcomes.outcome_post(c, self.channel, records.load(c, decision_id), now)
         message_id = messages.message_id_for(channel_id, "settlement", decision_id)
-        messages.ensure_message(c, message_id, channel_id, decision_id, "settlement", text, now)
+        messages.ensure_message(c, message_id, channel_id, decision_id, "settlement", post.text,
+                                now)
         done = {part.recipient_index for part in messages.parts(c, message_id)}
-        posts = [(r, chat) for r, chat in _delivered_recipients(c, channel_id, decision_id)
+        keyboards = _keyboard_messages(c, channel_id, decision_id)
+        cards = dict(keyboards)  # the post replies to the card it settles, in each chat
+        posts = [(r, chat, cards.get(chat)) for r, chat
+                 in _delivered_recipients(c, channel_id, decision_id)
                  if r not in done]  # posted, or ambiguous: never posted twice
-        for r, _ in posts:
-            messages.write_part_intent(c, message_id, r, 0, text, now)
-        return _Settlement(message_id, text, _keyboard_messages(c, channel_id, decision_id),
-                           posts)
+        for r, _, _ in posts:
+            messages.write_part_intent(c, message_id, r, 0, post.text, now)
+        return _Settlement(message_id, post, keyboards, posts)
 
     async def _settle(self, attempt: Attempt, s: _Settlement) -> None:
         failures = 0
@@ -305,9 +358,11 @@ class Outbound:
                 self.unauthorized = self.unauthorized or token_rejected(res)
                 failures += 1  # "not modified"/"not found": nothing left to remove
         sent: list[tuple[int, str, ProviderResult]] = []
-        for r, chat in s.posts:
+        for r, chat, card in s.posts:
             attempt = self._renew_if_due(attempt)
-            res = await self.api.send_message(chat, s.text, deadline=self._until(attempt))
+            res = await self.api.send_message(
+                chat, s.post.text, entities=s.post.entities,
+                reply_to=None if card is None else int(card), deadline=self._until(attempt))
             if not (res.outcome == OK and res.message_id is not None):
                 self._note_error("sendMessage", res)
                 self.unauthorized = self.unauthorized or token_rejected(res)
@@ -368,18 +423,20 @@ def maybe_acted(res: ProviderResult) -> bool:
 @dataclass(frozen=True, slots=True)
 class _Settlement:
     message_id: str
-    text: str
+    post: outcomes.Styled
     keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
-    posts: list[tuple[int, str]]  # (recipient, chat) of each outcome post, intent written
+    # (recipient, chat, card message or None) of each outcome post, intent written
+    posts: list[tuple[int, str, str | None]]
 
 
 @dataclass(frozen=True, slots=True)
 class _Delivery:
     message_id: str
-    texts: list[str]
+    parts: list[CardPart]
     markup: dict[str, Any]
     recipients: list[str]
     resend: bool
+    only: str | None  # a copy of the card for this chat alone
 
 
 def _keyboard_messages(conn: Any, channel_id: str, decision_id: str) -> list[tuple[str, str]]:

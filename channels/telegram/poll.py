@@ -242,7 +242,7 @@ class _ChannelPoll:
             with contextlib.suppress(Exception):  # the loop's own error is the one to report
                 await wakeups.finish(drain, background)
             raise
-        # A healthy window keeps sending to its very end (the loop stops receiving up to 2 s
+        # A healthy window keeps sending to its very end (the loop stops receiving up to 1 s
         # before it: too short for a long poll); a stopped channel stops sending now.
         await wakeups.finish(drain, background, at_end=self.report.status == "polled")
         self.report.effects += drain.applied
@@ -459,6 +459,8 @@ def _messages_of(conn: Any, channel_id: str, effect: effects.Effect) -> list[str
     decision_id = str(p["decisionId"])
     if effect.effect_type == deliveries.PROMPT:
         return [deliveries.prompt_of(p)]
-    purpose: messages.Purpose = (
-        "delivery" if effect.effect_type == deliveries.DELIVER else "settlement")
-    return [messages.message_id_for(channel_id, purpose, decision_id)]
+    if effect.effect_type == deliveries.NOTICE:
+        return [deliveries.notice_message_id(channel_id, str(p["key"]))]
+    if effect.effect_type == deliveries.DELIVER:
+        return [deliveries.delivery_message_id(channel_id, p)]
+    return [messages.message_id_for(channel_id, "settlement", decision_id)]

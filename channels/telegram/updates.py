@@ -19,6 +19,7 @@ import re
 from typing import Any, Final
 
 from channels.inbox import InboundEvent
+from channels.telegram.text_answers import command
 
 MAX_CALLBACK_DATA_BYTES: Final = 64
 # Bot API integers "have at most 52 significant bits": anything larger is not a Telegram id, and
@@ -65,9 +66,20 @@ def to_event(update: Any) -> InboundEvent:
         return InboundEvent(event_id, "other", _migration(message))
     if isinstance(update.get("my_chat_member"), dict):
         return InboundEvent(event_id, "other", _membership(update["my_chat_member"]))
+    name = command(_text(message.get("text")) or "") if isinstance(message, dict) else None
+    if name is not None and isinstance(message, dict):
+        return InboundEvent(event_id, "other", _command(name, message))
     kind = next((k for k in update if k != "update_id"), "empty")
     reason = "plain_message" if kind == "message" else (_text(kind) or "unknown")[:64]
     return InboundEvent(event_id, "other", {"kind": reason})
+
+
+def _command(name: str, message: dict[str, Any]) -> dict[str, Any]:
+    """A bot command (`/pending`): processed like an answer, through the allowlist."""
+    return {"kind": "command", "command": name, "messageId": _int(message.get("message_id")),
+            "userId": _int(_object(message.get("from")).get("id")),
+            "chatId": _int(_object(message.get("chat")).get("id")),
+            "threadId": _int(message.get("message_thread_id"))}
 
 
 def _migration(message: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +121,8 @@ def _callback(query: dict[str, Any]) -> dict[str, Any]:
         "userId": _int(sender.get("id")),
         # Named in a group's prompt (a text_mention), so its reply box opens for this person.
         "userName": name[:MAX_NAME] if name else None,
+        # Named in the outcome post, as Telegram shows them ("Ada Lovelace chose Replan").
+        "userFullName": person_name(sender),
         "chatId": _int(chat.get("id")),
         "messageId": _int(message.get("message_id")),
         "threadId": _int(message.get("message_thread_id")),
@@ -120,6 +134,18 @@ def _callback(query: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _first_name(sender: dict[str, Any]) -> str | None:
+    name = _text(sender.get("first_name"))
+    return name[:MAX_NAME] if name else None
+
+
+def person_name(sender: dict[str, Any]) -> str | None:
+    """The name Telegram shows for a user: first and last name, as they set them."""
+    parts = [_text(sender.get(key)) for key in ("first_name", "last_name")]
+    name = " ".join(part.strip() for part in parts if part and part.strip())
+    return name[:MAX_NAME] if name else None
+
+
 def _reply(message: dict[str, Any]) -> dict[str, Any]:
     sender = _object(message.get("from"))
     chat = _object(message.get("chat"))
@@ -128,6 +154,8 @@ def _reply(message: dict[str, Any]) -> dict[str, Any]:
     return {
         "messageId": _int(message.get("message_id")),
         "userId": _int(sender.get("id")),
+        "userName": _first_name(sender),
+        "userFullName": person_name(sender),
         "chatId": _int(chat.get("id")),
         "threadId": _int(message.get("message_thread_id")),
         "replyTo": _int(target.get("message_id")),

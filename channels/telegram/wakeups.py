@@ -10,8 +10,8 @@ a channel's outbound work runs beside its receive loop, as a second task of the 
   lock and writes nothing), and the receive loop nudges it after each batch;
 - woken, it reserves deliveries for new open decisions (a read first: nothing is written when
   there is nothing new) and applies due effects: first what presses caused (settlements, a few
-  at once, then prompts), then one delivery, then it looks again, so a press that arrives
-  while a backlog drains waits for one send at most, not for the backlog;
+  at once, then prompts and notices), then one delivery, then it looks again, so a press that
+  arrives while a backlog drains waits for one send at most, not for the backlog;
 - between rounds it sleeps until the next change, nudge, or retry time of a pending effect.
 
 Every send still goes through `Outbound.apply`: the effect's own lease, its intent committed
@@ -28,12 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.telegram.deliveries import DELIVER, PROMPT, SETTLE
+from channels.telegram.deliveries import DELIVER, SETTLE
 from channels.telegram.outbound import EFFECT_TYPES, Outbound
 from state import effects
 from state.database import Database
 
 WATCH_SECONDS = 0.15  # how often the watcher reads data_version during a window
+# What a press or reply causes besides its settlement (a prompt, a notice): it follows the
+# callback answer that announces it, and goes ahead of any further delivery.
+REPLIES = tuple(t for t in EFFECT_TYPES if t not in (DELIVER, SETTLE))
 
 
 @dataclass
@@ -46,8 +49,7 @@ class Drain:
     reserve: Callable[[], None]  # reserve deliveries for new open decisions (reads first)
     wall_clock: Callable[[], float] = time.time
     settle_concurrency: int = 1
-    # Set by the receive loop while a batch's callback answers are in flight: a prompt
-    # follows the answer that announces it.
+    # Set by the receive loop while a batch's callback answers are in flight (REPLIES wait).
     hold_prompts: bool = False
     applied: int = 0  # effects attempted, for the pass report
     _watch: Database | None = None
@@ -90,7 +92,7 @@ class Drain:
             # apply_due forgets an earlier refusal: the token may work again.
             self.applied += await self.outbound.apply_due((SETTLE,), self.settle_concurrency)
             if not self.outbound.unauthorized and not self.hold_prompts:
-                self.applied += await self.outbound.apply_due((PROMPT,))
+                self.applied += await self.outbound.apply_due(REPLIES)
             if self.outbound.unauthorized:
                 return True
             due = [e for e in self.db.read(self._due) if e.effect_id not in tried]

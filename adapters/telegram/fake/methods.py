@@ -55,6 +55,7 @@ class BotMethods:
             "editMessageReplyMarkup": lambda p, s, e: self._edit_reply_markup(p),
             "answerCallbackQuery": lambda p, s, e: self._answer_callback(p),
             "deleteWebhook": lambda p, s, e: ok_reply(True),
+            "setMyCommands": lambda p, s, e: ok_reply(True),
             "getWebhookInfo": lambda p, s, e: self._webhook_info(),
         }
 

@@ -11,13 +11,14 @@ from urllib.parse import parse_qsl
 
 # Fields the Bot API expects as JSON inside a form field.
 NESTED_FIELDS: Final = frozenset(
-    {"reply_markup", "allowed_updates", "reply_parameters", "entities", "link_preview_options"}
+    {"reply_markup", "allowed_updates", "reply_parameters", "entities", "link_preview_options",
+     "commands"}
 )
 _KNOWN_METHODS: Final = {
     name.lower(): name
     for name in (
         "getMe", "getUpdates", "sendMessage", "editMessageReplyMarkup",
-        "answerCallbackQuery", "deleteWebhook", "getWebhookInfo",
+        "answerCallbackQuery", "deleteWebhook", "getWebhookInfo", "setMyCommands",
     )
 }  # fmt: skip
 

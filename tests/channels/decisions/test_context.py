@@ -49,3 +49,8 @@ def test_automatic_names_the_repository_not_the_subfolder(tmp_path: Path) -> Non
     found = context.automatic(repo / "src" / "deep")
     assert found.project == "web-app" and found.session == "shell" and found.host
     assert context.automatic(tmp_path).project == tmp_path.name
+
+
+def test_a_document_not_yet_normalized_is_looked_at_without_failing() -> None:
+    for blocks in ([1], ["x"], [{"kind": "fields"}], [{"kind": "fields", "items": [1]}]):
+        assert context.split_context(blocks) == (blocks, None)  # type: ignore[arg-type]

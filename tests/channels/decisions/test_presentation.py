@@ -6,12 +6,9 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from channels.decisions.choices import text_input
 from channels.decisions.dates import ms_from_iso
-from channels.decisions.digests import digest_canonical
 from channels.decisions.presentation import (
     SCHEMA,
     decision_segments,
@@ -21,17 +18,15 @@ from channels.decisions.presentation import (
     render_decision_text,
 )
 from channels.decisions.request import DecisionRequest, OnTimeout, build_request
-from channels.errors import InvalidPresentation, TooManyParts
+from channels.errors import InvalidPresentation
 from channels.telegram.buttons import callback_token
-from channels.telegram.parts import pack_segments, split_parts, split_segment
-from channels.text import operator_safe_text, utf16_len
+from channels.text import operator_safe_text
 
 CREATED_MS = ms_from_iso("2026-08-19T00:00:00.000Z")
 CHOICES: dict[str, Any] = {
     "continue": {"label": "Continue"},
     "replan": {"label": "Replan", "input": text_input("instructions", "What should change?")},
 }
-HEADER_RE = r"^Part \d+/\d+\nDecision [0-9a-f]{12}\n\n"
 
 
 def presentation(summary: str = "Review this decision.", *blocks: Any) -> dict[str, Any]:
@@ -80,17 +75,6 @@ def body(part: str) -> str:
 # --- Reference vectors ----------------------------------------------------------------------
 
 
-def test_one_part_text_and_its_digest_match_the_reference() -> None:
-    parts = split_parts(vector_request().document)
-    assert parts == [
-        "Part 1/1\nDecision a315f80663f4\n\nApprove\n\nReview this decision.\n\n"
-        "Choices\n• Continue\n• Replan\n  What should change?"
-    ]
-    assert digest_canonical(parts[0]) == (
-        "sha256:7bf2aa0d36e19456c6b999069a9d934881d197636862c2a0f399da22defe1bc8"
-    )
-
-
 def test_callback_tokens_match_the_reference() -> None:
     request = vector_request()
     tokens = [callback_token(request.decision_id, request.request_digest, c) for c in CHOICES]
@@ -100,25 +84,6 @@ def test_callback_tokens_match_the_reference() -> None:
 
 def test_fingerprint_is_the_first_12_hex_of_the_presentation_digest() -> None:
     assert fingerprint(vector_request().presentation_digest) == "a315f80663f4"
-
-
-def test_readable_lines_split_into_the_reference_part_lengths() -> None:
-    request = readable_request(paragraph("Readable line.\n" * 700))
-    parts = split_parts(request.document)
-    assert fingerprint(request.presentation_digest) == "3155163e2614"
-    assert [utf16_len(part) for part in parts] == [81, 4081, 4082, 2484]
-    assert body(parts[0]) == "Approve readable plan\n\nReview this readable plan."
-    assert parts[-1].endswith("Choices\n• Continue\n• Replan\n  What should change?")
-
-
-def test_emoji_content_splits_into_the_reference_part_lengths() -> None:
-    content = "".join("\n" if index % 71 == 0 else "🙂" for index in range(7_000))
-    parts = split_parts(readable_request(paragraph(content)).document)
-    assert [utf16_len(part) for part in parts] == [4031, 3980, 3980, 2140]
-    bodies = "".join(body(part) for part in parts)
-    assert bodies.count("🙂") == content.count("🙂")
-    assert not any("…" in part for part in parts)
-    assert all(not 0xD800 <= ord(part[-1]) <= 0xDFFF for part in parts)
 
 
 def test_rendered_text_ends_with_the_decision_line_and_hides_the_subject() -> None:
@@ -332,109 +297,3 @@ def test_segments_render_bullets_fields_and_the_timeout_notice() -> None:
 def test_rendered_text_makes_control_characters_in_the_title_safe() -> None:
     document = {**vector_request().document, "title": "Bad\x1btitle"}
     assert render_decision_text(document).startswith("Bad\ufffdtitle\n\n")
-
-
-# --- Splitting rules ------------------------------------------------------------------------
-
-
-def test_a_segment_is_cut_at_capacity_when_it_has_no_line_break() -> None:
-    assert split_segment("abcdefghij", 4) == ["abcd", "efgh", "ij"]
-
-
-def test_a_cut_moves_back_to_the_last_lf_which_starts_the_next_piece() -> None:
-    assert split_segment("ab\ncdefg", 5) == ["ab", "\ncdef", "g"]
-
-
-def test_an_lf_exactly_at_the_cut_is_found_by_last_index_of() -> None:
-    assert split_segment("abcd\nefgh", 4) == ["abcd", "\nefg", "h"]
-
-
-def test_an_lf_at_the_start_of_the_window_does_not_move_the_cut() -> None:
-    assert split_segment("\nabcdefg", 4) == ["\nabc", "defg"]
-
-
-def test_a_cut_never_separates_a_surrogate_pair() -> None:
-    assert split_segment("ab🙂cd", 3) == ["ab", "🙂c", "d"]
-
-
-def test_a_one_unit_capacity_still_makes_progress_on_a_surrogate_pair() -> None:
-    # The reference keeps at least one unit per piece, even half a pair.
-    assert split_segment("🙂", 1) == ["\ud83d", "\ude42"]
-
-
-def test_pieces_are_joined_with_a_blank_line_while_they_fit() -> None:
-    assert pack_segments(["ab", "cd", "ef"], 6) == ["ab\n\ncd", "ef"]
-
-
-def test_a_piece_never_back_fills_an_earlier_part() -> None:
-    assert pack_segments(["abcde", "abcdef", "a"], 7) == ["abcde", "abcdef", "a"]
-
-
-def test_no_content_packs_as_the_word_decision() -> None:
-    assert pack_segments([], 10) == ["Decision"]
-    assert pack_segments(["", ""], 10) == ["Decision"]
-
-
-def test_more_than_20_parts_is_a_clear_error() -> None:
-    request = readable_request(paragraph("x"), title="T" * (4_062 * 21))
-    with pytest.raises(
-        TooManyParts, match=r"^Decision presentation renders as 22 Telegram parts; limit is 20$"
-    ):
-        split_parts(request.document)
-
-
-def test_a_text_limit_smaller_than_the_header_is_rejected() -> None:
-    with pytest.raises(ValueError, match="text limit is too small for its part header"):
-        split_parts(vector_request().document, text_limit=34)
-
-
-def test_the_keyboardless_parts_carry_headers_numbered_from_one() -> None:
-    parts = split_parts(readable_request(paragraph("Readable line.\n" * 700)).document)
-    assert [part.split("\n", 1)[0] for part in parts] == [f"Part {n}/4" for n in range(1, 5)]
-
-
-# --- Properties -----------------------------------------------------------------------------
-
-segment_text = st.text(
-    alphabet=st.sampled_from(["a", "b", "\n", "\t", "é", "🙂", "\U0001f468", "\x1b", "\r"]),
-    max_size=300,
-)
-
-
-@given(segment_text, st.integers(min_value=2, max_value=40))
-def test_splitting_a_segment_is_lossless_and_within_capacity(text: str, capacity: int) -> None:
-    pieces = split_segment(text, capacity)
-    assert "".join(pieces) == text
-    assert all(0 < utf16_len(piece) <= capacity for piece in pieces)
-    assert all(not 0xD800 <= ord(ch) <= 0xDFFF for piece in pieces for ch in piece)
-
-
-@given(st.lists(segment_text, max_size=6), st.integers(min_value=2, max_value=40))
-def test_packing_keeps_every_piece_in_order(segments: list[str], capacity: int) -> None:
-    bodies = pack_segments(segments, capacity)
-    pieces = [piece for segment in segments for piece in split_segment(segment, capacity)]
-    assert "\n\n".join(bodies) == ("\n\n".join(pieces) if pieces else "Decision")
-    assert all(utf16_len(b) <= capacity for b in bodies) or bodies == ["Decision"]
-
-
-@settings(max_examples=25, deadline=None)
-@given(
-    st.lists(
-        # At most 4 x 7,900 characters: within the 16,000 and 64,000 unit limits even as emoji.
-        st.text(
-            alphabet=st.sampled_from(["x", "\n", "🙂", "é", " "]), min_size=1, max_size=7_900
-        ).filter(lambda text: text.strip() != ""),
-        max_size=4,
-    ),
-)
-def test_telegram_parts_fit_4096_units_and_never_break_a_pair(texts: list[str]) -> None:
-    request = readable_request(*(paragraph(text) for text in texts))
-    try:
-        parts = split_parts(request.document)
-    except TooManyParts:
-        return
-    assert 1 <= len(parts) <= 20
-    assert all(utf16_len(part) <= 4_096 for part in parts)
-    assert all(not 0xD800 <= ord(ch) <= 0xDFFF for part in parts for ch in part)
-    bodies = [body(part) for part in parts]
-    assert sum(body.count("🙂") for body in bodies) == sum(text.count("🙂") for text in texts)

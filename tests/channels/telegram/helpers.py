@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ from channels.decisions.request import channel_request_document
 from channels.telegram import identity
 from channels.telegram import poll as worker
 from channels.telegram.buttons import callback_token
-from channels.telegram.parts import split_parts
+from channels.telegram.card import card_parts
 from state.database import Database
 from state.files import default_path
 from tests.conftest import child_env
@@ -164,7 +165,8 @@ def open_decision_now(**kwargs: Any) -> decision_service.AskHandle:
 
 def delivery_texts(handle: decision_service.AskHandle) -> list[str]:
     """The Telegram texts a delivery of this decision sends, part by part."""
-    return split_parts(channel_request_document(handle.request))
+    return [part.text for part in card_parts(channel_request_document(handle.request),
+                                             int(time.time() * 1000))]
 
 
 def button_data(handle: decision_service.AskHandle, choice: str) -> str:
@@ -225,6 +227,23 @@ def push_plain_message(fake: FakeControls) -> int:
 def sent_texts(fake: FakeControls) -> list[str]:
     """The text of every sendMessage the fake received, in order."""
     return [str(r.params.get("text")) for r in fake.requests("sendMessage")]
+
+
+def is_outcome(text: str, label: str, title: str | None = None) -> bool:
+    """Whether a message is the outcome post of a choice ("Ada Lovelace chose Continue on
+    Telegram at 16:05 UTC", then the title and the decision's fingerprint)."""
+    lines = text.split("\n")
+    return bool(re.fullmatch(rf".+ chose {re.escape(label)} on Telegram at \d\d:\d\d UTC",
+                             lines[0])) and (title is None or title in lines) and \
+        bool(re.fullmatch(r"Decision [0-9a-f]{12}", lines[-1]))
+
+
+def outcome_count(fake: FakeControls, label: str, chat: int = USER,
+                  title: str | None = "Approve the plan?") -> int:
+    """How many outcome posts of this choice went to this chat."""
+    return sum(1 for r in fake.requests("sendMessage")
+               if str(r.params.get("chat_id")) == str(chat)
+               and is_outcome(str(r.params.get("text")), label, title))
 
 
 def send_count(fake: FakeControls, text: str, chat: int = USER) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,10 +27,12 @@ from channels.config.loading import load_config
 from channels.decisions import records, views
 from channels.decisions import workflows as decision_service
 from channels.decisions.choices import text_input
+from channels.decisions.presentation import fingerprint
 from channels.telegram import deliveries, identity, inbound
 from channels.telegram import poll as worker
 from channels.telegram.buttons import callback_token
 from state.database import Database
+from tests.channels.telegram.helpers import is_outcome
 from tests.conftest import child_env
 from tests.paths import ROOT
 
@@ -136,9 +139,12 @@ def test_delivery_sends_every_part_in_order_with_the_keyboard_on_the_last(flow: 
     handle = flow.ask(blocks=long)
     flow.poll()
     sends = flow.sends()
-    assert [s["text"].split("\n")[0] for s in sends] == [f"Part {i}/4" for i in range(1, 5)]
+    # The card is ours, not the reference's `Part n/N` layout: title first, parts marked 1/3.
+    assert [s["text"].split("\n")[0] for s in sends] == ["Approve?", "2/3", "3/3"]
+    assert sends[0]["text"].endswith("\n\n1/3")
     assert all(len(s["text"].encode("utf-16-le")) // 2 <= 4096 for s in sends)
-    assert [("reply_markup" in s) for s in sends] == [False, False, False, True]
+    assert [("reply_markup" in s) for s in sends] == [False, False, True]
+    assert [s.get("disable_notification") for s in sends] == [None, "true", "true"]
     buttons = [row[0]["callback_data"] for row in sends[-1]["reply_markup"]["inline_keyboard"]]
     assert buttons == [callback_token(handle.decision_id, handle.request.request_digest, c)
                        for c in ("continue", "stop", "replan")]
@@ -146,7 +152,7 @@ def test_delivery_sends_every_part_in_order_with_the_keyboard_on_the_last(flow: 
     # Receipts: every part row carries its references; the message and effect are settled.
     parts = flow.rows("SELECT recipient_index, part_index, external_conversation_ref,"
                       " external_message_ref FROM channel_message_parts ORDER BY part_index")
-    assert [(r, p, c) for r, p, c, _ in parts] == [(0, i, str(CHAT)) for i in range(4)]
+    assert [(r, p, c) for r, p, c, _ in parts] == [(0, i, str(CHAT)) for i in range(3)]
     assert all(m is not None for *_, m in parts)
     assert flow.rows("SELECT purpose, status FROM channel_messages") == [("delivery", "confirmed")]
     assert flow.effect_statuses("telegram.deliver") == ["applied"]
@@ -163,7 +169,7 @@ def test_every_allowlisted_chat_gets_every_part(flow2: Flow) -> None:
     flow2.ask(blocks=[{"kind": "paragraph", "text": "x " * 3000}])
     flow2.poll()
     chats = [s["chat_id"] for s in flow2.sends()]
-    assert chats.count(str(CHAT)) == chats.count(str(CHAT2)) == 3
+    assert chats.count(str(CHAT)) == chats.count(str(CHAT2)) == 2
 
 
 def test_a_blocked_recipient_is_rejected_and_the_others_still_get_it(flow2: Flow) -> None:
@@ -297,7 +303,8 @@ def test_duplicate_callbacks_resolve_once(flow: Flow) -> None:
         "won", "already_resolved")
     assert flow.rows("SELECT count(*) FROM human_decision_resolutions") == [(1,)]
     texts = [r.params["text"] for r in flow.server.requests("answerCallbackQuery")]
-    assert texts == ["Accepted: Continue", "Already decided: Continue"]
+    # The late press is told what won and who chose it (the fixture's user is Ada).
+    assert texts == ["Accepted: Continue", "Already decided: Continue, by Ada"]
 
 
 def test_the_same_update_delivered_twice_is_ingested_once(flow: Flow) -> None:
@@ -388,8 +395,12 @@ def test_a_text_choice_sends_one_prompt_and_the_reply_is_kept_exactly(flow: Flow
     flow.poll()
     prompts = [s for s in flow.sends() if s.get("reply_markup", {}).get("force_reply")]
     assert len(prompts) == 1
-    assert prompts[0]["text"] == "Replan: What should change?"
+    fp = fingerprint(handle.request.presentation_digest)
+    assert prompts[0]["text"] == f"Replan: What should change?\nDecision {fp}"
     assert prompts[0]["reply_markup"] == {"force_reply": True, "selective": True}
+    card = int(flow.server.sent_messages(CHAT)[0]["message_id"])
+    assert prompts[0]["reply_parameters"] == {"message_id": card,
+                                              "allow_sending_without_reply": True}
     prompt_id = int(flow.server.sent_messages(CHAT)[-1]["message_id"])
     text = "  Bitte prüfe die Größe 🚀\n  keep spaces  "
     flow.reply(text, prompt_message_id=prompt_id, message_id=prompt_id + 1)
@@ -468,8 +479,10 @@ def test_settlement_removes_every_keyboard_and_posts_the_outcome_once(flow2: Flo
     edits = [r.params for r in flow2.server.requests("editMessageReplyMarkup")]
     assert sorted(e["chat_id"] for e in edits) == sorted([str(CHAT), str(CHAT2)])
     assert all(e["reply_markup"] == {"inline_keyboard": []} for e in edits)
-    outcomes = [s for s in flow2.sends() if s["text"].startswith("Accepted: Stop")]
+    outcomes = [s for s in flow2.sends() if is_outcome(s["text"], "Stop", "Approve?")]
     assert len(outcomes) == 2
+    cards = {str(c): int(flow2.server.sent_messages(c)[0]["message_id"]) for c in (CHAT, CHAT2)}
+    assert all(s["reply_parameters"]["message_id"] == cards[s["chat_id"]] for s in outcomes)
     assert flow2.effect_statuses("telegram.settle") == ["applied"]
     flow2.poll()
     assert len(flow2.server.requests("editMessageReplyMarkup")) == 2
@@ -522,7 +535,9 @@ def test_cancellation_settles_telegram_too(flow: Flow) -> None:
     flow.poll()
     decision_service.cancel_decision(flow.db, handle.decision_id, "obsolete", "op")
     flow.poll()
-    assert any(s["text"].startswith("Cancelled: obsolete") for s in flow.sends())
+    [post] = [s for s in flow.sends() if s["text"].startswith("Cancelled at ")]
+    assert re.fullmatch(r"Cancelled at \d\d:\d\d UTC: obsolete\nApprove\?\nDecision \w{12}",
+                        post["text"])
     assert flow.effect_statuses("telegram.settle") == ["applied"]
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from adapters.telegram.fake import FakeBotApi, Fault, fixture_updates, load_fixture
 from channels import store
+from channels.decisions.presentation import fingerprint
 from channels.decisions.workflows import AskHandle
 from state.database import Database
 from tests.channels.telegram.helpers import (
@@ -33,9 +34,9 @@ from tests.channels.telegram.helpers import (
     inbox_states,
     message_parts,
     open_decision_now,
+    outcome_count,
     resolutions,
     run_cli,
-    send_count,
 )
 
 ADA, ZOE, MALLORY = 5123456789, 6234567890, 9876543210
@@ -118,7 +119,7 @@ def forum(home: Path) -> Iterator[Group]:
 
 def _entity_shape(entities: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return [(e["type"], e["offset"], e["length"], e["user"]["id"], e["user"]["first_name"])
-            for e in entities]
+            for e in entities if e["type"] == "text_mention"]
 
 
 def test_a_group_prompt_mentions_the_presser_so_selective_force_reply_targets_them(
@@ -131,10 +132,13 @@ def test_a_group_prompt_mentions_the_presser_so_selective_force_reply_targets_th
     [request] = [r for r in group.fake.requests("sendMessage")
                  if r.params.get("reply_markup") == FORCE_REPLY]
     wire = load_fixture(FIXTURES / "response_send_message_prompt_group.json")["result"]
-    assert request.params["text"] == wire["text"] == "Ada, Replan: What should change?"
+    fp = fingerprint(handle.request.presentation_digest)
+    assert wire["text"] == "Ada, Replan: What should change?"  # recorded before it named the card
+    assert request.params["text"] == f"Ada, Replan: What should change?\nDecision {fp}"
     assert json.loads(request.fields["entities"]) == [{
         "type": "text_mention", "offset": 0, "length": 3,
-        "user": {"id": ADA, "is_bot": False, "first_name": "Ada"}}]
+        "user": {"id": ADA, "is_bot": False, "first_name": "Ada"}},
+        {"type": "code", "offset": 42, "length": 12}]
     assert "message_thread_id" not in request.params
     prompt = group.prompt()
     assert _entity_shape(prompt["entities"]) == _entity_shape(wire["entities"])
@@ -175,7 +179,8 @@ def test_a_forum_topic_prompt_goes_to_the_topic_and_the_topic_reply_binds(forum:
     prompt = forum.prompt()
     assert (prompt["message_thread_id"], prompt["is_topic_message"]) == (
         wire["message_thread_id"], wire["is_topic_message"])
-    assert prompt["text"] == wire["text"]
+    fp = fingerprint(handle.request.presentation_digest)
+    assert prompt["text"] == wire["text"] + f"\nDecision {fp}"  # it names its decision now
     assert _entity_shape(prompt["entities"]) == _entity_shape(wire["entities"])
     reply = forum.reply(prompt, "Ship it after the review.",
                         fixture="reply_to_prompt_forum_topic.json")
@@ -195,8 +200,9 @@ def test_two_approvers_pressing_at_once_in_one_group_get_one_winner(group: Group
     assert [r[:2] for r in resolutions(handle.decision_id)] == [("accepted", "human")]
     answers = Counter(str(r.params.get("text")) for r in group.fake.requests(
         "answerCallbackQuery"))
-    assert answers == Counter({"Accepted: Continue": 1, "Already decided: Continue": 1})
-    assert send_count(group.fake, "Accepted: Continue\nApprove the plan?", GROUP) == 1
+    assert answers == Counter({"Accepted: Continue": 1,
+                               "Already decided: Continue, by Ada Lovelace": 1})
+    assert outcome_count(group.fake, "Continue", GROUP) == 1
     assert [r.status for r in group.fake.requests("editMessageReplyMarkup")] == [200]
 
 
@@ -247,8 +253,10 @@ def test_a_second_approver_pressing_a_text_choice_gets_a_prompt_that_names_them(
     group.poll()
     prompts = [r for r in group.fake.requests("sendMessage")
                if r.params.get("reply_markup") == FORCE_REPLY]
+    fp = fingerprint(handle.request.presentation_digest)
     assert [r.params["text"] for r in prompts] == [
-        "Ada, Replan: What should change?", f"{zoe['first_name']}, Replan: What should change?"]
+        f"Ada, Replan: What should change?\nDecision {fp}",
+        f"{zoe['first_name']}, Replan: What should change?\nDecision {fp}"]
     assert [json.loads(r.fields["entities"])[0]["user"]["id"] for r in prompts] == [ADA, ZOE]
     # Zoe answers on her own prompt; a second press of hers reuses it.
     group.press(handle, "replan", user=zoe)

@@ -29,6 +29,7 @@ def test_a_supergroup_callback_keeps_only_what_processing_needs() -> None:
     assert event.external_event_id == str(update["update_id"])
     assert event.payload == {
         "callbackId": "4410371836592057102", "userId": 6234567890, "userName": "Zo\u00eb",
+        "userFullName": "Zo\u00eb \u00c6r\u00f8sk\u00f8bing",
         "chatId": -1001987654321,
         "messageId": 310, "threadId": None, "accessible": True,
         "data": "piw:1b88630ac41bd9b13c5af743", "inline": False}
@@ -128,6 +129,6 @@ def test_demo_narrates_the_whole_flow_and_exits_zero(home: Path) -> None:
     out = result.stdout
     for step in ("delivered in 2 parts", "button 'Replan' pressed", "prompt sent",
                  "reply accepted: decision accepted with 'Replan'", "keyboards removed",
-                 "outcome posted: 'Accepted: Replan'"):
+                 "outcome posted: 'Ada chose Replan on Telegram at "):
         assert step in out, step
     assert not (home / ".pi").exists()  # the demo used its own temporary HOME

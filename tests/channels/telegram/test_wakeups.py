@@ -26,6 +26,7 @@ from tests.channels.telegram.helpers import (
     poll_in_process,
     press_button,
     reap,
+    reply_to_prompt,
     resolutions,
     start_cli,
     wait_in_flight,
@@ -194,3 +195,21 @@ def test_a_window_that_ends_during_a_backlog_leaves_the_rest_unattempted_for_the
         with Database.open_writer() as db:
             poll_in_process(db)  # the next pass delivers the rest
         assert all(message_statuses(h.decision_id) == ["confirmed"] for h in backlog)
+
+
+def test_in_a_window_a_notice_to_a_person_is_sent(home: Path) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            handle = open_decision(db)
+            poll_in_process(db)  # delivered: message 1
+        proc = start_cli(home, "poll", "--for", "40")
+        try:
+            wait_in_flight(fake, "getUpdates", 2)
+            reply_to_prompt(fake, 1, "decision", "yes please")  # a reply to the card, unclear
+            wait_until(lambda: any("Reply with a number" in str(r.params.get("text"))
+                                   for r in fake.requests("sendMessage")), "the hint")
+            _stop(proc)
+        finally:
+            reap(proc)
+    assert message_statuses(handle.decision_id) == ["confirmed"]
