@@ -15,6 +15,7 @@ from channels.config.errors import (
     ConfigInvalid,
 )
 from channels.config.files import read_token_file
+from channels.config.quiet_hours import QuietHours
 from channels.decisions.fields import NAME_RE
 
 CONFIG_DIR_ENV: Final = "PI_WORKFLOWS_CONFIG_DIR"
@@ -78,6 +79,8 @@ class Audience:
     name: str
     channels: tuple[str, ...]
     accept: str = ACCEPT_FIRST_VALID_ANSWER
+    reminders: bool = True  # bring waiting decisions back to the top of the chat
+    quiet_hours: QuietHours | None = None  # a daily UTC window with no reminders
 
 
 @dataclass(frozen=True, slots=True)

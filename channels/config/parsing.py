@@ -29,6 +29,7 @@ from channels.config.model import (
     TelegramProfile,
     json_path,
 )
+from channels.config.quiet_hours import QuietHours
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,14 +239,33 @@ def _parse_audience(
 ) -> Audience:
     where = json_path("audiences", name)
     audience_name_field(source, name, where)
-    entry = _fields(source, value, where, ("channels", "accept"))
+    entry = _fields(source, value, where, ("channels", "accept"), ("reminders",))
     if entry["accept"] != ACCEPT_FIRST_VALID_ANSWER:
         rule = f"Audience {name} accept policy must be {ACCEPT_FIRST_VALID_ANSWER}"
         raise source.invalid(json_path(where, "accept"), rule)
     known = {PI_CHANNEL, *(profile.channel for profile in profiles.values())}
     channels = _audience_channels(source, entry["channels"], json_path(where, "channels"), name,
                                   known)
-    return Audience(name=name, channels=channels, accept=ACCEPT_FIRST_VALID_ANSWER)
+    enabled, quiet = _reminders(source, entry.get("reminders", {}), json_path(where, "reminders"))
+    return Audience(name=name, channels=channels, accept=ACCEPT_FIRST_VALID_ANSWER,
+                    reminders=enabled, quiet_hours=quiet)
+
+
+def _reminders(source: Source, value: object, where: str) -> tuple[bool, QuietHours | None]:
+    """`{"enabled": true, "quietHours": "22:00-07:00"}`, both optional."""
+    entry = _fields(source, value, where, (), ("enabled", "quietHours"))
+    enabled = entry.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise source.invalid(json_path(where, "enabled"), "must be true or false")
+    quiet = entry.get("quietHours")
+    if quiet is None:
+        return enabled, None
+    try:
+        if not isinstance(quiet, str):
+            raise ValueError("must be HH:MM-HH:MM (UTC), for example 22:00-07:00")
+        return enabled, QuietHours.parse(quiet)
+    except ValueError as exc:
+        raise source.invalid(json_path(where, "quietHours"), str(exc)) from None
 
 
 def _audience_channels(

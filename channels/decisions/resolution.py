@@ -425,7 +425,8 @@ def _pending_presentations(conn: apsw.Connection, resource_id: str) -> list[effe
     ids = [
         str(r[0]) for r in conn.execute(
             "SELECT effect_id FROM effects WHERE source_resource_id = ? AND status = 'pending'"
-            " AND (effect_type GLOB '*.deliver' OR effect_type GLOB '*.prompt')",
+            " AND (effect_type GLOB '*.deliver' OR effect_type GLOB '*.prompt'"
+            " OR effect_type GLOB '*.remind')",
             (resource_id,),
         )
     ]

@@ -12,6 +12,7 @@ import apsw
 
 from channels import messages, store
 from channels.decisions import records, views
+from channels.telegram import reminders
 from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
@@ -24,6 +25,8 @@ PROMPT = "telegram.prompt"
 SETTLE = SETTLE_EFFECT
 
 NOTICE = "telegram.notice"  # a short reply to a person: a late answer, an unclear one
+
+REMIND = "telegram.remind"  # a waiting decision brought back to the top of the chat
 
 
 def delivery_recipients(
@@ -139,6 +142,31 @@ def reserve_copy(conn: apsw.Connection, channel: Channel, decision_id: str, chat
         payload={"decisionId": decision_id, "channelId": channel.channel_id,
                  "recipients": list(channel.recipients), "only": chat, "copy": key},
         owner_scope="channel", actor=worker, now=now)
+
+
+def reserve_reminder(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
+                     after: int, number: int, worker: Actor, now: int) -> bool:
+    """The decision's next reminder on this channel, due at its time (a delayed effect; the
+    resolution cancels it). False when the audience wants none or none is left."""
+    audience = channel.config.audiences.get(decision.audience)
+    if audience is not None and not audience.reminders:
+        return False
+    at = reminders.next_reminder(decision.created_at, decision.deadline_at, after,
+                                 audience.quiet_hours if audience is not None else None)
+    if at is None:
+        return False
+    effects.reserve(
+        conn, source_resource_id=decision.resource_id,
+        source_revision=resource_revision(conn, decision.resource_id), effect_type=REMIND,
+        idempotency_key=f"{channel.channel_id}:{number}",
+        payload={"decisionId": decision.decision_id, "channelId": channel.channel_id,
+                 "number": number, "at": at},
+        owner_scope="channel", actor=worker, now=now, available_at=at)
+    return True
+
+
+def reminder_message_id(channel_id: str, decision_id: str, number: int) -> str:
+    return messages.message_id_for(channel_id, "settlement", "reminder", decision_id, str(number))
 
 
 def delivery_message_id(channel_id: str, payload: dict[str, Any]) -> str:

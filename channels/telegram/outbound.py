@@ -19,29 +19,34 @@ from typing import Any
 
 from channels import messages
 from channels.decisions import records
-from channels.decisions.presentation import render_decision_text
+from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
-from channels.telegram import outcomes
+from channels.telegram import outcomes, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.card import CardPart, card_parts
 from channels.telegram.deliveries import (
     DELIVER,
     NOTICE,
     PROMPT,
+    REMIND,
     SETTLE,
     delivery_message_id,
     notice_message_id,
     prompt_of,
+    reminder_message_id,
+    reserve_reminder,
 )
 from channels.telegram.identity import Channel
+from channels.telegram.sent import delivered_recipients, keyboard_messages
 from channels.transport import AMBIGUOUS, NOT_SENT, OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, Effect
 from state.errors import StateError
+from state.resources import Actor
 
-EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE)
+EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE, REMIND)
 MAX_SETTLE_ATTEMPTS = 3
 NOT_SENT_BACKOFF_MS = 5_000
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
@@ -64,6 +69,10 @@ class Outbound:
 
     def _now(self) -> int:
         return self.db.clock.now_ms()
+
+    @property
+    def _actor(self) -> Actor:
+        return Actor("channel", self.owner_id)
 
     async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1
                         ) -> int:
@@ -115,6 +124,8 @@ class Outbound:
                 await self._prompt(attempt)
             elif effect.effect_type == NOTICE:
                 await self._notice(attempt)
+            elif effect.effect_type == REMIND:
+                await self._remind(attempt)
             else:
                 assert settlement is not None
                 await self._settle(attempt, settlement)
@@ -167,7 +178,7 @@ class Outbound:
             render_decision_text(document), self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
         only = payload.get("only")
-        delivery = _Delivery(message_id, parts, keyboard(decision.request),
+        delivery = _Delivery(decision_id, message_id, parts, keyboard(decision.request),
                              [str(r) for r in payload["recipients"]], bool(payload.get("resend")),
                              None if only is None else str(only))
         await self._send_delivery(attempt, delivery)
@@ -186,7 +197,15 @@ class Outbound:
         self.db.write(lambda c: messages.set_message_status(c, d.message_id, message_status,
                                                           self._now()))
         outcome: effects.AttemptOutcome = "applied" if delivered else "rejected"
-        self._finish(attempt, outcome, result={"recipients": report})
+        first_card = delivered and not d.resend and d.only is None
+
+        def finish(c: Any) -> None:
+            now = self._now()
+            effects.finish_attempt(c, attempt, outcome, now, result={"recipients": report})
+            if first_card:  # the card is out: its first reminder waits for its time
+                reserve_reminder(c, self.channel, records.load(c, d.decision_id), now, 1,
+                                 self._actor, now)
+        self.db.write(finish)
 
     async def _send_recipient(
         self, attempt: Attempt, d: _Delivery, r: int, chat: str
@@ -272,7 +291,7 @@ class Outbound:
             return
         attempt = self._write_intent(attempt, message_id, 0, 0, p["text"], True)
         markup = {"force_reply": True, "selective": True}
-        card = self.db.read(lambda c: dict(_keyboard_messages(
+        card = self.db.read(lambda c: dict(keyboard_messages(
             c, self.channel.channel_id, str(p["decisionId"])))).get(chat)
         res = await self.api.send_message(chat, p["text"], markup, p.get("threadId"),
                                           entities=p.get("entities"),
@@ -321,6 +340,44 @@ class Outbound:
         elif status["status"] == "rejected":
             self._finish(attempt, "rejected", error=status)
 
+    # -- reminders: a short reply to each card, while the decision waits ----------------------
+
+    async def _remind(self, attempt: Attempt) -> None:
+        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        decision_id, number = str(p["decisionId"]), int(p["number"])
+        decision = self.db.read(lambda c: records.load(c, decision_id))
+        if self.db.read(lambda c: records.resolution_of(c, decision_id)) is not None:
+            self._finish(attempt, "applied", result={"skipped": "resolved"})
+            return  # never sent once the decision is settled
+        message_id = reminder_message_id(self.channel.channel_id, decision_id, number)
+        text = reminders.reminder_text(
+            str(decision.request.document["title"]), fingerprint(
+                decision.request.presentation_digest), decision.created_at,
+            decision.deadline_at, reminders.default_label(decision), self._now())
+        cards = self.db.read(lambda c: keyboard_messages(c, self.channel.channel_id,
+                                                          decision_id))
+        self.db.write(lambda c: messages.ensure_message(
+            c, message_id, self.channel.channel_id, decision_id, "settlement", text,
+            self._now()))
+        done = {p.recipient_index for p in self.db.read(lambda c: messages.parts(c, message_id))}
+        for r, (chat, card) in enumerate(cards):
+            if r in done:
+                continue  # sent, or maybe sent: never again
+            attempt = self._write_intent(attempt, message_id, r, 0, text, True)
+            res = await self.api.send_message(chat, text, reply_to=int(card),
+                                              deadline=self._until(attempt))
+            status = self._part_result(attempt, message_id, r, 0, chat, res)
+            if status is not None and status["status"] != "rejected":
+                return  # that path recorded the attempt
+        final = attempt
+
+        def confirm(c: Any) -> None:
+            now = self._now()
+            messages.set_message_status(c, message_id, "confirmed", now)
+            effects.finish_attempt(c, final, "applied", now)
+            reserve_reminder(c, self.channel, decision, now, number + 1, self._actor, now)
+        self.db.write(confirm)
+
     # -- settlement ----------------------------------------------------------------------------
     # One intent commit (the attempt and an intent row per outcome post), the sends (keyboard
     # edits need no intent: removing a keyboard twice is harmless), one confirm commit (the
@@ -337,10 +394,10 @@ class Outbound:
         messages.ensure_message(c, message_id, channel_id, decision_id, "settlement", post.text,
                                 now)
         done = {part.recipient_index for part in messages.parts(c, message_id)}
-        keyboards = _keyboard_messages(c, channel_id, decision_id)
+        keyboards = keyboard_messages(c, channel_id, decision_id)
         cards = dict(keyboards)  # the post replies to the card it settles, in each chat
         posts = [(r, chat, cards.get(chat)) for r, chat
-                 in _delivered_recipients(c, channel_id, decision_id)
+                 in delivered_recipients(c, channel_id, decision_id)
                  if r not in done]  # posted, or ambiguous: never posted twice
         for r, _, _ in posts:
             messages.write_part_intent(c, message_id, r, 0, post.text, now)
@@ -431,31 +488,10 @@ class _Settlement:
 
 @dataclass(frozen=True, slots=True)
 class _Delivery:
+    decision_id: str
     message_id: str
     parts: list[CardPart]
     markup: dict[str, Any]
     recipients: list[str]
     resend: bool
     only: str | None  # a copy of the card for this chat alone
-
-
-def _keyboard_messages(conn: Any, channel_id: str, decision_id: str) -> list[tuple[str, str]]:
-    """(chat, message) of each recipient's last delivered part (the one with the keyboard)."""
-    found: list[tuple[str, str]] = []
-    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
-        last: dict[int, messages.PartRow] = {}
-        for part in messages.parts(conn, message.message_id):
-            last[part.recipient_index] = part
-        found.extend((p.conversation_ref, p.message_ref) for p in last.values()
-                     if p.conversation_ref is not None and p.message_ref is not None)
-    return found
-
-
-def _delivered_recipients(conn: Any, channel_id: str, decision_id: str) -> list[tuple[int, str]]:
-    """(recipient index, chat) of every recipient with at least one confirmed part."""
-    found: dict[int, str] = {}
-    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
-        for part in messages.parts(conn, message.message_id):
-            if part.conversation_ref is not None:
-                found.setdefault(part.recipient_index, part.conversation_ref)
-    return sorted(found.items())

@@ -461,6 +461,8 @@ def _messages_of(conn: Any, channel_id: str, effect: effects.Effect) -> list[str
         return [deliveries.prompt_of(p)]
     if effect.effect_type == deliveries.NOTICE:
         return [deliveries.notice_message_id(channel_id, str(p["key"]))]
+    if effect.effect_type == deliveries.REMIND:
+        return [deliveries.reminder_message_id(channel_id, decision_id, int(p["number"]))]
     if effect.effect_type == deliveries.DELIVER:
         return [deliveries.delivery_message_id(channel_id, p)]
     return [messages.message_id_for(channel_id, "settlement", decision_id)]

@@ -1,0 +1,37 @@
+"""Where a decision's card went on a channel: the chats, and the message carrying the keyboard
+in each (what settlement edits, and what prompts, outcomes and reminders reply to). Reads only.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from channels import messages
+
+
+def keyboard_messages(conn: apsw.Connection, channel_id: str,
+                      decision_id: str) -> list[tuple[str, str]]:
+    """(chat, message) of each recipient's last delivered part (the one with the keyboard)."""
+    found: list[tuple[str, str]] = []
+    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
+        last: dict[int, messages.PartRow] = {}
+        for part in messages.parts(conn, message.message_id):
+            last[part.recipient_index] = part
+        found.extend((p.conversation_ref, p.message_ref) for p in last.values()
+                     if p.conversation_ref is not None and p.message_ref is not None)
+    return found
+
+
+def delivered_recipients(conn: apsw.Connection, channel_id: str,
+                         decision_id: str) -> list[tuple[int, str]]:
+    """(recipient index, chat) of every recipient with at least one confirmed part."""
+    found: dict[int, str] = {}
+    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
+        for part in messages.parts(conn, message.message_id):
+            if part.conversation_ref is not None:
+                found.setdefault(part.recipient_index, part.conversation_ref)
+    return sorted(found.items())
+
+
+
+__all__ = ["delivered_recipients", "keyboard_messages"]
