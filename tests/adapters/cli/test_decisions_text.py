@@ -75,7 +75,12 @@ def test_decisions_and_show_say_who_answered_through_which_channel(home: Path) -
         "run.continue, attempt 1: applied"]
 
     text = cli(home, "show", cancelled)
-    assert text.splitlines()[:5] == ["Ship?", "", "Choices", "• A", ""]  # the title once
+    lines = text.splitlines()
+    assert lines[:2] == ["Ship?", ""] and lines.count("Ship?") == 1  # the title once
+    # `ask` adds who asked (the repository, the shell, this host) as the presentation's last
+    # block; a terminal shows it as fields, a Telegram card as its context line.
+    assert re.fullmatch(r"Project: \S+", lines[2]) and lines[3] == "Session: shell"
+    assert re.fullmatch(r"Host: \S+", lines[4]) and lines[6:9] == ["Choices", "• A", ""]
     assert re.search(r"status: cancelled \(reason: cancelled\), by the cancel command, \d+ s ago",
                      text)
     assert "None" not in text
