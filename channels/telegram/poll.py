@@ -6,7 +6,10 @@ deliveries for open decisions routed here; then until the window ends: renew the
 due effects, long-poll getUpdates, ingest the batch and advance the cursor in one fenced
 transaction, process the batch's inbox rows in one transaction (a savepoint per row), answer
 their callbacks once it committed (concurrently, bounded) while the settlements go out,
-then apply the rest of what processing created, deliveries last. Finally release the lease.
+then apply the rest of what processing created, deliveries last (in the background of the
+pass). Finally release the lease. In a `--for` window a watcher (wakeups.py) sees another
+process's commit within a fraction of a second, so a decision asked during a long poll goes
+out without waiting for it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from channels.config.files import bot_id
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.telegram import alerts, deliveries, holds, identity, inbound, pacing
+from channels.telegram import alerts, deliveries, holds, identity, inbound, pacing, wakeups
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.deliveries import SETTLE
@@ -237,12 +240,15 @@ class _ChannelPoll:
                             deadline=lambda: self.end, pacer=pacer)
 
         outbound, deliverer = outbound_of(), Deliverer(outbound_of())
+        watcher = None if self.options.once else asyncio.ensure_future(wakeups.watch(
+            self.db, lambda: self._wake(deliverer)))
         try:
             await self._loop(api, outbound, deliverer)
             if self.report.status != "unauthorized":  # nothing goes out with a bad token
                 deliverer.kick()
             self.report.effects += await deliverer.finish()
         finally:
+            await wakeups.stop(watcher)
             await deliverer.cancel()
         self.report.errors.extend(outbound.errors + deliverer.outbound.errors)
         self.report.refused.extend(outbound.refused)
@@ -321,8 +327,18 @@ class _ChannelPoll:
         return deliveries.has_unreserved(conn, self.channel,
                                          deliveries.open_routed_decisions(conn, self.channel, now))
 
+    def _wake(self, deliverer: Deliverer) -> None:
+        """Another connection committed: deliver a decision new to this channel at once."""
+        if self._long_hold or self.report.status == "unauthorized":
+            return
+        if self.db.read(self._undelivered):
+            self._renew()
+            self.db.write(self._reserve_deliveries)
+            deliverer.kick()
+
     def _reserve_deliveries(self, conn: Any) -> None:
         now = self._now()
+        leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
         wanted = deliveries.open_routed_decisions(conn, self.channel, now)
         deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
 
