@@ -9,8 +9,9 @@ from typing import Any
 import apsw
 
 from channels import inbox, messages, store
-from channels.decisions import views
+from channels.decisions import views, workflows
 from channels.telegram import alerts, identity
+from channels.telegram.deliveries import PROMPT, SETTLE
 from state import leases, maintenance
 from state.database import Database
 
@@ -25,8 +26,31 @@ def status_report(db: Database) -> dict[str, Any]:
         open_decisions = views.count_open(conn)
         attention = [a for cid, adapter, profile in store.all_channels(conn)
                      if adapter == "telegram" for a in _attention(conn, cid, profile, now)]
+        ambiguous = _ambiguous_effects(conn, now)
     return {"now": now, "database": {**diag.to_json(), "open_decisions": open_decisions},
-            "channels": channels, "needs_attention": attention}
+            "channels": channels, "needs_attention": attention, "ambiguous_effects": ambiguous}
+
+
+AMBIGUOUS_LISTED_MS = 86_400_000  # an ambiguous post is listed for a day: check the chat
+
+
+def _ambiguous_effects(conn: apsw.Connection, now: int) -> list[dict[str, Any]]:
+    """Outcome posts and prompts left ambiguous in the last day (deliveries are listed with
+    their decision), with the decision's fingerprint and the profile."""
+    rows: list[Any] = conn.execute(
+        "SELECT e.effect_type, e.source_resource_id, e.idempotency_key, e.updated_at"
+        " FROM effects e WHERE e.status = 'ambiguous' AND e.effect_type IN (?, ?)"
+        " AND e.updated_at > ? ORDER BY e.updated_at",
+        (PROMPT, SETTLE, now - AMBIGUOUS_LISTED_MS)).fetchall()
+    names = {cid: profile for cid, _, profile in store.all_channels(conn)}
+    found = []
+    for effect_type, source, key, at in rows:
+        decision_id = str(source).removeprefix("decision:")
+        profile = names.get(str(key).split(":", 1)[0])
+        found.append({"effect_type": str(effect_type), "decision_id": decision_id,
+                      "fingerprint": views.fingerprint_of(conn, decision_id),
+                      "profile": profile, "since": int(at)})
+    return found
 
 
 def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
@@ -35,6 +59,8 @@ def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
     state = "free"
     if lease is not None and lease.owner_type is not None:
         state = "held" if lease.is_live(now) else "expired"
+        if state == "held" and lease.owner_id and workflows.owner_process_gone(lease.owner_id):
+            state = "dead"  # a killed poller: the next pass takes it over at once
     backlog, total = inbox.inbox_counts(conn, channel_id)
     error = store.last_provider_error(conn, channel_id)
     # Session ids stay private: a Pi session is named by a few hex of its channel's hash,
@@ -77,6 +103,9 @@ def _attention(conn: apsw.Connection, channel_id: str, profile: str,
     reported = {} if last is None else last.alerts
     for key, (kind, since, facts) in alerts.decision_conditions(conn, channel_id, now).items():
         first = reported.get(key)  # when cron first heard of it, if it did
+        # The chats of an ambiguous part stay out (a private chat's id is its user's id):
+        # poll's line, in the operator's cron mail, names them.
+        shown = {k: v for k, v in facts.items() if k != "chats"}
         found.append({"profile": profile, "key": key, "kind": kind,
-                      "since": since if first is None else first.since, "facts": facts})
+                      "since": since if first is None else first.since, "facts": shown})
     return found

@@ -7,6 +7,7 @@ inside the caller's transaction.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any, Literal
 
 import apsw
@@ -50,6 +51,20 @@ def claim(
 ) -> Lease:
     """Claim the channel lease (LeaseHeld when a live owner has it)."""
     return leases.claim(conn, channel_resource(channel_id), "channel", owner_id, now, entropy)
+
+
+def claim_or_take_over(
+    conn: apsw.Connection, channel_id: str, owner_id: str, now: int, entropy: Entropy,
+    owner_gone: Callable[[str], bool],
+) -> Lease:
+    """Claim the channel lease, taking it over at once from a live-looking owner whose process
+    is gone (a killed poller cannot release it; waiting out its expiry, or an hour after the
+    clock stepped back, would stop the channel). LeaseHeld when a live owner has it."""
+    resource = channel_resource(channel_id)
+    held = leases.read(conn, resource)
+    if held is not None and held.is_live(now) and held.owner_id and owner_gone(held.owner_id):
+        return leases.take_over(conn, resource, held.owner_id, "channel", owner_id, now, entropy)
+    return claim(conn, channel_id, owner_id, now, entropy)
 
 
 def verify(conn: apsw.Connection, lease: Lease, channel_id: str, now: int) -> None:

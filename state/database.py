@@ -7,6 +7,7 @@ refuse a database whose identity differs from the compiled DDL, without modifyin
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from state.errors import (
     DatabaseBusy,
     DatabaseCorrupt,
     DatabaseMissing,
+    DatabaseReplaced,
     PermissionProblem,
     StateError,
 )
@@ -80,6 +82,7 @@ class Database:
     busy_attempts: int = 3
     _schema_cookie: int = 0
     _corrupt: StateError | None = None  # once a malformed page was met, nothing more is written
+    _identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the file at open
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -147,6 +150,11 @@ class Database:
         except apsw.CantOpenError as exc:
             raise PermissionProblem(f"cannot open {db_path}: {exc}") from exc
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        try:
+            info = os.stat(db_path)
+            identity: tuple[int, int] | None = (info.st_dev, info.st_ino)
+        except OSError:
+            identity = None
         if readonly:
             # Closing the last connection would checkpoint the WAL into the main file: a write.
             conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
@@ -157,7 +165,25 @@ class Database:
             readonly=readonly,
             clock=clock or SystemClock(),
             entropy=entropy or SystemEntropy(),
+            _identity=identity,
         )
+
+    def check_file(self) -> None:
+        """Raise DatabaseReplaced when the file at the path is not the one this connection
+        has open (deleted, or replaced by another file): what is written now would be lost
+        with the old file, so a poller must not confirm updates to Telegram."""
+        try:
+            info = os.stat(self.path)
+            now: tuple[int, int] | None = (info.st_dev, info.st_ino)
+        except FileNotFoundError:
+            now = None
+        if self._identity is not None and now == self._identity:
+            return
+        what = "was deleted" if now is None else "was replaced by another file"
+        raise DatabaseReplaced(
+            f"{self.path} {what} while this command had it open; nothing more is written"
+            " and no Telegram update was confirmed (Telegram sends them again): put the"
+            " database back (or restore a backup), then run the command again")
 
     def _apply_pragmas(self) -> None:
         for name, value in COMMON_PRAGMAS:

@@ -401,3 +401,9 @@ def result_of(conn: apsw.Connection, effect_id: str) -> Any:
     """The recorded result document of an effect (None when it has none)."""
     value = conn.execute("SELECT result_hash FROM effects WHERE effect_id = ?", (effect_id,)).get
     return None if value is None else blobs.get_json(conn, bytes(value))
+
+
+def error_of(conn: apsw.Connection, effect_id: str) -> Any:
+    """The recorded error document of an effect (None when it has none)."""
+    value = conn.execute("SELECT error_hash FROM effects WHERE effect_id = ?", (effect_id,)).get
+    return None if value is None else blobs.get_json(conn, bytes(value))

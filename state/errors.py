@@ -3,7 +3,8 @@
     StateError                      root; every class has a stable `code` and an `exit_code`
     ├── DatabaseMissing             read path found no database (exit 65 for verify)
     ├── IncompatibleDatabase        wrong identity, foreign or corrupt file, old storage (65)
-    │   └── DatabaseCorrupt         SQLite found a malformed page; the command stops (65)
+    │   ├── DatabaseCorrupt         SQLite found a malformed page; the command stops (65)
+    │   └── DatabaseReplaced        the file was deleted or replaced while open (65)
     ├── PermissionProblem           directory or file modes, unwritable location (77)
     ├── DatabaseBusy                another writer held the lock past every retry (75)
     ├── DiskFull                    the file system holding the database is full (75)
@@ -34,6 +35,12 @@ RESET_INSTRUCTION = (
     "Pi Workflows durable state is incompatible. Move or remove the old workflow state, "
     "then create a new state.sqlite database."
 )
+# A damaged file is ours: its decisions are worth restoring, not starting over.
+CORRUPT_INSTRUCTION = (
+    "Restore your latest backup over it (a copy `piw-channels backup` made; move the damaged"
+    " file and its -wal and -shm away first), or with no backup, move them away and run"
+    " `piw-channels init` to create a new database."
+)
 
 
 class StateError(Exception):
@@ -54,6 +61,13 @@ class IncompatibleDatabase(StateError):
     """The file is not this schema (or not a database); it was not modified."""
 
     code = "database_incompatible"
+    exit_code = EXIT_INCOMPATIBLE
+
+
+class DatabaseReplaced(IncompatibleDatabase):
+    """The file at the database's path is no longer the one opened (deleted or replaced)."""
+
+    code = "database_replaced"
     exit_code = EXIT_INCOMPATIBLE
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import apsw
 
 from state.errors import (
+    CORRUPT_INSTRUCTION,
     RESET_INSTRUCTION,
+    DatabaseBusy,
     DatabaseCorrupt,
     DiskFull,
     DiskIOError,
@@ -102,11 +104,21 @@ def _disk_full(path: Path) -> DiskFull:
     )
 
 
-def corrupt(path: Path, exc: BaseException) -> DatabaseCorrupt:
+def disk_full(path: Path) -> DiskFull | None:
+    """The full-disk error for the database at `path` when its file system has no room left
+    (what every write would fail with), else None."""
+    free = _free_bytes(path.parent)
+    return _disk_full(path) if free is not None and free < _MIN_FREE_BYTES else None
+
+
+_MIN_FREE_BYTES = 4096  # less than one page: the next write fails
+
+
+def corrupt(path: Path, exc: BaseException | str) -> DatabaseCorrupt:
     """The one-line error for a malformed database file (with the reset instruction)."""
     return DatabaseCorrupt(
         f"{path}: the database file is malformed (SQLite: {exc}); nothing more was written"
-        f" to it. {RESET_INSTRUCTION}"
+        f" to it. {CORRUPT_INSTRUCTION}"
     )
 
 
@@ -118,6 +130,10 @@ def translate(path: Path, exc: BaseException) -> StateError | None:
         return corrupt(path, exc)
     if isinstance(exc, apsw.FullError):
         return _disk_full(path)
+    if isinstance(exc, apsw.BusyError):  # a reader or writer in exclusive locking mode
+        return DatabaseBusy(
+            f"{path} stayed locked by another process (for more than the busy timeout; one"
+            " in exclusive locking mode keeps it until it closes); try again shortly")
     if isinstance(exc, apsw.IOError) and _free_bytes(path.parent) == 0:
         return _disk_full(path)  # a -wal or -shm that could not grow: "disk I/O error"
     if isinstance(exc, apsw.ProtocolError):  # the -shm cannot be mapped or locked
@@ -160,13 +176,30 @@ def open_failure(db_path: Path, exc: Exception) -> PermissionProblem:
                              " directory and its files")
 
 
+def make_private_dir(path: Path) -> None:
+    """Create `path` and every missing ancestor 0700 whatever the umask (`mkdir(parents=True)`
+    would leave the ancestors, ~/.pi and ~/.pi/agent, at 0777 under `umask 000`). A directory
+    that exists is left as it is."""
+    missing: list[Path] = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            continue  # another process made it first
+        directory.chmod(0o700)  # mkdir honours the umask; the mode must be exact
+    if not path.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+
+
 def create_file(db_path: Path) -> None:
     """Create the directory (0700) and an empty database file (0600) before SQLite opens it."""
     parent = db_path.parent
     try:
-        if not parent.exists():
-            parent.mkdir(mode=0o700, parents=True)
-            parent.chmod(0o700)  # mkdir honours the umask; the mode must be exact
+        make_private_dir(parent)
         _check_private(parent, directory=True)
         if legacy := [p for p in legacy_paths(db_path) if p.exists()]:
             names = ", ".join(str(p) for p in legacy)

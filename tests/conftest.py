@@ -47,13 +47,15 @@ def child_env(home: Path) -> dict[str, str]:
 
 # -- token secrecy across the whole suite ----------------------------------------------------
 # Every test token has the Bot API shape `<digits>:<secret>`. Log records of every test are
-# kept (at DEBUG, all loggers), and at the end of the session every database file the suite
-# created, and every record, is scanned for anything of that shape.
+# kept (at DEBUG, all loggers), and at the end of the session every database file and crash
+# report the suite (and its child processes) created, and every record, is scanned for
+# anything of that shape.
 
 import logging  # noqa: E402
 import re  # noqa: E402
 
 TOKEN_SHAPE = re.compile(rb"(?<![A-Za-z0-9_-])[0-9]{5,}:[A-Za-z0-9_-]{20,}")
+ANY_TOKEN_SHAPE = re.compile(rb"[0-9]{5,}:[A-Za-z0-9_-]{20,}")  # also right after "bot"
 
 
 class _Recorder(logging.Handler):
@@ -90,6 +92,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for path in base.rglob("*.sqlite*"):
             if path.is_file() and TOKEN_SHAPE.search(path.read_bytes()):
                 leaks.append(f"database file {path}")
+        # The crash reports child processes wrote (a traceback may hold any string).
+        for path in base.rglob("piw-channels-crash-*.txt"):
+            if path.is_file() and ANY_TOKEN_SHAPE.search(path.read_bytes()):
+                leaks.append(f"crash report {path}")
     if leaks:
         session.exitstatus = 1
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

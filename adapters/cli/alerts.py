@@ -49,6 +49,8 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
     if alert.kind == "webhook":
         return (f"{who}: a webhook is active for this bot; remove it (Bot API deleteWebhook:"
                 f" https://api.telegram.org/bot<token>/deleteWebhook) to poll")
+    if alert.kind == "pass":
+        return f"{who}: {f.get('description')}"
     if alert.kind == "unreachable":
         return (f"{who}: no successful getUpdates for {duration(now - alert.since)}"
                 f" ({_error(f)}); check this machine's network and DNS and the Bot API, then"
@@ -60,8 +62,16 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
                 f" until {_utc(until)}, then it resumes by itself")
     decision = f"{who}: Decision {f.get('fingerprint')}"
     if alert.kind == "ambiguous":
-        return (f"{decision} may not have arrived (a send's outcome is unknown); check the"
-                f" chat, and if a part is missing run: {resend}")
+        unknown = [str(c) for c in f.get("chats") or []]
+        where = (f" in chat {unknown[0]}" if len(unknown) == 1 else
+                 f" in chats {', '.join(unknown)}" if unknown else "")
+        check = "check the chat" if not unknown else \
+            f"check {'that chat' if len(unknown) == 1 else 'those chats'}"
+        return (f"{decision} may not have arrived{where} (a send's outcome is unknown);"
+                f" {check}, and if a part is missing run: {resend}")
+    if alert.kind == "failed":
+        return (f"{decision} could not be delivered ({f.get('description')}); once that is"
+                f" fixed, run: {resend}")
     if alert.kind == "migrated":
         return (f"{decision}: group {f.get('chat')} became supergroup {f.get('newChat')};"
                 f" replace {f.get('chat')} with {f.get('newChat')} in {chats}, then run:"
@@ -82,9 +92,11 @@ def recovered(alert: Alert, profile: str, now: int) -> str:
         return f"{who}: getUpdates works again (no conflict any more)"
     if alert.kind == "unreachable":
         return f"{who}: the Bot API is reachable again (after {lasted} without getUpdates)"
+    if alert.kind == "pass":
+        return f"{who}: a pass works again (after {lasted}; was: {f.get('description')})"
     if alert.kind == "held":
         return f"{who}: sending {_held_scope(f)} resumed (held {lasted} by a 429)"
-    what = {"ambiguous": "an ambiguous delivery",
+    what = {"ambiguous": "an ambiguous delivery", "failed": "an undeliverable decision",
             "migrated": f"chat {f.get('chat')} migrated",
             "rejected": f"chat {f.get('chat')} refused it"}.get(alert.kind, alert.kind)
     return f"{who}: Decision {f.get('fingerprint')} no longer needs attention (was: {what})"

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from adapters.cli.errors import UsageError
 from state.database import Database
-from state.errors import RESET_INSTRUCTION, DatabaseMissing
-from state.exit_codes import EXIT_INCOMPATIBLE, EXIT_OK
-from state.files import default_path
+from state.errors import CORRUPT_INSTRUCTION, DatabaseMissing, StateError
+from state.exit_codes import EXIT_INCOMPATIBLE, EXIT_OK, EXIT_PERMISSION, EXIT_TEMPORARY
+from state.files import corrupt, default_path, disk_full, translate
 
 
 def print_json(value: Any) -> None:
@@ -37,7 +40,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                      "integrity": report.integrity, "foreign_keys": report.foreign_keys})
     elif not report.ok:
         print(f"Error: {report.path}: integrity {report.integrity}; "
-              f"foreign keys {report.foreign_keys}. {RESET_INSTRUCTION}", file=sys.stderr)
+              f"foreign keys {report.foreign_keys}. {CORRUPT_INSTRUCTION}", file=sys.stderr)
     else:
         print(f"{report.path}: ok")
     return EXIT_OK if report.ok else EXIT_INCOMPATIBLE
@@ -49,39 +52,107 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
     if args.dest.exists():
         raise UsageError(f"{args.dest} already exists; choose a new backup file")
+    if not args.dest.absolute().parent.is_dir():
+        raise UsageError(f"{args.dest.absolute().parent} is not a directory; create it first"
+                         " or choose another place for the backup")
     report = maintenance.backup(args.dest)
     print(report.path)
     return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Database and channel health, with no private identifiers."""
+    """Database and channel health, with no private identifiers; a health check: it exits
+    with the highest code of what needs attention (0 only when nothing does)."""
     # Heavy imports only when used.
-    from adapters.cli.status_text import render_status, with_iso
-    from channels.config.loading import load_config, resolve_config_dir
-    from channels.errors import ChannelsError
+    from adapters.cli.status_text import attention_lines, render_status, with_iso
+    from channels import health
+    from channels.config.loading import resolve_config_dir
     from channels.status import status_report
+    from state import maintenance
 
+    profiles, config_problem = _config_state()
+    config_item = [] if config_problem is None else health.conditions(
+        {"now": 0, "channels": [], "database": {}}, [], config_problem)
     try:
         db = Database.open_reader()
     except DatabaseMissing:
+        items = config_item + _uncreatable(default_path())
         if args.json:
-            print_json({"database": "missing", "path": str(default_path())})
+            print_json({"database": "missing", "path": str(default_path()),
+                        "needs_attention": items})
         else:
-            print(f"no database at {default_path()} (run: piw-channels init)")
-        return EXIT_OK
-    with db:
-        report = status_report(db)
+            print("\n".join([f"no database at {default_path()} (run: piw-channels init)",
+                             *(attention_lines(items, 0, "") if items else [])]))
+        return health.exit_code(items)
+    except StateError as exc:  # corrupt, foreign, unreadable: the one thing to fix first
+        return _database_problem(args, config_item, exc)
+    try:
+        with db:
+            report = status_report(db)
+            damage = maintenance.integrity_problems(db.conn)
+    except StateError as exc:
+        return _database_problem(args, config_item, exc)
+    except apsw.Error as exc:
+        error = translate(default_path(), exc)
+        if error is None:
+            raise
+        return _database_problem(args, config_item, error)
+    if damage:
+        return _database_problem(args, config_item, corrupt(default_path(), damage[0]))
+    items = health.conditions(report, profiles, config_problem) + _disk(default_path())
+    report = {**report, "needs_attention": items}
     if args.json:
         print_json(with_iso(report))
-        return EXIT_OK
+    else:
+        print(render_status(report, str(resolve_config_dir()), items))
+    return health.exit_code(items)
+
+
+def _config_state() -> tuple[list[str], tuple[str, int] | None]:
+    """The configured Telegram profiles, and why the configuration cannot be read."""
+    from channels.config.loading import load_config
+    from channels.errors import ChannelsError
+
     try:
         config = load_config()
-        profiles, problem = ([] if config is None else list(config.profiles)), None
     except ChannelsError as exc:  # status still shows the database; the config is one line
-        profiles, problem = [], str(exc)
-    print(render_status(report, str(resolve_config_dir()), profiles, problem))
-    return EXIT_OK
+        return [], (str(exc), exc.exit_code)
+    except OSError as exc:
+        return [], (f"the configuration cannot be read: {exc.strerror}", EXIT_TEMPORARY)
+    return ([] if config is None else list(config.profiles)), None
+
+
+def _database_problem(args: argparse.Namespace, before: list[dict[str, Any]],
+                      exc: StateError) -> int:
+    from channels import health
+
+    items = [*before, {"kind": "database", "exit_code": exc.exit_code, "message": str(exc)}]
+    if args.json:
+        print_json({"database": "unusable", "path": str(default_path()),
+                    "needs_attention": items})
+    else:  # nothing else can be shown: one line each, as every command says it
+        for item in items:
+            print(f"Error: {item['message']}", file=sys.stderr)
+    return health.exit_code(items)
+
+
+def _uncreatable(path: Path) -> list[dict[str, Any]]:
+    """A missing database that no command could create (its directory is not writable)."""
+    probe = path.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if os.access(probe, os.W_OK | os.X_OK):
+        return []
+    return [{"kind": "database", "exit_code": EXIT_PERMISSION, "message": (
+        f"{path} cannot be created: {probe} is not writable by this user; fix its owner or"
+        f" mode (for example: chmod u+rwx {probe}), then run: piw-channels init")}]
+
+
+def _disk(path: Path) -> list[dict[str, Any]]:
+    """The database's file system has no room left: every write would fail (75)."""
+    full = disk_full(path)
+    return [] if full is None else [{"kind": "disk", "exit_code": full.exit_code,
+                                     "message": str(full)}]
 
 
 def register(sub: Any) -> None:

@@ -22,6 +22,7 @@ from channels.decisions.choices import text_input
 from channels.decisions.fields import NAME_PATTERN, NAME_RULE
 from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.errors import DecisionRefused
+from channels.failures import expiry_failure
 from state.database import Database
 from state.errors import DatabaseMissing
 from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
@@ -335,10 +336,16 @@ def cmd_expire(args: argparse.Namespace) -> int:
         report = service.expire_overdue(db, service.new_owner_id(db, "expire"))
     if args.verbose:
         for outcome in report.resolved:
-            print(service.summarize(outcome))
+            named = "" if outcome.resolution is None else f"{outcome.resolution.decision_id}: "
+            print(named + service.summarize(outcome))
         for decision_id in report.skipped_live_owner:
             print(f"skipped {decision_id}: its run owner is alive")
-    return EXIT_OK
+    code = EXIT_OK
+    for decision_id, exc in report.failed:  # each failed alone: the others were settled
+        failed = expiry_failure(decision_id, exc)
+        print(f"Error: {failed.line}", file=sys.stderr)
+        code = max(code, failed.exit_code)
+    return code
 
 
 def register(sub: Any) -> None:

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from adapters.cli.packages import check_packages
 
@@ -21,7 +21,7 @@ check_packages()  # before anything imports `state` or `channels`: they may be s
 import apsw  # noqa: E402
 
 from adapters.cli.errors import Terminated, UsageError  # noqa: E402
-from state import exit_codes  # noqa: E402
+from state import crashes, exit_codes  # noqa: E402
 from state.errors import StateError  # noqa: E402
 from state.exit_codes import (  # noqa: E402
     EXIT_BROKEN_PIPE,
@@ -88,10 +88,19 @@ _GROUPS: dict[str, Callable[[], Register]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the README's one `Error:` line (and exit 2) instead of its usage text;
+    every subcommand's parser is one too (argparse makes them of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"Error: {self.prog}: {message} (see: {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser with every subcommand, or, when `command` names a known command, with that
     command's group only."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="piw-channels",
         description="Carry Pi Workflows human decisions over Telegram and Pi.",
         epilog="Exit codes: " + ", ".join(f"{code} {meaning}" for code, meaning
@@ -145,8 +154,18 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except Exception as exc:
         code = getattr(exc, "exit_code", None)
-        print(f"Error: {exc}", file=sys.stderr)
-        return code if isinstance(code, int) else EXIT_INTERNAL
+        if isinstance(code, int) and code != EXIT_INTERNAL:  # a known error: its own line
+            print(f"Error: {exc}", file=sys.stderr)
+            return code
+        return _internal_error(exc, command, verbose=bool(getattr(args, "verbose", False)))
+
+
+def _internal_error(exc: Exception, command: str | None, *, verbose: bool) -> int:
+    """A bug: one line naming its private crash report (`-v` prints the traceback too)."""
+    print(f"Error: {crashes.report_line(exc, f'running {command}')}", file=sys.stderr)
+    if verbose:
+        print(crashes.format_report(exc, f"running {command}"), end="", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _silence_stdout() -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+from adapters.cli.errors import UsageError
 from adapters.telegram.client import TelegramClient
 from adapters.telegram.errors import InvalidTokenFormat
 from adapters.telegram.results import CallOutcome, CallResult
@@ -249,7 +250,15 @@ def _count(number: int, what: str) -> str:
 
 
 def cmd_setup_telegram(args: argparse.Namespace) -> int:
-    """Check the inputs, verify the token with getMe, then merge and write both files."""
+    """Check the inputs, verify the token with getMe, then merge and write both files (or,
+    with --remove, remove a profile)."""
+    if args.remove is not None:
+        return _remove(args)
+    missing = [option for option, value in (("--token-file", args.token_file),
+                                            ("--user", args.users), ("--chat", args.chats))
+               if not value]
+    if missing:
+        raise UsageError(f"setup telegram needs {', '.join(missing)} (or --remove PROFILE)")
     token = read_token_file(args.token_file, args.credential or args.profile)
     bot = verify_token(token, args.api_base_url or model.DEFAULT_API_BASE_URL)
     installed = install.install_telegram_profile(
@@ -261,12 +270,27 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
         audience=args.audience,
         credential=args.credential,
         api_base_url=args.api_base_url,
-        repoint_credential=args.repoint_credential,
     )
     print(_summary(installed, bot))
     if not bot.commands_set:  # the profile works; only the chat's command menu is missing
         print("Note: the bot's command menu (/pending) could not be set; run setup again to"
               " retry. Typing /pending works without it.", file=sys.stderr)
+    return EXIT_OK
+
+
+def _remove(args: argparse.Namespace) -> int:
+    """Remove a profile, its routes, and its credential when nothing else uses it."""
+    given = [o for o, v in (("--token-file", args.token_file), ("--user", args.users),
+                            ("--chat", args.chats), ("--credential", args.credential),
+                            ("--api-base-url", args.api_base_url)) if v]
+    if given:
+        raise UsageError(f"--remove takes no {', '.join(given)}")
+    removed = install.remove_telegram_profile(loading.resolve_config_dir(), args.remove)
+    kept = "" if removed.credential is None else f" and credential {removed.credential}"
+    routes = f" (routed from audience {', '.join(removed.audiences)})" if removed.audiences \
+        else ""
+    print(f"Removed Telegram profile {removed.profile}{kept}{routes}. Its token file is"
+          " kept: delete it, and revoke the token with @BotFather, if no one uses it.")
     return EXIT_OK
 
 
@@ -304,7 +328,7 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token-file",
         type=absolute_path_argument,
-        required=True,
+        required=False,
         metavar="ABS_PATH",
         help="absolute path of the mode-0600 file that holds the bot token",
     )
@@ -313,7 +337,7 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         dest="users",
         type=id_argument,
         action="append",
-        required=True,
+        required=False,
         metavar="ID",
         help="numeric Telegram user ID allowed to answer (repeat)",
     )
@@ -322,7 +346,7 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         dest="chats",
         type=id_argument,
         action="append",
-        required=True,
+        required=False,
         metavar="ID",
         help="numeric Telegram chat ID to post in and accept (repeat)",
     )
@@ -349,10 +373,11 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         " or the profile's own name for a new profile)",
     )
     p.add_argument(
-        "--repoint-credential",
-        action="store_true",
-        help="point a credential that other profiles use at this token file (moves them"
-        " to this bot too)",
+        "--remove",
+        type=name_argument,
+        default=None,
+        metavar="PROFILE",
+        help="remove this profile (and its credential, when no other profile uses it)",
     )
     p.add_argument(
         "--api-base-url",

@@ -28,10 +28,10 @@ def ago(ms: int, now: int) -> str:
     return f"{duration(now - ms)} ago ({clock_time(ms)})"
 
 
-def render_status(report: dict[str, Any], config_dir: str, profiles: list[str] | None = None,
-                  config_problem: str | None = None) -> str:
-    """The whole report as lines a person reads; `profiles` are the configured Telegram
-    profiles (one that never ran a pass is named too)."""
+def render_status(report: dict[str, Any], config_dir: str,
+                  attention: list[dict[str, Any]] | None = None) -> str:
+    """The whole report as lines a person reads; `attention` is what needs a person (see
+    `channels.health.conditions`; the report's own list when not given)."""
     now = int(report["now"])
     d = report["database"]
     count = int(d["open_decisions"])
@@ -44,20 +44,37 @@ def render_status(report: dict[str, Any], config_dir: str, profiles: list[str] |
         lines += _telegram(channel, now) if channel["adapter"] == "telegram" else _pi(channel)
     if closed:
         lines.append(f"Closed Pi sessions with nothing waiting: {len(closed)}.")
-    polled = {c.get("profile") for c in report["channels"] if c["adapter"] == "telegram"}
-    lines += [f"telegram:{p}: never polled; add the cron line (README: Set up Telegram)"
-              for p in profiles or [] if p not in polled]
-    attention = report.get("needs_attention") or []
-    if attention or config_problem:
-        lines.append("Needs attention:")
-        if config_problem:  # every poll fails on it, so it comes first
-            lines.append(f"  Configuration: {config_problem}")
-        for item in attention:
-            alert = Alert(item["key"], item["kind"], item["since"], item["since"], item["facts"])
-            lines.append(f"  {describe(alert, item['profile'], now, config_dir)}")
-    else:
-        lines.append("Nothing needs attention.")
-    return "\n".join(lines)
+    return "\n".join(lines + attention_lines(
+        report.get("needs_attention") or [] if attention is None else attention, now,
+        config_dir))
+
+
+def attention_lines(attention: list[dict[str, Any]], now: int, config_dir: str) -> list[str]:
+    """"Needs attention:" and one line per condition, with the command that fixes it."""
+    if not attention:
+        return ["Nothing needs attention."]
+    return ["Needs attention:", *(f"  {_condition(item, now, config_dir)}" for item in attention)]
+
+
+def _condition(item: dict[str, Any], now: int, config_dir: str) -> str:
+    kind = item["kind"]
+    if kind == "config":  # every poll fails on it, so it comes first
+        return f"Configuration: {item['message']}"
+    if item.get("message"):
+        return str(item["message"])
+    who = f"telegram:{item.get('profile')}"
+    if kind == "stale":
+        return (f"{who}: no poll pass for {duration(now - int(item['since']))} (the last"
+                f" ended {clock_time(int(item['since']))}); is the cron job running? Check"
+                " `crontab -l` and cron's mail, or run: piw-channels poll --once -v --profile"
+                f" {item.get('profile')}")
+    if kind == "ambiguous_effect":
+        what = "its outcome post" if item["effect_type"].endswith("settle") else \
+            "the prompt for a typed answer"
+        return (f"{who}: Decision {item['fingerprint']}: {what} may not have arrived (a send's"
+                " outcome is unknown; it is never sent twice): check the chat")
+    alert = Alert(item["key"], kind, item["since"], item["since"], item["facts"])
+    return describe(alert, str(item["profile"]), now, config_dir)
 
 
 def _telegram(c: dict[str, Any], now: int) -> list[str]:

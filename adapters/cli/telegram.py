@@ -18,12 +18,14 @@ from channels.config.errors import SETUP_HINT
 from channels.config.loading import load_config, resolve_config_dir
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
+from channels.failures import ExpiryFailures, expiry_failure
 from channels.telegram import deliveries
 from channels.telegram import poll as worker
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
 from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
+from state.files import default_path
 from state.resources import Actor
 
 T = TypeVar("T")
@@ -62,8 +64,8 @@ async def _until_terminated(work: Coroutine[Any, Any, T]) -> T:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
-def _config_or_hint() -> ChannelsConfig | None:
-    config = load_config()
+def _config_or_hint(*, check_tokens: bool = True) -> ChannelsConfig | None:
+    config = load_config(check_tokens=check_tokens)
     if config is None or not config.profiles:
         print(f"Error: no Telegram channel is configured; run: {SETUP_HINT}", file=sys.stderr)
         return None
@@ -79,11 +81,19 @@ _UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
 def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool) -> int:
     """One poll pass; print what needs a person (one line each) and exit with the highest
     code of what is still wrong (README table)."""
+    expiry: ExpiryFailures = {}
     with Database.open_writer() as db:
-        reports = asyncio.run(_until_terminated(worker.poll(db, config, bot_api, options)))
+        reports = asyncio.run(_until_terminated(worker.poll(db, config, bot_api, options,
+                                                            expiry_failures=expiry)))
     code = EXIT_OK
     config_dir = str(resolve_config_dir())
+    for failed in expiry.values():  # each decision whose deadline failed, alone
+        print(f"Error: {failed.line}", file=sys.stderr)
+        code = max(code, failed.exit_code)
     for report in reports:
+        for problem in report.problems:  # a row or an effect that failed alone
+            print(f"Error: {report.channel}: {problem.line}", file=sys.stderr)
+            code = max(code, problem.exit_code)
         if report.alerts is not None:
             lines = alert_lines(report.alerts, config_dir, verbose=verbose,
                                 token_file=_token_file(config, report.alerts.profile))
@@ -93,6 +103,9 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool)
         elif report.status in _UNALERTED:  # not polled, lease lost, or an alerts bug
             print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
             code = max(code, _UNALERTED[report.status])
+        elif report.status == "failed":  # its claim or release failed: no alert report
+            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            code = max(code, report.exit_code)
         for refusal in report.refused:  # a settlement refused for good: said once
             print(f"Error: {report.channel}: {refused_settlement(refusal)}", file=sys.stderr)
             code = max(code, EXIT_CONFIG)
@@ -120,12 +133,33 @@ def _token_file(config: ChannelsConfig, profile: str) -> str | None:
 
 def cmd_poll(args: argparse.Namespace) -> int:
     """The cron job: poll every configured profile once, or for a window of seconds."""
-    config = _config_or_hint()
+    config = _config_or_hint(check_tokens=False)  # each token file fails its profile alone
     if config is None:
+        _apply_deadlines()  # a Pi-only user's --timeout still fires
         return EXIT_CONFIG
     options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
                                  alert_after_ms=int(args.alert_after * 60_000))
     return run_poll(config, options, args.verbose)
+
+
+def _apply_deadlines() -> None:
+    """Apply due deadlines without any Telegram profile (an existing database only)."""
+    if not default_path().exists():
+        return
+    with Database.open_writer() as db:
+        report = workflows.expire_overdue(db, workflows.new_owner_id(db, "poll"))
+    for decision_id, exc in report.failed:
+        print(f"Error: {expiry_failure(decision_id, exc).line}", file=sys.stderr)
+
+
+def _resend_profile(config: ChannelsConfig, name: str | None) -> str:
+    """--profile, or the one profile there is."""
+    if name is not None:
+        return name
+    if len(config.profiles) == 1:
+        return next(iter(config.profiles))
+    raise UsageError("give --profile NAME (configured: "
+                     f"{', '.join(sorted(config.profiles))})")
 
 
 def cmd_resend(args: argparse.Namespace) -> int:
@@ -136,6 +170,7 @@ def cmd_resend(args: argparse.Namespace) -> int:
     config = _config_or_hint()
     if config is None:
         return EXIT_CONFIG
+    args.profile = _resend_profile(config, args.profile)
     channel = Channel(config.profile(args.profile), config)
     with Database.open_writer() as db:
         if args.all_failed:
@@ -199,6 +234,7 @@ def register(sub: Any) -> None:
     p.add_argument("--all-failed", action="store_true",
                    help="resend every failed or refused delivery of the profile (after fixing"
                    " the config; ambiguous ones are left for you to check)")
-    p.add_argument("--profile", required=True, help="the Telegram profile to resend on")
+    p.add_argument("--profile", help="the Telegram profile to resend on (default: the only"
+                   " one, when there is one)")
     p.add_argument("-v", "--verbose", action="store_true", help="say what the poll did")
     p.set_defaults(handler=cmd_resend)

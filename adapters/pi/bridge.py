@@ -376,7 +376,10 @@ class Bridge:
         if not any(at <= now for at in self.deadlines.values()):
             return
         self.deadlines = {d: at for d, at in self.deadlines.items() if at > now}
-        workflows.expire_overdue(self.db, self.owner_id)
+        report = workflows.expire_overdue(self.db, self.owner_id)
+        for decision_id, exc in report.failed:  # each fails alone; the others are settled
+            self.error("deadline_failed", f"{decision_id}: its deadline cannot be applied:"
+                       f" {type(exc).__name__}: {exc}"[:300])
         self.sync()
 
     def _changed(self) -> bool:

@@ -244,10 +244,20 @@ def classify_exception(method: str, exc: BaseException) -> CallResult:
     cause = exc.__cause__ if wrapped and exc.__cause__ else exc
     if isinstance(cause, _NOT_SENT_ERRORS):
         return CallResult(method, CallOutcome.NOT_SENT, description=_describe(cause))
-    if isinstance(cause, RuntimeError):
-        # The pool refuses before sending when its httpx client is closed.
+    if _pool_refused(cause):
         return CallResult(method, CallOutcome.NOT_SENT, description=_describe(cause))
     return CallResult(method, CallOutcome.AMBIGUOUS, description=_describe(cause))
+
+
+# httpx's own refusal, raised before anything is written: its client has been closed.
+_POOL_REFUSAL: Final = "Cannot send a request"
+
+
+def _pool_refused(exc: BaseException) -> bool:
+    """Only the connection pool's own "could not send" proves nothing left. Any other
+    RuntimeError (RecursionError, NotImplementedError, "Event loop is closed") is a bug on
+    the way, after which the request may have gone out: ambiguous, never resent by itself."""
+    return type(exc) is RuntimeError and str(exc).startswith(_POOL_REFUSAL)
 
 
 def _describe(exc: BaseException) -> str:

@@ -21,6 +21,7 @@ from channels.config.errors import (
     ConfigPermission,
     ConfigUnavailable,
 )
+from state.files import make_private_dir
 
 if TYPE_CHECKING:
     from channels.config.model import TelegramCredential
@@ -36,9 +37,11 @@ _PRIVATE_DIR_MODE: Final = 0o700
 
 def check_directory(directory: Path) -> None:
     try:
-        mode = stat.S_IMODE(directory.stat().st_mode)
+        info = directory.stat()
     except OSError as exc:
         raise _os_error(FileRef(directory, str(directory)), exc) from None
+    _require_owner(FileRef(directory, f"the directory {directory}"), info.st_uid)
+    mode = stat.S_IMODE(info.st_mode)
     if mode & 0o022:
         fix = f"chmod 700 {shlex.quote(str(directory))}"
         raise ConfigPermission(
@@ -70,7 +73,10 @@ def read_private_file(ref: FileRef, *, private: bool = True) -> bytes:
     except OSError as exc:
         raise _os_error(ref, exc) from None
     try:
-        _require_regular(ref, os.fstat(fd).st_mode, private=private)
+        info = os.fstat(fd)
+        _require_regular(ref, info.st_mode, private=private)
+        if private:
+            _require_owner(ref, info.st_uid)
         return _read_all(fd)
     except OSError as exc:
         raise _os_error(ref, exc) from None
@@ -101,6 +107,19 @@ def _require_regular(ref: FileRef, st_mode: int, *, private: bool) -> None:
             field=ref.field,
             hint=fix,
         )
+
+
+def _require_owner(ref: FileRef, uid: int) -> None:
+    """A private file (or its directory) must belong to the user running the command, as the
+    database must: another user could point apiBaseUrl at their own server, or swap the token
+    file, and receive this user's bot token."""
+    mine = os.geteuid()
+    if uid != mine:
+        fix = f"chown {mine} {shlex.quote(str(ref.path))}"
+        raise ConfigPermission(
+            f"{ref.context} belongs to another user (uid {uid}), not to the user running"
+            f" piw-channels (uid {mine}); fix: {fix} (after checking its content)",
+            path=ref.path, field=ref.field, hint=fix)
 
 
 def _file_kind(st_mode: int) -> str:
@@ -143,6 +162,12 @@ def read_token_file(credential: TelegramCredential, *, prefix: str, field: str |
     except FileNotFoundError:
         raise ConfigInvalid(f"{context} does not exist", path=path, field=field) from None
     try:
+        parent = path.parent.stat()
+    except OSError as exc:
+        raise _os_error(ref, exc) from None
+    _require_owner(FileRef(path.parent, f"{context}: its directory {path.parent}", field),
+                   parent.st_uid)
+    try:
         # `from None` below: a UnicodeDecodeError keeps the whole input, i.e. the token.
         token = data.decode("utf-8-sig").strip()
     except UnicodeDecodeError:
@@ -165,7 +190,7 @@ def read_token_file(credential: TelegramCredential, *, prefix: str, field: str |
 
 def prepare_directory(root: Path) -> None:
     try:
-        root.mkdir(mode=_PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        make_private_dir(root)  # every missing ancestor 0700 too, whatever the umask
         os.chmod(root, _PRIVATE_DIR_MODE)  # kept 0700 even when it already existed
     except OSError as exc:
         ref = FileRef(root, f"{SETUP_LABEL}: configuration directory {root}")

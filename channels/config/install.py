@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from channels.config.errors import ConfigError, ConfigInvalid
@@ -50,7 +51,6 @@ def install_telegram_profile(
     audience: str = "operator",
     credential: str | None = None,
     api_base_url: str | None = None,
-    repoint_credential: bool = False,
 ) -> InstallResult:
     """Merge one verified Telegram profile into both files and write them atomically (0600).
 
@@ -60,8 +60,8 @@ def install_telegram_profile(
     channels.json naming a credential that does not exist. The token is never copied.
 
     The credential defaults to the one the profile already has, else the profile's own name.
-    A credential that another profile uses is pointed at a different token file only with
-    `repoint_credential` (it changes that profile's bot too).
+    A credential or a bot that another profile uses is refused (one serves one profile); a
+    credential the profile no longer uses, and no other profile does, is removed.
     """
     setup = Source(SETUP_LABEL)
     root = Path(config_dir)
@@ -84,8 +84,7 @@ def install_telegram_profile(
     audience_name = audience_name_field(setup, audience, "audience")
     new_credential = _setup_credential(setup, new_profile.credential, token_file)
     prepare_directory(root)
-    return _merge_and_write(root, new_profile, audience_name, new_credential,
-                            repoint_credential)
+    return _merge_and_write(root, new_profile, audience_name, new_credential)
 
 
 def _setup_ids(
@@ -117,16 +116,18 @@ def _setup_credential(source: Source, name: str, token_file: Path | str) -> Tele
 
 def _merge_and_write(
     root: Path, profile: TelegramProfile, audience: str, credential: TelegramCredential,
-    repoint_credential: bool = False,
 ) -> InstallResult:
     channels_path = root / CHANNELS_FILE
     credentials_path = root / CREDENTIALS_FILE
     audiences, profiles = _existing_channels(channels_path)
     credentials = _existing_credentials(credentials_path)
     replaced = profile.name in profiles
-    if not repoint_credential:
-        _refuse_repointing(profiles, credentials, profile, credential)
+    _refuse_shared_credential(profiles, credentials, profile, credential)
     _refuse_shared_bot(profiles, credentials, profile, credential)
+    old = profiles.get(profile.name)
+    if old is not None and old.credential != credential.name and not any(
+            p.credential == old.credential for p in profiles.values() if p.name != profile.name):
+        credentials.pop(old.credential, None)  # replaced: no reference left behind
     merged_audience = Audience(audience, _merged_routes(audiences.get(audience), profile.channel))
     profiles[profile.name] = profile
     audiences[audience] = merged_audience
@@ -145,23 +146,23 @@ def _merge_and_write(
     )
 
 
-def _refuse_repointing(profiles: Mapping[str, TelegramProfile],
-                       credentials: Mapping[str, TelegramCredential], profile: TelegramProfile,
-                       credential: TelegramCredential) -> None:
-    """A credential shared with another profile keeps its token file unless told otherwise:
-    re-pointing it silently would move that profile onto this bot."""
-    old = credentials.get(credential.name)
-    if old is None or old.token_file == credential.token_file:
-        return
+def _refuse_shared_credential(profiles: Mapping[str, TelegramProfile],
+                              credentials: Mapping[str, TelegramCredential],
+                              profile: TelegramProfile, credential: TelegramCredential) -> None:
+    """A credential serves one profile, as its bot does: two profiles on one credential are
+    one bot, which poll polls for the first only (re-pointing it would also move the other
+    profile onto this bot)."""
     users = sorted(p.name for p in profiles.values()
                    if p.credential == credential.name and p.name != profile.name)
     if users:
+        old = credentials.get(credential.name)
+        where = "" if old is None else f" with token file {old.token_file}"
         raise ConfigInvalid(
             f"{SETUP_LABEL}: credential {credential.name} is used by profile {', '.join(users)}"
-            f" with token file {old.token_file}; give this profile its own credential"
-            f" (--credential {profile.name}) or pass --repoint-credential to move"
-            f" {', '.join(users)} to {credential.token_file} too; nothing was written",
-            field="credential")
+            f"{where}; a credential serves one profile (two would share one bot, which poll"
+            f" polls for the first only): give this profile its own credential (--credential"
+            f" {profile.name}) and bot, or remove {users[0]} first (piw-channels setup"
+            f" telegram --remove {users[0]}); nothing was written", field="credential")
 
 
 def _refuse_shared_bot(profiles: Mapping[str, TelegramProfile],
@@ -169,8 +170,8 @@ def _refuse_shared_bot(profiles: Mapping[str, TelegramProfile],
                        credential: TelegramCredential) -> None:
     """A bot serves one profile: two profiles on one bot would both poll it (each update
     reaches only one of them) and both deliver every decision. Profiles sharing this
-    credential are `_refuse_repointing`'s business; here, those that reach the same bot
-    through a credential of their own."""
+    credential are `_refuse_shared_credential`'s business; here, those that reach the same
+    bot through a credential of their own."""
     bot = _bot_id(credential)
     for other in profiles.values():
         if other.name == profile.name or other.credential == credential.name \
@@ -262,3 +263,37 @@ def _credentials_document(credentials: Mapping[str, TelegramCredential]) -> dict
             name: {"tokenFile": str(entry.token_file)} for name, entry in credentials.items()
         },
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """What `remove_telegram_profile` removed."""
+
+    profile: str
+    credential: str | None  # the credential removed with it (no other profile used it)
+    audiences: tuple[str, ...]  # the audiences that routed to it
+
+
+def remove_telegram_profile(config_dir: Path | str, profile: str) -> Removal:
+    """Remove a Telegram profile, its routes, and its credential when no other profile uses
+    it. channels.json is written first, so it never names a credential that is gone."""
+    root = Path(config_dir)
+    channels_path, credentials_path = root / CHANNELS_FILE, root / CREDENTIALS_FILE
+    audiences, profiles = _existing_channels(channels_path)
+    credentials = _existing_credentials(credentials_path)
+    gone = profiles.pop(profile, None)
+    if gone is None:
+        raise ConfigInvalid(
+            f"{SETUP_LABEL}: Telegram profile {profile} is not configured (configured:"
+            f" {', '.join(sorted(profiles)) or 'none'}); nothing was written", field="profile")
+    routed = tuple(name for name, a in audiences.items() if gone.channel in a.channels)
+    for name in routed:
+        audiences[name] = Audience(name, tuple(c for c in audiences[name].channels
+                                               if c != gone.channel), audiences[name].accept)
+    unused = not any(p.credential == gone.credential for p in profiles.values())
+    if unused:
+        credentials.pop(gone.credential, None)
+    check_references(Source(str(channels_path), channels_path), profiles, credentials)
+    write_private_json(channels_path, _channels_document(audiences, profiles))
+    write_private_json(credentials_path, _credentials_document(credentials))
+    return Removal(profile, gone.credential if unused else None, routed)

@@ -40,8 +40,11 @@ def resolve_config_dir(environ: Mapping[str, str] | None = None) -> Path:
     return Path.home() / ".config" / "pi-workflows"
 
 
-def load_config(directory: Path | str | None = None) -> ChannelsConfig | None:
-    """Load and check the private configuration; None when there is no channels.json."""
+def load_config(directory: Path | str | None = None, *,
+                check_tokens: bool = True) -> ChannelsConfig | None:
+    """Load and check the private configuration; None when there is no channels.json.
+    `check_tokens=False` (poll) leaves each token file to the pass of its own profile, so that
+    one profile's broken token file fails that profile alone."""
     root = resolve_config_dir() if directory is None else Path(directory)
     channels_path = root / CHANNELS_FILE
     data = _read_channels_file(channels_path)
@@ -50,7 +53,8 @@ def load_config(directory: Path | str | None = None) -> ChannelsConfig | None:
     check_directory(root)
     source = Source(str(channels_path), channels_path)
     audiences, profiles = parse_channels(source, parse_json(source, data))
-    credentials = _load_credentials(root / CREDENTIALS_FILE, source, profiles) if profiles else {}
+    credentials = _load_credentials(root / CREDENTIALS_FILE, source, profiles,
+                                    check_tokens) if profiles else {}
     return ChannelsConfig(audiences, profiles, credentials)
 
 
@@ -80,7 +84,7 @@ def _read_channels_file(path: Path) -> bytes | None:
 
 
 def _load_credentials(
-    path: Path, channels: Source, profiles: Mapping[str, TelegramProfile]
+    path: Path, channels: Source, profiles: Mapping[str, TelegramProfile], check_tokens: bool
 ) -> dict[str, TelegramCredential]:
     try:
         data = read_private_file(FileRef(path, str(path)))
@@ -93,7 +97,7 @@ def _load_credentials(
     source = Source(str(path), path)
     credentials = parse_credentials(source, parse_json(source, data))
     check_references(channels, profiles, credentials)
-    for credential in credentials.values():
+    for credential in credentials.values() if check_tokens else ():
         where = json_path(json_path("telegram", credential.name), "tokenFile")
         read_token_file(credential, prefix=f"{path}: {where}: ", field=where)
     return credentials

@@ -114,7 +114,8 @@ class ChannelsConfig:
         if found is None:
             raise ConfigInvalid(
                 f"{CHANNELS_FILE}: {json_path('telegramProfiles', name)}: "
-                f"Telegram profile {name} is not configured",
+                f"Telegram profile {name} is not configured (configured: "
+                f"{', '.join(sorted(self.profiles)) or 'none'})",
                 field=json_path("telegramProfiles", name),
                 hint=SETUP_HINT,
             )

@@ -166,6 +166,17 @@ def open_decision_ids(conn: apsw.Connection) -> list[str]:
         f"SELECT d.decision_id{_OPEN} ORDER BY d.created_at, d.decision_id")]
 
 
+def open_without_delivery(conn: apsw.Connection, channel_id: str) -> list[tuple[str, str]]:
+    """(decision_id, resource_id) of the unresolved decisions with no delivery message on the
+    channel (yet, or because their delivery failed before writing one), oldest first."""
+    rows: list[Any] = conn.execute(
+        f"SELECT d.decision_id, d.resource_id{_OPEN} AND NOT EXISTS (SELECT 1 FROM"
+        " channel_messages m WHERE m.decision_id = d.decision_id AND m.channel_id = ?"
+        " AND m.purpose = 'delivery') ORDER BY d.created_at, d.decision_id", (channel_id,),
+    ).fetchall()
+    return [(str(a), str(b)) for a, b in rows]
+
+
 def count_open(conn: apsw.Connection) -> int:
     """How many decisions are unresolved."""
     return int(conn.execute(f"SELECT count(*){_OPEN}").get)

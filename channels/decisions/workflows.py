@@ -21,10 +21,10 @@ from channels.decisions.dates import iso_from_ms
 from channels.decisions.records import Resolution
 from channels.decisions.request import DecisionRequest, OnTimeout, build_request
 from channels.decisions.resolution import Cancellation, DeadlinePolicy, Verdict
-from channels.errors import DecisionRefused, UnknownDecision
+from channels.errors import UnknownDecision
 from state import leases
 from state.database import Database, savepoint
-from state.errors import LeaseHeld, StateError
+from state.errors import LeaseHeld, StateError, WriteRejected
 from state.leases import Lease
 
 ASK_WORKFLOW = "piw-channels.ask"
@@ -155,13 +155,16 @@ class ExpiryReport:
     resolved: tuple[Verdict, ...]
     continued: tuple[str, ...]
     skipped_live_owner: tuple[str, ...]
+    # (decision_id, error) of each decision that failed, undone alone: the others stand.
+    failed: tuple[tuple[str, Exception], ...] = ()
 
 
 def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
     """Settle overdue decisions whose run owner is gone, and finish ask runs whose decision
     was resolved while nobody waited. Each decision: claim, act, release, as one unit; all
     of them in one transaction (one commit however many there are), a unit that fails undone
-    alone: the others commit, then its error is raised."""
+    alone and returned in `failed` (a request this version refuses, or a bug, must never keep
+    the healthy decisions from their deadline, nor stop the poll pass)."""
     now = db.clock.now_ms()
     overdue = db.read(lambda c: views.overdue_decision_ids(c, now))
     waiting = [d for workflow in LOCAL_WORKFLOWS
@@ -170,11 +173,11 @@ def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
     if not todo:
         return ExpiryReport((), (), ())
 
-    def command(conn: apsw.Connection) -> tuple[ExpiryReport, Exception | None]:
+    def command(conn: apsw.Connection) -> ExpiryReport:
         resolved: list[Verdict] = []
         continued: list[str] = []
         skipped: list[str] = []
-        failure: Exception | None = None
+        failed: list[tuple[str, Exception]] = []
         for decision_id in todo:
             try:
                 with savepoint(conn, "expiry"):
@@ -183,19 +186,21 @@ def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
             except LeaseHeld:
                 skipped.append(decision_id)  # a live owner will handle it
                 continue
-            except (StateError, DecisionRefused) as exc:
-                failure = failure or exc
+            except WriteRejected as exc:  # this decision's checks failed: it fails alone
+                failed.append((decision_id, exc))
+                continue
+            except (StateError, apsw.Error):
+                raise  # the database's own failure, not this decision's: nothing commits
+            except Exception as exc:  # this decision's request, or a bug: it fails alone
+                failed.append((decision_id, exc))
                 continue
             if verdict is not None:
                 resolved.append(verdict)
             if finished:
                 continued.append(decision_id)
-        return ExpiryReport(tuple(resolved), tuple(continued), tuple(skipped)), failure
+        return ExpiryReport(tuple(resolved), tuple(continued), tuple(skipped), tuple(failed))
 
-    report, failure = db.write(command)
-    if failure is not None:
-        raise failure
-    return report
+    return db.write(command)
 
 
 def _expire_one(conn: apsw.Connection, db: Database, decision_id: str, owner_id: str,

@@ -31,13 +31,15 @@ DEFAULT_ALERT_AFTER_MS: Final = 600_000  # unreachable this long before cron hea
 RELEASED: Final = "channel.lease_released"
 
 Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rejected",
-               "migrated", "held"]
+               "migrated", "held", "pass", "failed"]
 
 # What each kind exits with (README table): 78 needs a configuration change, 75 may pass.
 EXIT_CODES: Final[Mapping[str, int]] = {
     "token": EXIT_CONFIG, "rejected": EXIT_CONFIG, "migrated": EXIT_CONFIG,
     "conflict": EXIT_TEMPORARY, "webhook": EXIT_TEMPORARY, "unreachable": EXIT_TEMPORARY,
     "ambiguous": EXIT_TEMPORARY, "held": EXIT_TEMPORARY,
+    # A pass that failed ("pass") and a delivery that cannot be made ("failed") carry their
+    # own exit code in their facts (exitCode): a token file 77/78, a bug 1.
 }
 
 
@@ -45,9 +47,10 @@ EXIT_CODES: Final[Mapping[str, int]] = {
 class PassResult:
     """What one pass saw of getUpdates (the poll cycle fills it in)."""
 
-    status: str  # polled | conflict | unauthorized
+    status: str  # polled | conflict | unauthorized | failed
     updates_ok_at: int | None = None  # the last successful getUpdates of this pass
     updates_error: Mapping[str, Any] | None = None  # set when the last getUpdates failed
+    failure: Mapping[str, Any] | None = None  # why the pass failed: description, exitCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,9 @@ class Alert:
 
     @property
     def exit_code(self) -> int:
+        own = self.facts.get("exitCode")
+        if isinstance(own, int) and not isinstance(own, bool):
+            return own
         return EXIT_CODES.get(self.kind, EXIT_TEMPORARY)
 
 
@@ -132,16 +138,39 @@ def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int
     kept: dict[str, Alert] = {}
     for key, (kind, since, facts) in current.items():
         old = before.get(key)
-        if old is None or old.kind != kind or now - old.reported_at >= REPEAT_MS:
+        if old is None or old.kind != kind or now - old.reported_at >= REPEAT_MS or \
+                old.facts.get("cause") != facts.get("cause"):  # a failed pass's new cause
             alert = Alert(key, kind, old.since if old else since, now, facts)
             reported.append(alert)
         else:
             alert = Alert(key, kind, old.since, old.reported_at, facts)
             ongoing.append(alert)
         kept[key] = alert
-    recovered = [a for k, a in before.items() if k not in current]
+    recovered: list[Alert] = []
+    for key, old in before.items():
+        if key in current:
+            continue
+        if _cleared(old.kind, result):
+            recovered.append(old)
+        else:  # not seen now, but not disproved either: it lasts (no false all-clear)
+            ongoing.append(old)
+            kept[key] = old
     return AlertReport(channel.profile.name, now, reported, ongoing, recovered,
                        _state(result, last_ok, kept))
+
+
+# Channel conditions that only a success of their own kind clears: a getUpdates that worked
+# (not a pass that made none, nor one with a longer --alert-after), a pass that did not fail.
+_CLEARED_BY_GET_UPDATES: Final = frozenset({"token", "conflict", "webhook", "unreachable"})
+
+
+def _cleared(kind: str, result: PassResult) -> bool:
+    """Whether this pass proved the condition over."""
+    if kind in _CLEARED_BY_GET_UPDATES:
+        return result.updates_ok_at is not None
+    if kind == "pass":
+        return result.failure is None
+    return True  # decision conditions are derived afresh from the decision's rows
 
 
 def _last_ok(previous: PassState | None, result: PassResult) -> int | None:
@@ -179,6 +208,8 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, dow
     error = dict(result.updates_error or {})
     facts = {"errorCode": error.get("errorCode"), "description": error.get("description"),
              "outcome": error.get("outcome")}
+    if result.failure is not None:
+        found["pass"] = ("pass", now, dict(result.failure))
     if result.status == "unauthorized":
         found["token"] = ("token", now, facts)
     elif result.status == "conflict":
@@ -204,7 +235,11 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
         base = {"decisionId": decision_id,
                 "fingerprint": views.fingerprint_of(conn, decision_id)}
         if status == "ambiguous":
-            found[f"ambiguous:{decision_id}"] = ("ambiguous", now, base)
+            chats = deliveries.ambiguous_chats(conn, channel_id, decision_id, resource_id)
+            found[f"ambiguous:{decision_id}"] = ("ambiguous", now, {**base, "chats": chats})
+        elif status == "failed" and (why := deliveries.delivery_failure(conn, channel_id,
+                                                                        resource_id)):
+            found[f"failed:{decision_id}"] = ("failed", now, {**base, **why})
         for recipient in deliveries.refused_recipients(conn, channel_id, resource_id):
             chat = recipient["chat"]
             if recipient.get("migrateToChatId") is not None:
@@ -214,4 +249,9 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
                 found[f"rejected:{decision_id}:{chat}"] = ("rejected", now, {
                     **base, "chat": chat, "errorCode": recipient.get("errorCode"),
                     "description": recipient.get("description")})
+    for decision_id, resource_id in views.open_without_delivery(conn, channel_id):
+        if why := deliveries.delivery_failure(conn, channel_id, resource_id):
+            found[f"failed:{decision_id}"] = ("failed", now, {
+                "decisionId": decision_id, "fingerprint": views.fingerprint_of(conn, decision_id),
+                **why})
     return found

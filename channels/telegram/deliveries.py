@@ -16,6 +16,7 @@ from channels.telegram import reminders
 from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
+from state.exit_codes import EXIT_INTERNAL, EXIT_USAGE
 from state.resources import Actor, current_revision
 
 DELIVER = "telegram.deliver"
@@ -244,3 +245,49 @@ def failed_deliveries(conn: apsw.Connection, channel: Channel) -> list[str]:
                      or refused_recipients(conn, channel.channel_id, resource_id)):
             found.append(decision_id)
     return found
+
+
+def messages_of_effect(conn: apsw.Connection, channel_id: str,
+                       effect: effects.Effect) -> list[str]:
+    """The channel messages an effect writes (to check for intent rows)."""
+    p = effects.payload(conn, effect)
+    decision_id = str(p["decisionId"])
+    if effect.effect_type == PROMPT:
+        return [prompt_of(p)]
+    if effect.effect_type == NOTICE:
+        return [notice_message_id(channel_id, str(p["key"]))]
+    if effect.effect_type == REMIND:
+        return [reminder_message_id(channel_id, decision_id, int(p["number"]))]
+    if effect.effect_type == DELIVER:
+        return [delivery_message_id(channel_id, p)]
+    return [messages.message_id_for(channel_id, "settlement", decision_id)]
+
+
+def delivery_failure(conn: apsw.Connection, channel_id: str,
+                     resource_id: str) -> dict[str, Any] | None:
+    """Why the latest delivery of a decision on this channel failed for good before any
+    recipient was tried (a bug, or a request this channel cannot render), with the exit code
+    that tells it: 1 for a bug, 2 for the request; None when it did not fail so."""
+    mine = _channel_deliveries(conn, channel_id, resource_id)
+    if not mine or mine[-1].status is not effects.EffectStatus.REJECTED:
+        return None
+    error = effects.error_of(conn, mine[-1].effect_id)
+    if not isinstance(error, dict) or "recipients" in error:
+        return None
+    internal = "internal" in error
+    return {"description": str(error.get("internal") or error.get("description") or "failed"),
+            "exitCode": EXIT_INTERNAL if internal else EXIT_USAGE}
+
+
+def ambiguous_chats(conn: apsw.Connection, channel_id: str, decision_id: str,
+                    resource_id: str) -> list[str]:
+    """The chats of a decision's delivery on this channel whose part may or may not have
+    arrived (a part row left as an intent): the ones to check."""
+    mine = _channel_deliveries(conn, channel_id, resource_id)
+    if not mine:
+        return []
+    payload = effects.payload(conn, mine[-1])
+    recipients = [str(r) for r in payload.get("recipients", [])]
+    message_id = delivery_message_id(channel_id, payload)
+    unknown = sorted({p.recipient_index for p in messages.parts(conn, message_id) if p.is_intent})
+    return [recipients[r] for r in unknown if r < len(recipients)]

@@ -70,6 +70,17 @@ def process(
     return processed
 
 
+# The answer to a press whose processing failed (a bug, or a request this version refuses).
+FAILED_TEXT = "Something went wrong; the operator has been told"
+
+
+def failed(row: inbox.InboxRow, result: dict[str, Any]) -> Processed:
+    """A row whose processing failed: its result, and for a press, the answer that says so."""
+    if row.event_type != "callback":
+        return Processed(result)
+    return _answered(row.payload.get("callbackId"), result, FAILED_TEXT)
+
+
 def _ignored(reason: str) -> dict[str, Any]:
     return {"result": f"ignored:{reason}"}
 

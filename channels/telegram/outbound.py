@@ -12,7 +12,6 @@ No transaction is held while a request is on the wire.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,9 +22,10 @@ from channels.decisions import records, views
 from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
-from channels.telegram import outcomes, reminders
+from channels.failures import Failure
+from channels.telegram import giving_up, outcomes, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
-from channels.telegram.card import CardPart, card_parts
+from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
     DELIVER,
     NOTICE,
@@ -40,6 +40,7 @@ from channels.telegram.deliveries import (
 )
 from channels.telegram.identity import Channel
 from channels.telegram.pacing import NORMAL, URGENT, Pacer, sending_as
+from channels.telegram.plans import Delivery, Settlement
 from channels.telegram.sent import delivered_recipients, keyboard_messages
 from channels.telegram.settling import (
     maybe_acted,
@@ -52,7 +53,7 @@ from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, Effect
-from state.errors import StateError
+from state.errors import StaleLease, StateError, WriteRejected
 from state.resources import Actor
 
 EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE, REMIND)
@@ -73,6 +74,7 @@ class Outbound:
     index: ButtonIndex
     deadline: Callable[[], float]  # epoch seconds by which calls must end
     errors: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)  # effects that failed alone
     # The Bot API refused the token (401/404): nothing was sent, and nothing will be until the
     # token works again, so this pass applies no more effects (they stay due).
     unauthorized: bool = False
@@ -133,7 +135,7 @@ class Outbound:
             await self._apply(effect)
 
     async def _apply(self, effect: Effect) -> None:
-        def begin(c: Any) -> tuple[Attempt, _Settlement | None]:
+        def begin(c: Any) -> tuple[Attempt, Settlement | None]:
             attempt = effects.begin_attempt(c, effect.effect_id, "channel", self.owner_id,
                                             self._now(), self.db.entropy)
             # A settlement's intents commit with its attempt: one commit before the sends.
@@ -144,6 +146,9 @@ class Outbound:
             attempt, settlement = self.db.write(begin)
         except StateError:
             return  # another owner took it, or it was settled meanwhile
+        except Exception as exc:  # a bug in the settlement's intents: this effect fails alone
+            self._fail_unbegun(effect, exc)
+            return
         try:
             if effect.effect_type == DELIVER:
                 await self._deliver(attempt)
@@ -156,18 +161,21 @@ class Outbound:
             else:
                 assert settlement is not None
                 await self._settle(attempt, settlement)
-        except (StateError, asyncio.CancelledError):
-            raise
+        except StaleLease:
+            return  # the effect's lease lapsed and another owner took it over
         except Exception as exc:  # a bug must not turn into a poison effect retried forever
+            if isinstance(exc, StateError) and not isinstance(exc, WriteRejected):
+                raise  # the database's own failure: not this effect's
             self._give_up(attempt, exc)
 
     def _give_up(self, attempt: Attempt, exc: Exception) -> None:
-        """Settle the attempt as ambiguous (never re-sent blindly; an operator may resend)."""
-        error = {"internal": f"{type(exc).__name__}: {exc}"[:300]}
-        self.errors.append({"method": attempt.effect.effect_type, **error})
-        with contextlib.suppress(StateError):  # already settled by the failing path
-            self.db.write(lambda c: effects.finish_attempt(c, attempt, "ambiguous",
-                                                           self._now(), error=error))
+        self.failures.append(giving_up.give_up(self.db, self.channel.channel_id, attempt, exc,
+                                               self.errors))
+
+    def _fail_unbegun(self, effect: Effect, exc: Exception) -> None:
+        found = giving_up.give_up_unbegun(self.db, self.channel.channel_id, effect,
+                                          self.owner_id, exc, self.errors)
+        self.failures += [] if found is None else [found]
 
     # -- recording -----------------------------------------------------------------------------
 
@@ -205,20 +213,27 @@ class Outbound:
             render_decision_text(document), self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
         only = payload.get("only")
-        delivery = _Delivery(decision_id, message_id, parts, keyboard(decision.request),
+        delivery = Delivery(decision_id, message_id, parts, keyboard(decision.request),
                              [str(r) for r in payload["recipients"]], bool(payload.get("resend")),
                              None if only is None else str(only))
         await self._send_delivery(attempt, delivery)
 
-    async def _send_delivery(self, attempt: Attempt, d: _Delivery) -> None:
+    async def _send_delivery(self, attempt: Attempt, d: Delivery) -> None:
         report: list[dict[str, Any]] = []
+        unknown: list[dict[str, Any]] = []  # recipients whose part may or may not have arrived
         for r, chat in enumerate(d.recipients):
             if d.only is not None and chat != d.only:
                 continue  # a copy for one chat keeps the recipient numbering of the card
             status, attempt = await self._send_recipient(attempt, d, r, chat)
-            if status.get("status") in ("ambiguous", "not_sent", "rate_limited"):
+            if status.get("status") == "ambiguous":
+                unknown.append({**status, "chat": chat})
+                continue  # one chat's unknown part never holds up the other chats
+            if status.get("status") in ("not_sent", "rate_limited"):
                 return  # that path already recorded the attempt
             report.append(status)
+        if unknown:
+            self._ambiguous(attempt, d.message_id, {"recipients": unknown, "others": report})
+            return
         delivered = sum(1 for s in report if s["status"] == "confirmed")
         message_status: messages.MessageStatus = "confirmed" if delivered else "failed"
         self.db.write(lambda c: messages.set_message_status(c, d.message_id, message_status,
@@ -235,7 +250,7 @@ class Outbound:
         self.db.write(finish)
 
     async def _send_recipient(
-        self, attempt: Attempt, d: _Delivery, r: int, chat: str
+        self, attempt: Attempt, d: Delivery, r: int, chat: str
     ) -> tuple[dict[str, Any], Attempt]:
         rows = {(p.recipient_index, p.part_index): p
                 for p in self.db.read(lambda c: messages.parts(c, d.message_id))}
@@ -244,9 +259,8 @@ class Outbound:
             if row is not None and not row.is_intent:
                 continue  # confirmed earlier: never sent again
             if row is not None and not d.resend:
-                self._ambiguous(attempt, d.message_id, {"recipient": r, "part": index,
-                                                        "reason": "unsettled_intent"})
-                return {"status": "ambiguous"}, attempt
+                return {"status": "ambiguous", "recipient": r, "part": index,
+                        "reason": "unsettled_intent"}, attempt
             attempt = self._write_intent(attempt, d.message_id, r, index, part.text, row is None)
             res = await self.api.send_message(
                 chat, part.text, d.markup if part.last else None, entities=part.entities,
@@ -273,9 +287,8 @@ class Outbound:
             self.db.write(lambda c: messages.confirm_part(c, message_id, r, p, chat, ref))
             return None
         self._note_error("sendMessage", res)
-        if maybe_acted(res):
-            self._ambiguous(attempt, message_id, {"recipient": r, "part": p, **describe(res)})
-            return {"status": "ambiguous"}
+        if maybe_acted(res):  # the caller records it (a delivery goes on to other chats)
+            return {"status": "ambiguous", "recipient": r, "part": p, **describe(res)}
         self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, p))
         if res.outcome == NOT_SENT or token_rejected(res):
             # Provably not sent: due again; after a refused token at once, since this pass
@@ -325,7 +338,9 @@ class Outbound:
                                           reply_to=None if card is None else int(card),
                                           deadline=self._until(attempt))
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
-        if status is None:
+        if status is not None and status["status"] == "ambiguous":
+            self._ambiguous(attempt, message_id, {**status, "chat": chat})
+        elif status is None:
             ref = str(res.message_id)
 
             def confirm(c: Any) -> None:
@@ -411,7 +426,7 @@ class Outbound:
     # posts' references or removed intents, the message status, the attempt's outcome). A
     # crash in between leaves the intents: the outcome post is ambiguous, never posted twice.
 
-    def _settle_intents(self, c: Any, attempt: Attempt) -> _Settlement:
+    def _settle_intents(self, c: Any, attempt: Attempt) -> Settlement:
         p = effects.payload(c, attempt.effect)
         decision_id, now = str(p["decisionId"]), self._now()
         channel_id = self.channel.channel_id
@@ -428,9 +443,9 @@ class Outbound:
                  if r not in done]  # posted, or ambiguous: never posted twice
         for r, _, _ in posts:
             messages.write_part_intent(c, message_id, r, 0, post.text, now)
-        return _Settlement(decision_id, message_id, post, keyboards, posts)
+        return Settlement(decision_id, message_id, post, keyboards, posts)
 
-    async def _settle(self, attempt: Attempt, s: _Settlement) -> None:
+    async def _settle(self, attempt: Attempt, s: Settlement) -> None:
         edits: list[ProviderResult] = []  # the keyboard edits that did not remove one
         for chat, message_ref in s.keyboards:
             attempt = self._renew_if_due(attempt)
@@ -451,12 +466,16 @@ class Outbound:
                 self._note_error("sendMessage", res)
                 self.unauthorized = self.unauthorized or token_rejected(res)
             sent.append((r, chat, res))
+            self.failures += giving_up.lost_post(s.decision_id, chat, res)
         final = attempt
 
         def confirm(c: Any) -> None:
             now = self._now()
             posts = [res for r, chat, res in sent if record_post(c, s.message_id, r, chat, res)]
-            status: messages.MessageStatus = "confirmed" if not posts else "pending"
+            # A post whose answer was lost keeps its intent row: ambiguous, never confirmed.
+            unknown = messages.message_has_intents(c, s.message_id)
+            status: messages.MessageStatus = "pending" if posts else \
+                "ambiguous" if unknown else "confirmed"
             messages.set_message_status(c, s.message_id, status, now)
             # Never given up for a 429 or a transient error: tried again (after what a 429
             # asked for) until the keyboards are off; only a refusal for good ends it.
@@ -466,8 +485,9 @@ class Outbound:
             if outcome == "refused":
                 self.refused.append({"decisionId": s.decision_id, **(error or {}),
                                      "fingerprint": views.fingerprint_of(c, s.decision_id)})
-            effects.finish_attempt(c, final, "applied" if outcome == "applied" else "rejected",
-                                   now, error=error, retry_at=retry_at)
+            done: effects.AttemptOutcome = ("ambiguous" if unknown else "applied") \
+                if outcome == "applied" else "rejected"
+            effects.finish_attempt(c, final, done, now, error=error, retry_at=retry_at)
         self.db.write(confirm)
 
     def _renew_if_due(self, attempt: Attempt) -> Attempt:
@@ -475,24 +495,3 @@ class Outbound:
         if attempt.lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
             return attempt
         return self._renew(attempt)
-
-
-@dataclass(frozen=True, slots=True)
-class _Settlement:
-    decision_id: str
-    message_id: str
-    post: outcomes.Styled
-    keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
-    # (recipient, chat, card message or None) of each outcome post, intent written
-    posts: list[tuple[int, str, str | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Delivery:
-    decision_id: str
-    message_id: str
-    parts: list[CardPart]
-    markup: dict[str, Any]
-    recipients: list[str]
-    resend: bool
-    only: str | None  # a copy of the card for this chat alone

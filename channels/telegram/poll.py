@@ -7,9 +7,7 @@ due effects, long-poll getUpdates, ingest the batch and advance the cursor in on
 transaction, process the batch's inbox rows in one transaction (a savepoint per row), answer
 their callbacks once it committed (concurrently, bounded) while the settlements go out,
 then apply the rest of what processing created, deliveries last (in the background of the
-pass). Finally release the lease. In a `--for` window a watcher (wakeups.py) sees another
-process's commit within a fraction of a second, so a decision asked during a long poll goes
-out without waiting for it.
+pass; in a `--for` window, as soon as wakeups.py sees it asked). Finally release the lease.
 """
 
 from __future__ import annotations
@@ -20,20 +18,30 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from channels import inbox, messages, store
-from channels.config.files import bot_id
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
-from channels.errors import ChannelsError
-from channels.telegram import alerts, deliveries, holds, identity, inbound, pacing, wakeups
+from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
+from channels.telegram import (
+    alerts,
+    deliveries,
+    holds,
+    identity,
+    inbound,
+    membership,
+    pacing,
+    wakeups,
+)
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.deliveries import SETTLE
 from channels.telegram.delivering import Deliverer
 from channels.telegram.identity import Channel
 from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, URGENT_TYPES, Outbound
+from channels.telegram.shared_bots import shared_bots
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database, savepoint
@@ -83,7 +91,8 @@ class ChannelReport:
     """What one channel's pass did (counts and codes only: no ids)."""
 
     channel: str
-    status: str = "polled"  # polled | busy | conflict | unauthorized | bad_batch | shared_bot
+    # polled | busy | conflict | unauthorized | bad_batch | shared_bot | failed
+    status: str = "polled"
     updates: int = 0
     processed: int = 0
     effects: int = 0
@@ -92,6 +101,9 @@ class ChannelReport:
     updates_ok_at: int | None = None  # the last successful getUpdates of this pass
     updates_error: dict[str, Any] | None = None  # the last getUpdates, when it failed
     alerts: alerts.AlertReport | None = None  # what needs a person (None: not polled)
+    exit_code: int = 0  # of a failed pass (status "failed")
+    failure: Failure | None = None  # why the pass failed (status "failed")
+    problems: list[Failure] = field(default_factory=list)  # rows and effects that failed alone
     # Settlements the Bot API refused for good (a keyboard that cannot be removed): one line
     # each on the pass where it happens.
     refused: list[dict[str, Any]] = field(default_factory=list)
@@ -104,47 +116,33 @@ async def poll(
     options: PollOptions,
     *,
     wall_clock: Callable[[], float] = time.time,
+    expiry_failures: ExpiryFailures | None = None,
 ) -> list[ChannelReport]:
-    """Run one poll pass over the configured profiles (concurrently: one task each)."""
+    """Run one poll pass over the configured profiles (concurrently: one task each, each
+    failing alone); the decisions whose deadline failed go to `expiry_failures`."""
     profiles = [config.profile(options.profile)] if options.profile else \
         list(config.profiles.values())
     owner_id = workflows.new_owner_id(db, "poll")
-    workflows.expire_overdue(db, owner_id)
+    failed = {} if expiry_failures is None else expiry_failures
+    expire_overdue(db, owner_id, failed)
     start = wall_clock()
     end = start + (ONCE_DEADLINE_SECONDS if options.once else options.window_seconds)
-    shared = _shared_bots(config, profiles)
+    shared = {name: ChannelReport(Channel(config.profile(name), config).name,
+                                  status="shared_bot", message=line)
+              for name, line in shared_bots(config, profiles).items()}
     tasks = [
-        _ChannelPoll(db, Channel(p, config), owner_id, options, end, wall_clock).run(api_factory)
+        alone(f"polling {Channel(p, config).name}", partial(_failed, Channel(p, config).name),
+              _ChannelPoll(
+            db, Channel(p, config), owner_id, options, end, wall_clock, failed).run(api_factory))
         for p in profiles if p.name not in shared
     ]
     polled = iter(await asyncio.gather(*tasks))
     return [shared[p.name] if p.name in shared else next(polled) for p in profiles]
 
 
-def _shared_bots(config: ChannelsConfig,
-                 profiles: list[TelegramProfile]) -> dict[str, ChannelReport]:
-    """Profiles whose bot an earlier profile already polls (one bot serves one profile: two
-    getUpdates consumers split the bot's updates and both deliver every decision): each gets
-    a report instead of a pass. A token that cannot be read is left to its profile's pass."""
-    first: dict[tuple[str, str], str] = {}
-    shared: dict[str, ChannelReport] = {}
-    if len(profiles) < 2:
-        return shared  # the usual case reads no token twice
-    for profile in profiles:
-        try:
-            bot = bot_id(config.read_token(profile))
-        except ChannelsError:
-            continue
-        owner = first.setdefault((bot, profile.api_base_url), profile.name)
-        if owner != profile.name:
-            shared[profile.name] = ChannelReport(
-                Channel(profile, config).name, status="shared_bot", message=(
-                    f"profile {profile.name} uses bot {bot}, which profile {owner} already"
-                    " polls; one bot serves one profile (two would split its updates and send"
-                    f" every decision twice): remove profile {profile.name} from channels.json"
-                    " or give it a bot of its own (setup telegram --profile"
-                    f" {profile.name} --token-file ...)"))
-    return shared
+def _failed(name: str, found: Failure) -> ChannelReport:
+    return ChannelReport(name, status="failed", message=found.line, exit_code=found.exit_code,
+                         failure=found)
 
 
 @dataclass
@@ -155,6 +153,7 @@ class _ChannelPoll:
     options: PollOptions
     end: float
     wall_clock: Callable[[], float]
+    expiry_failures: ExpiryFailures
     report: ChannelReport = field(init=False)
     lease: Lease = field(init=False)
     index: ButtonIndex = field(default_factory=ButtonIndex)
@@ -187,6 +186,10 @@ class _ChannelPoll:
                     await self._cycle(api)
                 finally:
                     await self._answered()  # before the client closes
+        except Exception as exc:  # this profile's pass fails alone, and is an alert
+            found = failure(exc, f"polling {self.channel.name}")
+            self.report.status, self.report.message = "failed", found.line
+            self.report.exit_code, self.report.failure = found.exit_code, found
         finally:
             self._release()
         return self.report
@@ -195,13 +198,17 @@ class _ChannelPoll:
         now = self._now()
         store.ensure_channel(conn, self.channel.channel_id, "telegram", self.channel.profile.name,
                              now)
-        return store.claim(conn, self.channel.channel_id, self.owner_id, now, self.db.entropy)
+        return store.claim_or_take_over(conn, self.channel.channel_id, self.owner_id, now,
+                                        self.db.entropy, workflows.owner_process_gone)
 
     def _release(self) -> None:
         """Release the lease; its event records the pass state the alerts are derived from."""
         lease = self.lease
-        result = alerts.PassResult(self.report.status, self.report.updates_ok_at,
-                                   self.report.updates_error)
+        failed = self.report.failure
+        result = alerts.PassResult(
+            self.report.status, self.report.updates_ok_at, self.report.updates_error,
+            None if failed is None else {"description": failed.line,
+                                         "exitCode": failed.exit_code, "cause": failed.cause})
 
         def command(c: Any) -> alerts.AlertReport | None:
             now = self._now()
@@ -252,6 +259,7 @@ class _ChannelPoll:
             await deliverer.cancel()
         self.report.errors.extend(outbound.errors + deliverer.outbound.errors)
         self.report.refused.extend(outbound.refused)
+        self.report.problems.extend(outbound.failures + deliverer.outbound.failures)
         if self.report.errors:
             last = self.report.errors[-1]
             self._renew()
@@ -295,7 +303,7 @@ class _ChannelPoll:
             await self._answered()
             self.report.effects += await outbound.apply_due(URGENT_TYPES)
             deliverer.kick()
-            workflows.expire_overdue(self.db, self.owner_id)
+            expire_overdue(self.db, self.owner_id, self.expiry_failures)
             # The window ends once too little of it is left for a long poll: a zero-timeout
             # getUpdates in a loop would spin (hundreds of calls) until the last second.
             if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
@@ -310,8 +318,8 @@ class _ChannelPoll:
         have gone out, pending again when no part is left as an intent."""
         now = self._now()
         for effect in self._abandoned(conn):
-            maybe_sent = [m for m in _messages_of(conn, self.channel.channel_id, effect)
-                          if messages.message_has_intents(conn, m)]
+            written = deliveries.messages_of_effect(conn, self.channel.channel_id, effect)
+            maybe_sent = [m for m in written if messages.message_has_intents(conn, m)]
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
                 messages.set_message_status(conn, message_id, "ambiguous", now)
@@ -349,6 +357,7 @@ class _ChannelPoll:
         offset_text = self.db.read(lambda c: store.cursor(c, channel_id, identity.TELEGRAM_CURSOR))
         offset = None if offset_text is None else int(offset_text)
         self._renew()
+        self.db.check_file()  # a deleted or replaced database must not confirm updates
         until = self._until()
         timeout = 0 if self.options.once or short else max(
             MIN_LONG_POLL_SECONDS, min(self.options.long_poll_seconds,
@@ -456,13 +465,25 @@ class _ChannelPoll:
                 with savepoint(conn, "inbox_row"):
                     done.append(inbound.process(conn, self.channel, self.index, self.lease,
                                                 row, now))
+                if changed := membership.alert_for(self.channel, done[-1].result):
+                    self.report.problems.append(changed)  # a config change needed at once
             except Exception as exc:
                 if isinstance(exc, StateError) and not isinstance(exc, _ROW_FAULTS):
                     raise
-                result = {"result": "ignored:error", "message": str(exc)[:200]}
-                inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id,
-                                     result, now)
+                done.append(self._row_failed(conn, row, exc, now))
         return done
+
+    def _row_failed(self, conn: Any, row: inbox.InboxRow, exc: Exception,
+                    now: int) -> inbound.Processed:
+        """A row that failed alone: recorded as ignored:error, told in one line, and a press
+        answered (the person must not think it counted)."""
+        found = failure(exc, "processing it")
+        self.report.problems.append(
+            Failure(f"update {row.external_event_id}: {found.line}", found.exit_code,
+                    found.internal))
+        result = {"result": "ignored:error", "message": found.line[:200]}
+        inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id, result, now)
+        return inbound.failed(row, result)
 
     async def _answer(self, api: BotApi, callback_id: str, text: str) -> None:
         async with self._answer_slots:
@@ -475,18 +496,3 @@ class _ChannelPoll:
         while self._answering:
             pending, self._answering = self._answering, set()
             await asyncio.gather(*pending)
-
-
-def _messages_of(conn: Any, channel_id: str, effect: effects.Effect) -> list[str]:
-    """The channel messages an effect writes (to check for intent rows)."""
-    p = effects.payload(conn, effect)
-    decision_id = str(p["decisionId"])
-    if effect.effect_type == deliveries.PROMPT:
-        return [deliveries.prompt_of(p)]
-    if effect.effect_type == deliveries.NOTICE:
-        return [deliveries.notice_message_id(channel_id, str(p["key"]))]
-    if effect.effect_type == deliveries.REMIND:
-        return [deliveries.reminder_message_id(channel_id, decision_id, int(p["number"]))]
-    if effect.effect_type == deliveries.DELIVER:
-        return [deliveries.delivery_message_id(channel_id, p)]
-    return [messages.message_id_for(channel_id, "settlement", decision_id)]

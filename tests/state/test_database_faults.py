@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from state.errors import RESET_INSTRUCTION
+from state.errors import CORRUPT_INSTRUCTION
 from tests.channels.telegram.helpers import run_cli
 
 ASK = ["ask", "--title", "Ship it?", "--choice", "yes=Yes", "--choice", "no=No"]
@@ -234,5 +234,5 @@ def test_a_malformed_page_is_65_in_one_line_with_the_reset_instruction(
     assert result.returncode == 65, (command, result.stderr)
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"Error: {db}"), result.stderr
-    assert result.stderr.endswith(f"{RESET_INSTRUCTION}\n"), result.stderr
+    assert result.stderr.endswith(f"{CORRUPT_INSTRUCTION}\n"), result.stderr
     assert _digest(db) == before  # nothing was checkpointed into the damaged file

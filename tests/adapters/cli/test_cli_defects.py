@@ -41,10 +41,10 @@ def test_a_timeout_too_far_away_is_a_usage_error_with_the_allowed_range(home: Pa
 
 def test_poll_for_a_word_names_the_option_and_its_range(home: Path) -> None:
     result = cli(home, "poll", "--for", "abc")
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
-        "piw-channels poll: error: argument --for: --for takes seconds between 1 and 3600,"
-        " not 'abc'")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [  # one Error line, as the README promises
+        "Error: piw-channels poll: argument --for: --for takes seconds between 1 and 3600,"
+        " not 'abc' (see: piw-channels poll --help)"]
 
 
 def test_an_invalid_choice_id_says_which_characters_are_allowed(home: Path) -> None:

@@ -349,7 +349,7 @@ def test_users_and_chats_are_required(
 ) -> None:
     result = invoke(capsys, ["setup", "telegram", "--token-file", str(token_file)])
     assert result.code == 2
-    assert "the following arguments are required: --user, --chat" in result.err
+    assert result.err == "Error: setup telegram needs --user, --chat (or --remove PROFILE)\n"
     assert_nothing_written(home)
 
 

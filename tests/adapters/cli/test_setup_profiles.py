@@ -69,26 +69,69 @@ def test_two_profiles_with_two_tokens_both_work_after_two_setups(
                            "botb": {"tokenFile": str(moved)}}
 
 
-def test_setup_refuses_to_repoint_a_credential_another_profile_uses(
+def test_setup_refuses_a_credential_another_profile_uses(
+    home: Path, bots: tuple[FakeBotApi, FakeBotApi],
+) -> None:
+    """With another bot's token file (re-pointing it would move that profile too) or with
+    the same one (two profiles on one bot, which poll would reject every minute)."""
+    a, b = bots
+    file_a, file_b = token(home, "a.token", TOKEN_A), token(home, "b.token", TOKEN_B)
+    assert setup(home, "bota", file_a, a.base_url).returncode == 0
+    before = sorted((p.name, p.read_bytes()) for p in config_dir(home).iterdir())
+    for token_file, fake in ((file_b, b), (file_a, a)):
+        refused = setup(home, "botb", token_file, fake.base_url, "--credential", "bota")
+        assert (refused.returncode, refused.stdout) == (78, "")
+        assert refused.stderr.splitlines() == [
+            f"Error: Telegram setup: credential bota is used by profile bota with token file"
+            f" {file_a}; a credential serves one profile (two would share one bot, which poll"
+            " polls for the first only): give this profile its own credential (--credential"
+            " botb) and bot, or remove bota first (piw-channels setup telegram --remove"
+            " bota); nothing was written"]
+        assert sorted((p.name, p.read_bytes()) for p in config_dir(home).iterdir()) == before
+    # The fix it names works: remove bota, then botb may take the credential.
+    removed = cli(home, "setup", "telegram", "--remove", "bota")
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.startswith("Removed Telegram profile bota and credential bota")
+    moved = setup(home, "botb", file_b, b.base_url, "--credential", "bota")
+    assert moved.returncode == 0, moved.stderr
+    credentials = json.loads((config_dir(home) / "credentials.json").read_text())["telegram"]
+    assert credentials == {"bota": {"tokenFile": str(file_b)}}
+    polled = cli(home, "poll", "--once")
+    assert (polled.returncode, polled.stderr) == (0, "")
+
+
+def test_remove_takes_the_profile_its_routes_and_its_unused_credential_away(
     home: Path, bots: tuple[FakeBotApi, FakeBotApi],
 ) -> None:
     a, b = bots
     file_a, file_b = token(home, "a.token", TOKEN_A), token(home, "b.token", TOKEN_B)
     assert setup(home, "bota", file_a, a.base_url).returncode == 0
-    before = sorted((p.name, p.read_bytes()) for p in config_dir(home).iterdir())
-    refused = setup(home, "botb", file_b, b.base_url, "--credential", "bota")
-    assert (refused.returncode, refused.stdout) == (78, "")
-    assert refused.stderr.splitlines() == [
-        f"Error: Telegram setup: credential bota is used by profile bota with token file"
-        f" {file_a}; give this profile its own credential (--credential botb) or pass"
-        f" --repoint-credential to move bota to {file_b} too; nothing was written"]
-    assert sorted((p.name, p.read_bytes()) for p in config_dir(home).iterdir()) == before
-    # Told explicitly, it moves both profiles onto the new token file.
-    moved = setup(home, "botb", file_b, b.base_url, "--credential", "bota",
-                  "--repoint-credential")
-    assert moved.returncode == 0, moved.stderr
+    assert setup(home, "botb", file_b, b.base_url).returncode == 0
+    assert cli(home, "setup", "telegram", "--remove", "botb").returncode == 0
+    channels = json.loads((config_dir(home) / "channels.json").read_text())
+    assert list(channels["telegramProfiles"]) == ["bota"]
+    assert channels["audiences"]["operator"]["channels"] == ["pi", "telegram:bota"]
     credentials = json.loads((config_dir(home) / "credentials.json").read_text())["telegram"]
-    assert credentials == {"bota": {"tokenFile": str(file_b)}}
+    assert credentials == {"bota": {"tokenFile": str(file_a)}}
+    assert file_b.exists()  # the token file is the operator's to delete
+    again = cli(home, "setup", "telegram", "--remove", "botb")
+    assert (again.returncode, again.stdout) == (78, "")
+    assert "Telegram profile botb is not configured (configured: bota)" in again.stderr
+    assert cli(home, "poll", "--once").returncode == 0
+
+
+def test_a_replaced_credential_leaves_no_reference_behind(
+    home: Path, bots: tuple[FakeBotApi, FakeBotApi],
+) -> None:
+    """Deleting the old token file later must not break every profile (78)."""
+    a, _ = bots
+    old, new = token(home, "old.token", TOKEN_A), token(home, "new.token", TOKEN_A)
+    assert setup(home, "bota", old, a.base_url).returncode == 0
+    assert setup(home, "bota", new, a.base_url, "--credential", "fresh").returncode == 0
+    credentials = json.loads((config_dir(home) / "credentials.json").read_text())["telegram"]
+    assert credentials == {"fresh": {"tokenFile": str(new)}}
+    old.unlink()
+    assert cli(home, "poll", "--once").returncode == 0
 
 
 def test_ask_refuses_an_audience_that_is_not_configured(
@@ -159,7 +202,7 @@ def test_poll_polls_a_shared_bot_once_and_names_the_profile_to_fix(
     assert polled.stderr.splitlines() == [
         "Error: telegram:twin: profile twin uses bot 7100000001, which profile bota already"
         " polls; one bot serves one profile (two would split its updates and send every"
-        " decision twice): remove profile twin from channels.json or give it a bot of its own"
-        " (setup telegram --profile twin --token-file ...)"]
+        " decision twice): remove it (piw-channels setup telegram --remove twin) or give it a"
+        " bot of its own (setup telegram --profile twin --credential twin --token-file ...)"]
     assert len(a.requests("getUpdates")) == 1  # bota polled, twin did not
     assert len(a.requests("sendMessage")) == 1  # the decision went out once

@@ -23,9 +23,10 @@ __all__ = ["fake"]  # the fixture
 WHEN = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
 
 
-def status(home: Path, minutes: float = 0) -> list[str]:
+def status(home: Path, minutes: float = 0, code: int = 0) -> list[str]:
+    """`status`, which exits with the highest code of what needs attention."""
     done = cli(home, "status", minutes=minutes)
-    assert done.code == 0
+    assert done.code == code, done.lines
     return done.lines
 
 
@@ -37,7 +38,7 @@ def test_status_says_in_plain_words_whether_cron_is_alive(home: Path, fake: Fake
     assert re.fullmatch(rf"{WHO}: last pass \d+ s ago \({WHEN}\); last successful getUpdates"
                         rf" \d+ s ago \({WHEN}\)", lines[1])
     assert lines[2:] == ["  Deliveries: none.", "Nothing needs attention."]
-    later = status(home, minutes=4)
+    later = status(home, minutes=4, code=75)  # a dead cron job needs attention
     assert later[1].startswith(f"{WHO}: last pass 4 min ago (")
     assert later[2] == ("  Warning: no poll pass for 4 min; is the cron job running? Check"
                         " `crontab -l` and cron's mail.")
@@ -63,7 +64,7 @@ def test_needs_attention_lists_each_decision_with_the_command(
     handle = open_decision_now()
     fake.inject("sendMessage", Fault.canned(BotError.BLOCKED))
     assert poll(home).code == 78
-    lines = status(home)
+    lines = status(home, code=78)
     assert lines[-2:] == ["Needs attention:", (
         f"  {WHO}: Decision {fingerprint(handle.decision_id)} was refused for chat {USER}"
         " (HTTP 403: Forbidden: bot was blocked by the user); unblock the bot or start it in"
@@ -81,9 +82,10 @@ def test_needs_attention_lists_each_decision_with_the_command(
 
 def test_a_configured_profile_that_never_polled_is_named(home: Path, fake: FakeBotApi) -> None:
     assert cli(home, "init").code == 0
-    assert status(home)[1:] == [
-        f"{WHO}: never polled; add the cron line (README: Set up Telegram)",
-        "Nothing needs attention."]
+    assert status(home, code=75)[1:] == [
+        "Needs attention:",
+        f"  {WHO}: never polled; add the cron line (README: Set up Telegram), or run:"
+        f" piw-channels poll --once -v --profile {PROFILE}"]
 
 
 def test_a_bot_api_never_reached_says_never(home: Path) -> None:
@@ -98,7 +100,7 @@ def test_a_broken_token_file_needs_attention_in_status_too(home: Path, fake: Fak
     assert poll(home).code == 0
     token = home / "telegram.token"
     token.chmod(0o644)  # every poll now fails with 77
-    lines = status(home)
+    lines = status(home, code=77)
     assert "Nothing needs attention." not in lines
     at = lines.index("Needs attention:")
     assert lines[at + 1].startswith("  Configuration: ") and "chmod 600" in lines[at + 1], lines

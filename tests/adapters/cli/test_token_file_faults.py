@@ -36,6 +36,9 @@ def test_poll_and_resend_exit_78_naming_the_token_file(home: Path, content: str)
                  ["resend", handle.decision_id, "--profile", PROFILE]):
         result = run_cli(home, *args)
         assert (result.returncode, result.stdout) == (78, ""), (args, result.stderr)
+        if args[1] == "--for":  # the profile's condition was reported by the pass before
+            assert result.stderr == ""
+            continue
         assert result.stderr.endswith(f"token file {token_file} does not hold a bot token"
                                       " (expected <bot id>:<secret> as @BotFather gives it:"
                                       " digits, a colon, then letters, digits, '_' or '-')\n")

@@ -381,8 +381,15 @@ def test_ok_without_the_promised_result_is_ambiguous(
         (httpx.ReadError("read"), CallOutcome.AMBIGUOUS),
         (httpx.RemoteProtocolError("gone"), CallOutcome.AMBIGUOUS),
         (ValueError("something unexpected"), CallOutcome.AMBIGUOUS),
+        # Only the pool's own refusal proves nothing left; any other RuntimeError is a bug
+        # somewhere on the way, after which the request may have gone out.
+        (RuntimeError("Cannot send a request, as the client has been closed."),
+         CallOutcome.NOT_SENT),
+        (RecursionError("maximum recursion depth exceeded"), CallOutcome.AMBIGUOUS),
+        (NotImplementedError(), CallOutcome.AMBIGUOUS),
+        (RuntimeError("Event loop is closed"), CallOutcome.AMBIGUOUS),
     ],
-    ids=lambda v: type(v).__name__ if isinstance(v, Exception) else None,
+    ids=lambda v: f"{type(v).__name__}:{str(v)[:12]}" if isinstance(v, Exception) else None,
 )
 def test_transport_errors_are_classified_by_the_wrapped_httpx_error(
     error: Exception, outcome: CallOutcome

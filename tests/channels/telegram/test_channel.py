@@ -666,7 +666,7 @@ def test_a_press_on_a_decision_resolved_long_ago_is_an_unknown_button(home: Path
             assert flow.rows("SELECT count(*) FROM human_decision_submissions") == [(1,)]
 
 
-def test_an_effect_that_breaks_the_worker_is_settled_ambiguous_not_retried_forever(
+def test_an_effect_that_breaks_the_worker_before_sending_fails_for_good_not_retried_forever(
     flow: Flow,
 ) -> None:
     from state import effects as fx
@@ -679,8 +679,10 @@ def test_an_effect_that_breaks_the_worker_is_settled_ambiguous_not_retried_forev
         idempotency_key=CHANNEL, payload={"decisionId": handle.decision_id},
         owner_scope="channel", actor=SYSTEM, now=flow.db.clock.now_ms()))
     report = flow.poll()
-    assert flow.effect_statuses("telegram.deliver") == ["ambiguous"]
+    # Nothing was sent (no part intent): failed for good, listed until an operator resends.
+    assert flow.effect_statuses("telegram.deliver") == ["rejected"]
     assert any("KeyError" in str(e.get("internal")) for e in report.errors)
+    assert [f.internal and "crash report" in f.line for f in report.problems] == [True]
     flow.poll()
     assert flow.rows("SELECT attempt_count FROM effects") == [(1,)]
 
@@ -700,5 +702,8 @@ def test_a_row_that_breaks_processing_is_recorded_once_not_retried_forever(
         patch.setattr(inbound, "process", broken)  # fault injection in our code
         flow.poll()
     flow.poll()
-    assert flow.inbox()[str(update)] == {"result": "ignored:error", "message": "a latent bug"}
+    result = flow.inbox()[str(update)]
+    assert result["result"] == "ignored:error"
+    assert result["message"].startswith("internal error while processing it: TypeError: a"
+                                        " latent bug; crash report: ")
     assert flow.rows("SELECT count(*) FROM channel_inbox WHERE processed_at IS NULL") == [(0,)]

@@ -192,7 +192,9 @@ def test_the_token_never_reaches_the_database_logs_outputs_exceptions_or_argv(
         # A token file others can read is refused, naming the file, never its content.
         token_file.chmod(0o644)
         refused = flow.run("poll", "--once")
-        assert refused.returncode == 77 and str(token_file) in refused.stderr
+        # 78: the refused token is not disproved (no getUpdates could run), and it outranks
+        # the unreadable file's 77, which the line names.
+        assert refused.returncode == 78 and str(token_file) in refused.stderr
         with pytest.raises(ConfigPermission, match="chmod 600") as open_file:
             load_config()
         texts.append(_exception_text(open_file.value))
@@ -291,5 +293,5 @@ def test_a_provider_text_echoing_the_token_in_any_encoding_is_scrubbed_everywher
         finally:
             if watcher is not None:
                 watcher.close()
-    assert shown.returncode == 0
+    assert shown.returncode == 78  # the health check: a recipient refused the delivery
     assert leaks == []

@@ -1,0 +1,34 @@
+"""Chat changes seen as updates that need a config change at once: a group of the allowlist
+upgraded to a supergroup (its id changed), or the bot removed from (or blocked in) an
+allowlisted chat. Each is told on the pass that received it (exit 78), naming the change to
+make, before any send to that chat fails."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from channels.config.loading import resolve_config_dir
+from channels.config.model import CHANNELS_FILE
+from channels.failures import Failure
+from channels.telegram.identity import Channel
+from state.exit_codes import EXIT_CONFIG
+
+
+def alert_for(channel: Channel, result: Mapping[str, Any]) -> Failure | None:
+    """The line for a processed update that changes an allowlisted chat, if it is one."""
+    chat = result.get("chatId")
+    profile = channel.profile
+    if chat is None or str(chat) not in {str(c) for c in channel.recipients}:
+        return None
+    where = (f"telegramProfiles.{profile.name}.allowedChatIds in"
+             f" {resolve_config_dir()}/{CHANNELS_FILE}")
+    if result.get("result") == "ignored:chat_migrated":
+        new = result.get("migrateToChatId")
+        return Failure(f"group {chat} became supergroup {new}; replace {chat} with {new} in"
+                       f" {where}, then run: piw-channels resend --all-failed --profile"
+                       f" {profile.name}", EXIT_CONFIG)
+    if result.get("result") == "ignored:bot_removed":
+        return Failure(f"the bot was removed from (or blocked in) chat {chat}; add it back"
+                       f" (or unblock it), or remove {chat} from {where}", EXIT_CONFIG)
+    return None

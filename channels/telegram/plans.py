@@ -1,0 +1,31 @@
+"""What one Telegram effect attempt is about to send: a delivery (the card's parts to each
+recipient) or a settlement (keyboards to remove, outcome posts), computed before the sends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from channels.telegram import outcomes
+from channels.telegram.card import CardPart
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    decision_id: str
+    message_id: str
+    post: outcomes.Styled
+    keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
+    # (recipient, chat, card message or None) of each outcome post, intent written
+    posts: list[tuple[int, str, str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    decision_id: str
+    message_id: str
+    parts: list[CardPart]
+    markup: dict[str, Any]
+    recipients: list[str]
+    resend: bool
+    only: str | None  # a copy of the card for this chat alone

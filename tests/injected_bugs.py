@@ -1,0 +1,49 @@
+"""Run the real `piw-channels` in a child process with one function replaced by a bug.
+
+`PIW_TEST_INJECT_BUG=module:Attr.path` replaces that function (sync or async) with one that
+raises `RuntimeError("injected bug")`; the rest of the program is the real one. Tests use it
+to see how a process tells an operator about a bug it hit (test-only: the product never reads
+this variable).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from typing import Any
+
+BUG_ENV = "PIW_TEST_INJECT_BUG"
+BUG_TEXT = "injected bug"
+CLI_WITH_BUG = [sys.executable, "-c", "import tests.injected_bugs as b; b.main()"]
+
+
+def _raiser(original: Any) -> Any:
+    if inspect.iscoroutinefunction(original):
+        async def broken_async(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(BUG_TEXT)
+        return broken_async
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(BUG_TEXT)
+    return broken
+
+
+def inject(target: str) -> None:
+    """Replace `module:Attr.path` by a function that raises."""
+    module_name, _, path = target.partition(":")
+    owner: Any = importlib.import_module(module_name)
+    *parents, name = path.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    setattr(owner, name, _raiser(getattr(owner, name)))
+
+
+def main() -> None:
+    from adapters.cli.main import main as cli_main
+
+    target = os.environ.get(BUG_ENV)
+    if target:
+        inject(target)
+    cli_main()
