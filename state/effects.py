@@ -196,6 +196,20 @@ def list_due(
     return [Effect.from_row(r) for r in rows]
 
 
+def next_due_at(
+    conn: apsw.Connection, effect_types: Sequence[str], *, scope: str | None = None
+) -> int | None:
+    """When the earliest pending effect of these types is due (0: at any time, it has no
+    retry time), or None when none is pending; through the partial index, as `list_due`."""
+    marks, names = _types(effect_types)
+    value = conn.execute(
+        f"SELECT min(coalesce(next_attempt_at, 0)) FROM effects WHERE {_UNSETTLED}"
+        f" AND status = 'pending' AND effect_type IN ({marks}){_SCOPE}",
+        {**names, "scope": scope},
+    ).get
+    return None if value is None else int(value)
+
+
 def list_for_source(
     conn: apsw.Connection, source_resource_id: str, effect_type: str
 ) -> list[Effect]:

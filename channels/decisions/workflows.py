@@ -121,7 +121,10 @@ def release_run(db: Database, lease: Lease) -> None:
 
 
 def renew_run(db: Database, lease: Lease) -> Lease:
-    """Keep the run lease alive while waiting (writes only near expiry)."""
+    """Keep the run lease alive while waiting: a write transaction only near expiry (a
+    waiter that looks often must not take the write lock each time it looks)."""
+    if lease.expires_at - db.clock.now_ms() > leases.RENEW_WHEN_LEFT_MS:
+        return lease
     return db.write(lambda c: leases.renew(c, lease, db.clock.now_ms()))
 
 
@@ -237,12 +240,14 @@ def cancel_decision(db: Database, decision_id: str, reason: str, owner_id: str) 
 
 
 def wait_for_resolution(
-    db: Database, handle: AskHandle, *, poll_seconds: float = 0.2,
+    db: Database, handle: AskHandle, *, poll_seconds: float = 0.1,
     on_change: Callable[[], None] | None = None,
 ) -> Resolution:
     """Hold the run lease until the decision resolves (applying the deadline when due), then
-    apply the continuation. Notices other writers cheaply through `PRAGMA data_version`;
-    `on_change` runs whenever another writer changed the database (progress for a person)."""
+    apply the continuation. Notices other writers cheaply through `PRAGMA data_version`
+    (every `poll_seconds`: no lock, no write; the lease is renewed only near expiry), so an
+    answer is seen well within a second of its commit; `on_change` runs whenever another
+    writer changed the database (progress for a person)."""
     lease = handle.run.lease
     decision_id = handle.decision_id
     deadline = handle.request.expires_at_ms

@@ -6,7 +6,8 @@ deliveries for open decisions routed here; then until the window ends: renew the
 due effects, long-poll getUpdates, ingest the batch and advance the cursor in one fenced
 transaction, process the batch's inbox rows in one transaction (a savepoint per row), answer
 their callbacks once it committed (concurrently, bounded) while the settlements go out,
-then apply the rest of what processing created, deliveries last. Finally release the lease.
+then apply the rest of what processing created, deliveries last (in the background of the
+pass; in a `--for` window, as soon as wakeups.py sees it asked). Finally release the lease.
 """
 
 from __future__ import annotations
@@ -21,18 +22,26 @@ from functools import partial
 from typing import Any
 
 from channels import inbox, messages, store
-from channels.config.files import bot_id
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
-from channels.errors import ChannelsError
 from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
-from channels.telegram import alerts, deliveries, holds, identity, inbound, membership, pacing
+from channels.telegram import (
+    alerts,
+    deliveries,
+    holds,
+    identity,
+    inbound,
+    membership,
+    pacing,
+    wakeups,
+)
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.deliveries import SETTLE
 from channels.telegram.delivering import Deliverer
 from channels.telegram.identity import Channel
 from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, URGENT_TYPES, Outbound
+from channels.telegram.shared_bots import shared_bots
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database, savepoint
@@ -118,7 +127,9 @@ async def poll(
     expire_overdue(db, owner_id, failed)
     start = wall_clock()
     end = start + (ONCE_DEADLINE_SECONDS if options.once else options.window_seconds)
-    shared = _shared_bots(config, profiles)
+    shared = {name: ChannelReport(Channel(config.profile(name), config).name,
+                                  status="shared_bot", message=line)
+              for name, line in shared_bots(config, profiles).items()}
     tasks = [
         alone(f"polling {Channel(p, config).name}", partial(_failed, Channel(p, config).name),
               _ChannelPoll(
@@ -132,32 +143,6 @@ async def poll(
 def _failed(name: str, found: Failure) -> ChannelReport:
     return ChannelReport(name, status="failed", message=found.line, exit_code=found.exit_code,
                          failure=found)
-
-
-def _shared_bots(config: ChannelsConfig,
-                 profiles: list[TelegramProfile]) -> dict[str, ChannelReport]:
-    """Profiles whose bot an earlier profile already polls (one bot serves one profile: two
-    getUpdates consumers split the bot's updates and both deliver every decision): each gets
-    a report instead of a pass. A token that cannot be read is left to its profile's pass."""
-    first: dict[tuple[str, str], str] = {}
-    shared: dict[str, ChannelReport] = {}
-    if len(profiles) < 2:
-        return shared  # the usual case reads no token twice
-    for profile in profiles:
-        try:
-            bot = bot_id(config.read_token(profile))
-        except ChannelsError:
-            continue
-        owner = first.setdefault((bot, profile.api_base_url), profile.name)
-        if owner != profile.name:
-            shared[profile.name] = ChannelReport(
-                Channel(profile, config).name, status="shared_bot", message=(
-                    f"profile {profile.name} uses bot {bot}, which profile {owner} already"
-                    " polls; one bot serves one profile (two would split its updates and send"
-                    f" every decision twice): remove it (piw-channels setup telegram --remove"
-                    f" {profile.name}) or give it a bot of its own (setup telegram --profile"
-                    f" {profile.name} --credential {profile.name} --token-file ...)"))
-    return shared
 
 
 @dataclass
@@ -262,12 +247,15 @@ class _ChannelPoll:
                             deadline=lambda: self.end, pacer=pacer)
 
         outbound, deliverer = outbound_of(), Deliverer(outbound_of())
+        watcher = None if self.options.once else asyncio.ensure_future(wakeups.watch(
+            self.db, lambda: self._wake(deliverer)))
         try:
             await self._loop(api, outbound, deliverer)
             if self.report.status != "unauthorized":  # nothing goes out with a bad token
                 deliverer.kick()
             self.report.effects += await deliverer.finish()
         finally:
+            await wakeups.stop(watcher)
             await deliverer.cancel()
         self.report.errors.extend(outbound.errors + deliverer.outbound.errors)
         self.report.refused.extend(outbound.refused)
@@ -347,8 +335,18 @@ class _ChannelPoll:
         return deliveries.has_unreserved(conn, self.channel,
                                          deliveries.open_routed_decisions(conn, self.channel, now))
 
+    def _wake(self, deliverer: Deliverer) -> None:
+        """Another connection committed: deliver a decision new to this channel at once."""
+        if self._long_hold or self.report.status == "unauthorized":
+            return
+        if self.db.read(self._undelivered):
+            self._renew()
+            self.db.write(self._reserve_deliveries)
+            deliverer.kick()
+
     def _reserve_deliveries(self, conn: Any) -> None:
         now = self._now()
+        leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
         wanted = deliveries.open_routed_decisions(conn, self.channel, now)
         deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -294,3 +296,28 @@ def test_a_reply_to_another_approvers_prompt_answers_as_the_one_who_replied(
     assert inbox_results()[-1] == (reply, "reply", "won")
     assert db_rows("SELECT actor_id FROM human_decision_resolutions WHERE decision_id = ?",
                    handle.decision_id) == [(f"telegram-user:{ZOE}",)]
+
+
+def test_a_group_card_prompt_and_outcome_match_their_golden_file(group: Group) -> None:
+    """Golden: what a group sees, byte for byte (tests/fixtures/cards/group.json): the card,
+    the prompt naming the person who pressed (a text_mention), their reply's outcome post."""
+    handle = open_decision_now()
+    group.poll()
+    group.press(handle, "replan")
+    group.poll()
+    group.reply(group.prompt(), "Split step 3 into two migrations.")
+    group.poll()
+    sent = []
+    for request in group.fake.requests("sendMessage"):
+        params = {key: (json.loads(value) if key in ("entities", "reply_markup",
+                                                     "reply_parameters") else value)
+                  for key, value in request.fields.items()}
+        for row in params.get("reply_markup", {}).get("inline_keyboard", []):
+            for button in row:  # the token covers the decision id, new every run
+                button["callback_data"] = "piw:<token>"
+        params["text"] = re.sub(r" at \d\d:\d\d UTC\n", " at HH:MM UTC\n", params["text"])
+        sent.append(params)
+    golden = FIXTURES.parent / "cards" / "group.json"
+    if os.environ.get("PIW_UPDATE_GOLDEN") == "1":
+        golden.write_text(json.dumps(sent, ensure_ascii=False, indent=1) + "\n")
+    assert sent == json.loads(golden.read_text())
