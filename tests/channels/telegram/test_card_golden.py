@@ -34,7 +34,8 @@ CONTEXT = ["--context", "project=web-app", "--context", "session=deploy-review",
            "--context", "host=laptop"]
 CHOICES = ["--choice", "continue=Continue", "--choice", "stop=Stop",
            "--text-choice", "replan=Replan=What should change?"]
-DEADLINE = re.compile(r"Answer by (\d\d:\d\d) UTC, in (\d+) min")
+# Near midnight the deadline falls on the next day and names it ("Wed 2 Dec 00:03").
+DEADLINE = re.compile(r"Answer by (?:\w{3} \d{1,2} \w{3} )?(\d\d:\d\d) UTC, in (\d+) min")
 
 DIFF = "\n".join([
     "--- a/deploy/config.yaml", "+++ b/deploy/config.yaml", "@@ -3,4 +3,4 @@",
