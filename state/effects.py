@@ -382,6 +382,16 @@ def interrupt(
     return get(conn, effect.effect_id)
 
 
+def defer(conn: apsw.Connection, effect_id: str, at: int, now: int) -> None:
+    """Move a pending effect's next attempt time (no attempt is recorded: nothing was tried).
+    A coalesced send waits for its slot so, without an attempt row for each look."""
+    conn.execute(
+        "UPDATE effects SET next_attempt_at = :at, updated_at = :now"
+        " WHERE effect_id = :id AND status = 'pending'",
+        {"at": at, "now": now, "id": effect_id},
+    )
+
+
 def cancel(conn: apsw.Connection, effect: Effect, actor: Actor, now: int, reason: str) -> Effect:
     """Cancel a pending effect that is no longer wanted (its cause was superseded)."""
     if effect.status is not EffectStatus.PENDING:

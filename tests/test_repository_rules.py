@@ -25,6 +25,7 @@ TABLE_OWNERS = {
     "channel_inbox": "channels/inbox.py",
     "channel_messages": "channels/messages.py",
     "channel_message_parts": "channels/messages.py",
+    "notifications": "channels/notifications/records.py",
 }
 DOMAIN_STORES = set(TABLE_OWNERS.values())
 WRITTEN_TABLE = re.compile(

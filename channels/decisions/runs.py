@@ -121,6 +121,16 @@ def create_waiting_run(
     return RunHandle(spec.run_id, attempt_id, lease)
 
 
+def latest_attempt(conn: apsw.Connection, run_id: str) -> tuple[str, str | None] | None:
+    """(attempt id of the run's latest node attempt, the run's title), or None for an unknown
+    run or one without an attempt."""
+    row = conn.execute(
+        "SELECT a.attempt_id, r.title FROM runs r JOIN node_attempts a USING (run_id)"
+        " WHERE r.run_id = ? ORDER BY a.created_at DESC, a.attempt_number DESC LIMIT 1",
+        (run_id,)).fetchone()
+    return None if row is None else (str(row[0]), None if row[1] is None else str(row[1]))
+
+
 def origin_session(conn: apsw.Connection, run_id: str) -> str | None:
     """The Pi session an interactive run is bound to (its answer goes back there), or None."""
     value = conn.execute(
