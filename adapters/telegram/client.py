@@ -273,6 +273,19 @@ class TelegramClient:
         }
         return await self._call("editMessageReplyMarkup", params, deadline)
 
+    async def edit_message_text(
+        self, chat_id: int | str, message_id: int, text: str, *,
+        entities: Sequence[Mapping[str, Any]] | None = None, deadline: float | None = None,
+    ) -> CallResult:
+        """``editMessageText`` with plain text and entities (no parse mode, no keyboard)."""
+        params: JSONDict = {
+            "chat_id": chat_id,
+            "message_id": message_id,
+            "text": text,
+            "entities": [dict(e) for e in entities] if entities else None,
+        }
+        return await self._call("editMessageText", params, deadline)
+
     async def answer_callback_query(
         self, callback_query_id: str, text: str | None = None, *, deadline: float | None = None
     ) -> CallResult:

@@ -131,6 +131,26 @@ def latest_attempt(conn: apsw.Connection, run_id: str) -> tuple[str, str | None]
     return None if row is None else (str(row[0]), None if row[1] is None else str(row[1]))
 
 
+def touch(conn: apsw.Connection, run_id: str, now: int) -> None:
+    """The run said something (a notification): its `updated_at` moves, so that the run is
+    found among the recently active ones (`updated_since`) without reading its history."""
+    conn.execute("UPDATE runs SET updated_at = max(updated_at, ?) WHERE run_id = ?",
+                 (now, run_id))
+
+
+RUN_STATUSES = ("queued", "running", "waiting", "completed", "failed", "timed_out",
+                "cancelled")
+
+
+def updated_since(conn: apsw.Connection, since: int) -> list[str]:
+    """Runs changed at or after `since`, newest first (through `runs_status_updated`)."""
+    marks = ",".join("?" for _ in RUN_STATUSES)
+    rows = conn.execute(
+        f"SELECT run_id FROM runs WHERE status IN ({marks}) AND updated_at >= ?"
+        " ORDER BY updated_at DESC", (*RUN_STATUSES, since))
+    return [str(r[0]) for r in rows]
+
+
 def origin_session(conn: apsw.Connection, run_id: str) -> str | None:
     """The Pi session an interactive run is bound to (its answer goes back there), or None."""
     value = conn.execute(

@@ -163,6 +163,7 @@ def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
     stored = Notification(notification_id, pi_effect.effect_id, run_id, attempt_id, index,
                           target, spec.kind, content, now, spec.text)
     records.insert(conn, stored)
+    runs.touch(conn, run_id, now)  # found among the recently active runs (alerts, status)
     telegram = [effects.reserve(
         conn, source_resource_id=source, source_revision=revision, effect_type=TELEGRAM_NOTIFY,
         idempotency_key=f"{channel_id}:{notification_id}",

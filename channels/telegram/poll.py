@@ -32,6 +32,7 @@ from channels.telegram import (
     identity,
     inbound,
     membership,
+    notifying,
     pacing,
     wakeups,
 )
@@ -91,8 +92,7 @@ class ChannelReport:
     """What one channel's pass did (counts and codes only: no ids)."""
 
     channel: str
-    # polled | busy | conflict | unauthorized | bad_batch | shared_bot | failed
-    status: str = "polled"
+    status: str = "polled"  # polled|busy|conflict|unauthorized|bad_batch|shared_bot|failed
     updates: int = 0
     processed: int = 0
     effects: int = 0
@@ -343,6 +343,8 @@ class _ChannelPoll:
             self._renew()
             self.db.write(self._reserve_deliveries)
             deliverer.kick()
+        elif self.db.read(lambda c: notifying.any_due(c, self.channel.channel_id, self._now())):
+            deliverer.kick()  # a notification's effects are reserved by its producer
 
     def _reserve_deliveries(self, conn: Any) -> None:
         now = self._now()
