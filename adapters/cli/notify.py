@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adapters.cli.status_text import with_iso
+from adapters.cli.status_text import clock_time, with_iso
 from channels.config.loading import load_config
 from channels.decisions import context
 from channels.decisions import workflows as service
-from channels.notifications import producing
+from channels.notifications import producing, views
 from state.database import Database
 from state.exit_codes import EXIT_OK
 
@@ -45,6 +45,44 @@ def cmd_notify(args: argparse.Namespace) -> int:
     else:
         print(n.run_id)  # what the next `notify --run` of the same run needs
     return EXIT_OK
+
+
+def run_notifications(db: Database, run_id: str) -> list[views.NotificationView]:
+    """A run's notifications with their deliveries (empty for a run that made none)."""
+    return db.read(lambda c: views.for_run(c, run_id))
+
+
+def show_run(listed: list[views.NotificationView], as_json: bool) -> None:
+    """`show RUN_ID`: each notification, its text and where it got to (an ambiguous or
+    refused delivery marked as needing attention)."""
+    if as_json:
+        print(json.dumps([with_iso(v.to_json()) for v in listed], indent=2, ensure_ascii=False))
+        return
+    print(f"run {listed[0].notification.run_id}: {len(listed)} notification"
+          f"{'' if len(listed) == 1 else 's'}")
+    for line in notification_lines(listed):
+        print(line)
+
+
+def notification_lines(listed: list[views.NotificationView]) -> list[str]:
+    """Two lines and more per notification: what it said, then each target's delivery."""
+    lines = []
+    for view in listed:
+        n = view.notification
+        first = n.text.strip().split("\n", 1)[0]
+        shown = first if len(first) <= 70 else first[:69] + "…"
+        flag = "  (needs attention)" if view.troubled else ""
+        lines.append(f"  #{n.notification_index} {n.notification_type}"
+                     f" {clock_time(n.created_at)}: {shown}{flag}")
+        if not any(d.target != "pi:none" for d in view.deliveries):
+            lines.append("      nowhere: no Pi session and no Telegram chat in its audience")
+        for d in view.deliveries:
+            if d.target == "pi:none":
+                continue  # no Pi session was to hear of it
+            receipt = f", receipt {d.receipt}" if d.receipt else ""
+            lines.append(f"      {d.target}: {d.status} ({d.attempts} attempt"
+                         f"{'' if d.attempts == 1 else 's'}{receipt})")
+    return lines
 
 
 def register(sub: Any) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import apsw
 
+from channels import store
 from channels.decisions import runs
 from channels.notifications import records
 from channels.notifications.producing import PI_NOTIFY, TELEGRAM_NOTIFY
@@ -27,7 +28,7 @@ TROUBLE = ("ambiguous", "rejected")  # what needs a person
 class Delivery:
     """One target's delivery of a notification."""
 
-    target: str  # `pi:<session>` or the Telegram channel id
+    target: str  # `pi:<session>` (`pi:none`: no session), or `telegram:<profile>`
     effect_type: str
     status: str  # the effect's status, or `superseded`
     attempts: int
@@ -60,7 +61,8 @@ class NotificationView:
                 "deliveries": [d.to_json() for d in self.deliveries]}
 
 
-def _delivery(conn: apsw.Connection, effect: effects.Effect) -> Delivery:
+def _delivery(conn: apsw.Connection, effect: effects.Effect,
+              names: dict[str, str]) -> Delivery:
     payload = effects.payload(conn, effect)
     result = effects.result_of(conn, effect.effect_id) or {}
     status = "superseded" if isinstance(result, dict) and result.get("superseded") \
@@ -68,7 +70,8 @@ def _delivery(conn: apsw.Connection, effect: effects.Effect) -> Delivery:
     if effect.effect_type == PI_NOTIFY:
         target = f"pi:{payload.get('targetSessionId') or 'none'}"
     else:
-        target = str(payload.get("channelId"))
+        channel_id = str(payload.get("channelId"))
+        target = names.get(channel_id, channel_id)
     return Delivery(target, effect.effect_type, status, effect.attempt_count, effect.settled_at,
                     effect.external_ref if effect.effect_type == PI_NOTIFY else None)
 
@@ -77,10 +80,12 @@ def for_run(conn: apsw.Connection, run_id: str) -> list[NotificationView]:
     """A run's notifications, oldest first, each with its deliveries."""
     source = runs.run_resource(run_id)
     mine: dict[str, list[Delivery]] = {}
+    names = {cid: f"telegram:{profile}" for cid, adapter, profile in store.all_channels(conn)
+             if adapter == "telegram"}
     for effect_type in (PI_NOTIFY, TELEGRAM_NOTIFY):
         for effect in effects.list_for_source(conn, source, effect_type):
             key = effect.idempotency_key.rsplit(":", 1)[-1]
-            mine.setdefault(key, []).append(_delivery(conn, effect))
+            mine.setdefault(key, []).append(_delivery(conn, effect, names))
     return [NotificationView(n, tuple(mine.get(n.notification_id, ())))
             for n in records.for_run(conn, run_id)]
 

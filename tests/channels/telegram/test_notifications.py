@@ -5,6 +5,7 @@ refused, and a SIGKILL during a delivery that neither duplicates nor loses one."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,21 @@ def test_three_progress_notes_then_a_result_give_one_edited_card_and_one_final_m
         assert _effects(run)[1][1] != "" and [s for s, _ in _effects(run)] == ["applied"] * 4
         _poll(home)  # nothing more goes out
         assert len(_sends(fake)) == 2 and len(_edits(fake)) == 1
+        shown = run_cli(home, "show", run)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.splitlines()[0] == f"run {run}: 4 notifications"
+        deliveries = [line.strip() for line in shown.stdout.splitlines() if "telegram:" in line]
+        assert deliveries == ["telegram:ops: applied (1 attempt)",
+                              "telegram:ops: superseded (1 attempt)",
+                              "telegram:ops: applied (1 attempt)",
+                              "telegram:ops: applied (1 attempt)"]
+        status = run_cli(home, "status", "--json")
+        assert status.returncode == 0, status.stderr
+        notes = json.loads(status.stdout)["notifications"]
+        assert [(n["index"], n["type"], n["deliveries"]) for n in notes] == [
+            (i, t, [{"target": "telegram:ops", "status": st}]) for i, t, st in
+            [(0, "progress", "applied"), (1, "progress", "superseded"),
+             (2, "progress", "applied"), (3, "final", "applied")]]
 
 
 def test_edits_of_a_card_are_coalesced_to_one_per_ten_seconds(home: Path) -> None:
@@ -172,6 +188,14 @@ def test_sigkill_while_the_result_is_on_the_wire_never_sends_it_twice(home: Path
         texts = [r.params["text"] for r in fake.requests("sendMessage")]
         assert sum(t.startswith("Finished") for t in texts) == 1
         assert [s for s, _ in _effects(run)] == ["applied", "ambiguous"]
+        # The read side agrees: an alert in `status` (exit 75), marked in `show`.
+        status = run_cli(home, "status")
+        assert status.returncode == 75
+        assert f"the final notification 1 of run {run} may not have arrived" in status.stdout
+        assert str(USER) not in status.stdout  # a private chat's id is its user's id
+        shown = run_cli(home, "show", run)
+        assert "#1 final" in shown.stdout and "(needs attention)" in shown.stdout
+        assert "telegram:ops: ambiguous (1 attempt)" in shown.stdout
 
 
 def test_sigkill_while_the_card_is_edited_edits_it_again_and_loses_nothing(home: Path) -> None:
