@@ -96,24 +96,6 @@ def recent(conn: apsw.Connection, now: int, within_ms: int = DAY_MS) -> list[Not
             for view in for_run(conn, run_id)]
 
 
-def channel_troubles(conn: apsw.Connection, channel_id: str,
-                     now: int) -> list[tuple[NotificationView, effects.Effect]]:
-    """This channel's notification deliveries of the last day that need a person (ambiguous
-    or refused), with their effects."""
-    found = []
-    for run_id in runs.updated_since(conn, now - DAY_MS):
-        listed = {v.notification.notification_id: v for v in for_run(conn, run_id)}
-        for effect in effects.list_for_source(conn, runs.run_resource(run_id), TELEGRAM_NOTIFY):
-            if not effect.idempotency_key.startswith(channel_id + ":") or \
-                    (effect.settled_at or 0) < now - DAY_MS or not (
-                        effect.status.value in TROUBLE or refused_chats(conn, effect)):
-                continue
-            view = listed.get(effect.idempotency_key.rsplit(":", 1)[-1])
-            if view is not None:
-                found.append((view, effect))
-    return found
-
-
 def refused_chats(conn: apsw.Connection, effect: effects.Effect) -> list[dict[str, Any]]:
     """The recipients a Telegram notification was refused for, each with its chat."""
     result = effects.result_of(conn, effect.effect_id)
@@ -127,5 +109,5 @@ def refused_chats(conn: apsw.Connection, effect: effects.Effect) -> list[dict[st
     return found
 
 
-__all__ = ["DAY_MS", "Delivery", "NotificationView", "channel_troubles", "for_run", "recent",
+__all__ = ["DAY_MS", "Delivery", "NotificationView", "for_run", "recent",
            "refused_chats"]

@@ -21,6 +21,7 @@ import apsw
 
 from channels import messages, store
 from channels.decisions import views
+from channels.notifications import records as notification_records
 from channels.notifications import views as notification_views
 from channels.telegram import deliveries, holds, notifying
 from channels.telegram.identity import Channel
@@ -262,15 +263,22 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
 def notification_conditions(conn: apsw.Connection, channel_id: str,
                             now: int) -> dict[str, Condition]:
     """Notifications of the last day whose delivery is ambiguous or was refused, as a
-    decision's delivery is (told once, hourly, and on clearing, a day later)."""
+    decision's delivery is (told once, hourly, and on clearing, a day later); one cursor row
+    lists them, so a pass reads the same however long the history."""
     found: dict[str, Condition] = {}
-    for view, effect in notification_views.channel_troubles(conn, channel_id, now):
-        n = view.notification
+    for entry in notifying.troubles(conn, channel_id, now):
+        try:
+            effect = effects.get(conn, str(entry["effectId"]))
+        except KeyError:
+            continue
+        payload = effects.payload(conn, effect)
+        n = notification_records.get(conn, str(payload.get("notificationId")))
+        if n is None:
+            continue
         base = {"notificationId": n.notification_id, "runId": n.run_id,
                 "index": n.notification_index, "type": n.notification_type}
-        since = effect.settled_at or now
+        since = int(entry["since"])
         if effect.status.value == "ambiguous":
-            payload = effects.payload(conn, effect)
             recipients = [str(r) for r in payload.get("recipients", [])]
             unknown = sorted({p.recipient_index for p in messages.parts(
                 conn, notifying.message_of(channel_id, payload)) if p.is_intent})
@@ -280,10 +288,4 @@ def notification_conditions(conn: apsw.Connection, channel_id: str,
             found[f"rejected:{n.notification_id}:{refused['chat']}"] = ("rejected", since, {
                 **base, "chat": refused["chat"], "errorCode": refused.get("errorCode"),
                 "description": refused.get("description")})
-        if effect.status.value == "rejected" and not notification_views.refused_chats(
-                conn, effect):
-            error = effects.error_of(conn, effect.effect_id) or {}
-            found[f"failed:{n.notification_id}"] = ("failed", since, {
-                **base, "description": error.get("description", "refused"),
-                "exitCode": EXIT_CONFIG})
     return found

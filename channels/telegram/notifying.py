@@ -15,12 +15,13 @@ edit is simply tried again. No transaction is held across a request.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from channels import messages
+from channels import messages, store
 from channels.decisions import runs
 from channels.notifications import records
 from channels.notifications.producing import TELEGRAM_NOTIFY
@@ -30,6 +31,7 @@ from channels.telegram.settling import maybe_acted, token_rejected
 from channels.transport import NOT_SENT, OK, ProviderResult, describe
 from state import effects
 from state.effects import Attempt, Effect
+from state.leases import Lease
 
 if TYPE_CHECKING:
     from channels.telegram.outbound import Outbound
@@ -37,6 +39,37 @@ if TYPE_CHECKING:
 NOTIFY = TELEGRAM_NOTIFY
 EDIT_EVERY_MS = 10_000  # a status card is edited at most this often
 NOT_SENT_BACKOFF_MS = 5_000
+# The channel's notification deliveries that need a person (ambiguous, refused) in the last
+# day, as a cursor: the alerts read one row, however long the history.
+TROUBLE_CURSOR = "notification_troubles"
+TROUBLE_KEPT_MS = 86_400_000
+MAX_TROUBLES = 100
+
+
+def troubles(conn: apsw.Connection, channel_id: str, now: int) -> list[dict[str, Any]]:
+    """{effectId, since} of the channel's troubled notification deliveries of the last day."""
+    raw = store.cursor(conn, channel_id, TROUBLE_CURSOR)
+    listed = json.loads(raw) if raw else []
+    return [e for e in listed if isinstance(e, dict) and int(e.get("since", 0)) >= now -
+            TROUBLE_KEPT_MS]
+
+
+def note_trouble(conn: apsw.Connection, lease: Lease, channel_id: str, effect_id: str,
+                 now: int, *, channel_lease: bool = False) -> None:
+    """Remember a delivery that needs a person (under the attempt's lease, or the channel's
+    when recovery finds it)."""
+    kept = [e for e in troubles(conn, channel_id, now) if e.get("effectId") != effect_id]
+    value = json.dumps([*kept, {"effectId": effect_id, "since": now}][-MAX_TROUBLES:],
+                       separators=(",", ":"))
+    write = store.set_cursor if channel_lease else store.set_cursor_for_effect
+    write(conn, lease, channel_id, TROUBLE_CURSOR, value, now)
+
+
+def interrupted(conn: apsw.Connection, lease: Lease, channel_id: str, effect: Effect,
+                maybe_sent: bool, now: int) -> None:
+    """Recovery found a notification's attempt abandoned with a send that may have arrived."""
+    if effect.effect_type == NOTIFY and maybe_sent:
+        note_trouble(conn, lease, channel_id, effect.effect_id, now, channel_lease=True)
 
 
 def status_card_id(channel_id: str, run_id: str) -> str:
@@ -247,9 +280,14 @@ class _Sender:
         outcome: effects.AttemptOutcome = "ambiguous" if unknown else \
             "applied" if done or not report else "rejected"
 
+        refused = any(entry["status"] == "rejected" for entry in report)
+
         def command(c: Any) -> None:
             now = self._now()
             messages.set_message_status(c, self.message_id, status, now)
+            if unknown or refused:  # an alert, for a day (before the lease is cleared)
+                note_trouble(c, self.attempt.lease, self.out.channel.channel_id,
+                             self.attempt.effect.effect_id, now)
             effects.finish_attempt(c, self.attempt, outcome, now,
                                    result={"recipients": report, "touched": touched},
                                    error={"recipients": report} if unknown else None)
@@ -322,5 +360,6 @@ class _Sender:
         self._close(report, touched=False)
 
 
-__all__ = ["EDIT_EVERY_MS", "NOTIFY", "any_due", "apply", "due_at", "earlier_progress",
-           "message_of", "ready", "render", "result_message_id", "status_card_id", "superseded_by"]
+__all__ = ["EDIT_EVERY_MS", "NOTIFY", "TROUBLE_CURSOR", "any_due", "apply", "due_at",
+           "earlier_progress", "interrupted", "message_of", "note_trouble", "ready", "render",
+           "result_message_id", "status_card_id", "superseded_by", "troubles"]

@@ -314,13 +314,13 @@ class _ChannelPoll:
         return effects.abandoned(conn, EFFECT_TYPES, self._now(), scope=self.channel.channel_id)
 
     def _recover(self, conn: Any) -> None:
-        """Attempts a dead owner left applying become interrupted: ambiguous when a part may
-        have gone out, pending again when no part is left as an intent."""
-        now = self._now()
+        """Attempts a dead owner left applying: ambiguous if a part may have gone out, else due."""
+        now, channel_id = self._now(), self.channel.channel_id
         for effect in self._abandoned(conn):
-            written = deliveries.messages_of_effect(conn, self.channel.channel_id, effect)
+            written = deliveries.messages_of_effect(conn, channel_id, effect)
             maybe_sent = [m for m in written if messages.message_has_intents(conn, m)]
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
+            notifying.interrupted(conn, self.lease, channel_id, effect, bool(maybe_sent), now)
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
                 messages.set_message_status(conn, message_id, "ambiguous", now)
 

@@ -221,3 +221,20 @@ def test_sigkill_while_the_card_is_edited_edits_it_again_and_loses_nothing(home:
         texts = [r.params["text"] for r in fake.requests("sendMessage")]
         assert sum(t.startswith("Finished") for t in texts) == 1
         assert sum(t.startswith("In progress") for t in texts) == 1
+
+
+def test_a_refused_result_is_an_alert_and_is_not_sent_again(home: Path) -> None:
+    from adapters.telegram.fake.faults import BotError
+
+    with out_of_process_fake(write_token_file(home)) as server:
+        fake = server.control
+        configure_telegram_profile(home, server.base_url)
+        run = _notify(home, "--final", "Nightly report ready")
+        fake.inject("sendMessage", Fault.error(BotError.BLOCKED.error_code,
+                                               BotError.BLOCKED.description))
+        stderr = _poll(home, code=78)
+        assert f"the final notification 0 of run {run} was refused for chat {USER}" in stderr
+        _poll(home, code=78)
+        assert len(fake.requests("sendMessage")) == 1
+        assert [s for s, _ in _effects(run)] == ["rejected"]
+        assert run_cli(home, "status").returncode == 78
