@@ -238,3 +238,24 @@ def test_a_refused_result_is_an_alert_and_is_not_sent_again(home: Path) -> None:
         assert len(fake.requests("sendMessage")) == 1
         assert [s for s, _ in _effects(run)] == ["rejected"]
         assert run_cli(home, "status").returncode == 78
+
+
+def test_a_notification_goes_out_during_a_running_poll_window(home: Path) -> None:
+    from tests.channels.telegram.helpers import finish, wait_until
+
+    with out_of_process_fake(write_token_file(home)) as server:
+        fake = server.control
+        configure_telegram_profile(home, server.base_url)
+        poller = start_cli(home, "poll", "--for", "30")
+        try:
+            wait_in_flight(fake, "getUpdates", 2)  # the long poll is under way
+            run = _notify(home, "--final", "Backup finished")
+            wait_until(lambda: any(r.params.get("text", "").startswith("Finished")
+                                   for r in fake.requests("sendMessage")),
+                       "the result to go out during the long poll")
+            assert fake.requests("getUpdates")[1].ended_at is None  # it did not wait for it
+            poller.terminate()
+            finish(poller)
+        finally:
+            reap(poller)
+        assert [s for s, _ in _effects(run)] == ["applied"]
