@@ -410,9 +410,9 @@ def turn_facts(decision: StoredDecision, resolution: Resolution, actor: Actor,
         "choiceLabel": None if known is None else str(known["label"]),
         "input": response.get("input"), "reason": resolution.reason,
         "channel": None if human is None else human.channel,
-        # A person's channel identity; otherwise only the kind (policy, control): owner ids
-        # are private.
-        "actor": human.actor_id if human is not None else actor.type,
+        # Only the kind of actor: the model learns that a person answered, never who (a
+        # person's verified id is private, as are owner ids).
+        "actor": "a person" if human is not None else actor.type,
     }
 
 

@@ -157,7 +157,7 @@ def turn_text(facts: dict[str, Any]) -> str:
         else:
             lines.append("Text input: none")
         if facts.get("channel"):
-            lines.append(f"Answered by: {facts['actor']} through the {facts['channel']} channel")
+            lines.append(f"Answered by: a person through the {facts['channel']} channel")
         else:
             lines.append("Decided by: the timeout; nobody answered")
         lines.append("Continue the task with this answer.")
