@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import apsw
 
@@ -27,14 +27,26 @@ from channels.notifications import records
 from channels.notifications.producing import TELEGRAM_NOTIFY
 from channels.telegram.card import CardPart, note_parts
 from channels.telegram.deadline import clock_time
+from channels.telegram.identity import Channel
 from channels.telegram.settling import maybe_acted, token_rejected
-from channels.transport import NOT_SENT, OK, ProviderResult, describe
+from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects
+from state.database import Database
 from state.effects import Attempt, Effect
 from state.leases import Lease
 
-if TYPE_CHECKING:
-    from channels.telegram.outbound import Outbound
+
+class Outbound(Protocol):
+    """What a notification's sends need of the channel's outbound (`outbound.Outbound`)."""
+
+    db: Database
+    api: BotApi
+    channel: Channel
+    errors: list[dict[str, Any]]
+    unauthorized: bool
+
+    @property
+    def deadline(self) -> Callable[[], float]: ...  # epoch seconds by which calls must end
 
 NOTIFY = TELEGRAM_NOTIFY
 EDIT_EVERY_MS = 10_000  # a status card is edited at most this often

@@ -12,7 +12,6 @@ from typing import Any
 from adapters.telegram.fake import Fault, RemoteFakeBotApi
 from channels.telegram.limits import TELEGRAM_TEXT_LIMIT
 from channels.text import utf16_len
-from state.clock import CLOCK_OFFSET_ENV
 from tests.channels.telegram.helpers import (
     USER,
     configure_telegram_profile,
@@ -26,6 +25,7 @@ from tests.channels.telegram.helpers import (
     wait_in_flight,
     write_token_file,
 )
+from tests.shifted_clock import CLOCK_OFFSET_ENV
 
 NOTIFY = "telegram.notify"
 
@@ -45,11 +45,11 @@ def _poll(home: Path, code: int = 0, **env: str) -> str:
 def _run_with(home: Path, env: dict[str, str]) -> Any:
     import subprocess
 
-    from tests.channels.telegram.helpers import CLI
     from tests.conftest import child_env
     from tests.paths import ROOT
+    from tests.shifted_clock import CLI_SHIFTED
 
-    return subprocess.run([*CLI, "poll", "--once"], cwd=ROOT, env={**child_env(home), **env},
+    return subprocess.run([*CLI_SHIFTED, "poll", "--once"], cwd=ROOT, env={**child_env(home), **env},
                           capture_output=True, text=True, timeout=60)
 
 
