@@ -52,10 +52,6 @@ class StoredDecision:
     deadline_at: int | None
     created_at: int
 
-    @property
-    def has_default(self) -> bool:
-        return self.request.default_response is not None
-
 
 def decision_resource(decision_id: str) -> str:
     """Resource id of a decision."""
