@@ -168,8 +168,7 @@ def touch(conn: apsw.Connection, run_id: str, now: int) -> None:
                  (now, run_id))
 
 
-RUN_STATUSES = ("queued", "running", "waiting", "completed", "failed", "timed_out",
-                "cancelled")
+RUN_STATUSES = tuple(status.value for status in RunStatus)
 
 
 def updated_since(conn: apsw.Connection, since: int) -> list[str]:
