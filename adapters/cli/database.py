@@ -15,7 +15,7 @@ from adapters.cli.errors import UsageError
 from state.database import Database
 from state.errors import CORRUPT_INSTRUCTION, DatabaseMissing, StateError
 from state.exit_codes import EXIT_INCOMPATIBLE, EXIT_OK, EXIT_PERMISSION, EXIT_TEMPORARY
-from state.files import corrupt, default_path, disk_full, translate
+from state.files import corrupt, default_path, disk_full, lost, translate
 
 
 def print_json(value: Any) -> None:
@@ -25,7 +25,7 @@ def print_json(value: Any) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Create the database when missing (idempotent) and print its path."""
-    with Database.open_writer() as db:
+    with Database.open_writer(recreate=True) as db:  # the explicit way to start afresh
         print(db.path)
     return EXIT_OK
 
@@ -76,12 +76,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         db = Database.open_reader()
     except DatabaseMissing:
-        items = config_item + _uncreatable(default_path())
+        gone = lost(default_path())
+        items = config_item + ([] if gone is None else [
+            {"kind": "database", "exit_code": gone.exit_code, "message": str(gone)}])
+        items += _uncreatable(default_path())
         if args.json:
             print_json({"database": "missing", "path": str(default_path()),
                         "needs_attention": items})
         else:
-            print("\n".join([f"no database at {default_path()} (run: piw-channels init)",
+            advice = "" if gone else " (run: piw-channels init)"
+            print("\n".join([f"no database at {default_path()}{advice}",
                              *(attention_lines(items, 0, "") if items else [])]))
         return health.exit_code(items)
     except StateError as exc:  # corrupt, foreign, unreadable: the one thing to fix first
