@@ -66,7 +66,7 @@ _HOLDERS = {
 
 def held_run(decision_id: str, owner_id: str | None) -> str:
     """Why `cancel` cannot take a decision's run: who holds it and how to free it."""
-    role, host, pid = ((owner_id or "").split(":") + ["", "", ""])[:3]
+    role, host, pid = [*(owner_id or "").split(":"), "", "", ""][:3]
     what, how = _HOLDERS.get(role, (f"a live {role or 'owner'} process",
                                     "let it finish, or stop it (kill {pid})"))
     where = f" (process {pid} on {host})" if pid.isdigit() else ""

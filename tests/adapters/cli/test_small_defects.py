@@ -8,13 +8,13 @@ import subprocess
 from pathlib import Path
 
 from state.clock import CLOCK_OFFSET_ENV
+from tests.adapters.cli.test_decisions_cli import wait_for_open_decision
 from tests.channels.telegram.helpers import (
     CLI,
     PROFILE,
     configure_telegram_profile,
     resolutions,
 )
-from tests.adapters.cli.test_decisions_cli import wait_for_open_decision
 from tests.conftest import child_env
 from tests.paths import ROOT
 
