@@ -93,7 +93,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         with db:
             report = status_report(db)
-            damage = maintenance.integrity_problems(db.conn)
+            damage = maintenance.integrity_problems(db.conn, quick=True)
     except StateError as exc:
         return _database_problem(args, config_item, exc)
     except apsw.Error as exc:
