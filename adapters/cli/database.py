@@ -25,8 +25,12 @@ def print_json(value: Any) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Create the database when missing (idempotent) and print its path."""
+    existed = default_path().exists()
     with Database.open_writer(recreate=True) as db:  # the explicit way to start afresh
-        print(db.path)
+        if args.json:
+            print_json({"path": str(db.path), "created": not existed})
+        else:
+            print(db.path)
     return EXIT_OK
 
 
@@ -56,7 +60,12 @@ def cmd_backup(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dest.absolute().parent} is not a directory; create it first"
                          " or choose another place for the backup")
     report = maintenance.backup(args.dest)
-    print(report.path)
+    if args.json:
+        print_json({"ok": report.ok, "path": report.path, "source": str(default_path()),
+                    "schema": report.schema, "integrity": report.integrity,
+                    "foreign_keys": report.foreign_keys})
+    else:
+        print(report.path)
     return EXIT_OK
 
 
@@ -162,6 +171,7 @@ def _disk(path: Path) -> list[dict[str, Any]]:
 def register(sub: Any) -> None:
     """Add the database commands to the parser."""
     p = sub.add_parser("init", help="create the state database if missing and print its path")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_init)
 
     p = sub.add_parser("verify", help="check schema identity, integrity and foreign keys")
@@ -170,6 +180,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("backup", help="copy the database to a new verified 0600 file")
     p.add_argument("dest", type=Path, help="destination file (must not exist)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_backup)
 
     p = sub.add_parser("status", help="database and channel health (no private ids)")

@@ -21,6 +21,7 @@ from channels.decisions import workflows as service
 from channels.decisions.choices import text_input
 from channels.decisions.fields import NAME_PATTERN, NAME_RULE
 from channels.decisions.presentation import fingerprint, render_decision_text
+from channels.decisions.resolution import Verdict
 from channels.errors import DecisionRefused
 from channels.failures import expiry_failure
 from state.database import Database
@@ -320,10 +321,15 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         except DecisionRefused:
             won = False  # decided before: say how, below
         view = db.read(lambda c: views.view(c, decision_id))
-    if won:
-        print(f"cancelled {decision_id} (reason: {args.reason})")
-    elif view.status == "cancelled":
-        print(f"{decision_id} was already cancelled (reason: {view.reason})")
+    if won or view.status == "cancelled":
+        reason = args.reason if won else view.reason
+        if args.json:
+            print(json.dumps({"decision_id": decision_id, "status": "cancelled",
+                              "already": not won, "reason": reason}, ensure_ascii=False))
+        elif won:
+            print(f"cancelled {decision_id} (reason: {reason})")
+        else:
+            print(f"{decision_id} was already cancelled (reason: {reason})")
     else:
         chosen = view.choice_label or view.choice
         raise DecisionRefused(f"{decision_id} is already decided ({chosen}); nothing to cancel")
@@ -334,18 +340,38 @@ def cmd_expire(args: argparse.Namespace) -> int:
     """Settle overdue decisions whose run owner is gone (cron-safe, quiet)."""
     with Database.open_writer() as db:
         report = service.expire_overdue(db, service.new_owner_id(db, "expire"))
-    if args.verbose:
+    failures = [expiry_failure(decision_id, exc) for decision_id, exc in report.failed]
+    if args.json:
+        print(json.dumps({
+            "resolved": [_verdict_json(outcome) for outcome in report.resolved],
+            "continued": list(report.continued),
+            "skipped_live_owner": list(report.skipped_live_owner),
+            "failed": [{"decision_id": decision_id, "exit_code": failed.exit_code,
+                        "message": failed.line}
+                       for (decision_id, _), failed in zip(report.failed, failures,
+                                                           strict=True)],
+        }, ensure_ascii=False))
+    elif args.verbose:
         for outcome in report.resolved:
             named = "" if outcome.resolution is None else f"{outcome.resolution.decision_id}: "
             print(named + service.summarize(outcome))
         for decision_id in report.skipped_live_owner:
             print(f"skipped {decision_id}: its run owner is alive")
     code = EXIT_OK
-    for decision_id, exc in report.failed:  # each failed alone: the others were settled
-        failed = expiry_failure(decision_id, exc)
+    for failed in failures:  # each failed alone: the others were settled
         print(f"Error: {failed.line}", file=sys.stderr)
         code = max(code, failed.exit_code)
     return code
+
+
+def _verdict_json(outcome: Verdict) -> dict[str, Any]:
+    res = outcome.resolution
+    return {"result": outcome.result.value, "message": outcome.message,
+            "decision_id": None if res is None else res.decision_id,
+            "outcome": None if res is None else res.outcome,
+            "provenance": None if res is None else res.provenance,
+            "choice": None if res is None else res.choice,
+            "reason": None if res is None else res.reason}
 
 
 def register(sub: Any) -> None:
@@ -386,8 +412,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("cancel", help="cancel an open decision as an operator")
     p.add_argument("decision_id", help=DECISION_ID_HELP)
     p.add_argument("--reason", default="cancelled", help="reason shown to channels")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_cancel)
 
     p = sub.add_parser("expire", help="settle overdue decisions whose run owner is gone")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was done")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output: what was settled, continued, skipped, failed")
     p.set_defaults(handler=cmd_expire)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import sys
 import time
@@ -242,6 +243,17 @@ def _summary(installed: InstallResult, bot: VerifiedBot) -> str:
     return "\n".join(lines)
 
 
+def _summary_json(installed: InstallResult, bot: VerifiedBot) -> dict[str, Any]:
+    """The summary for scripts (`--json`): names and counts, never a token or an id."""
+    profile = installed.profile
+    return {"bot": bot.label, "profile": profile.name, "replaced": installed.replaced_profile,
+            "credential": installed.credential.name, "config_dir": str(installed.config_dir),
+            "audience": installed.audience.name, "routes": list(installed.audience.channels),
+            "allowed_users": len(profile.allowed_user_ids),
+            "allowed_chats": len(profile.allowed_chat_ids),
+            "api_base_url": profile.api_base_url, "commands_set": bot.commands_set}
+
+
 def _count(number: int, what: str) -> str:
     return f"{number} {what}" if number == 1 else f"{number} {what}s"
 
@@ -271,7 +283,10 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
         credential=args.credential,
         api_base_url=args.api_base_url,
     )
-    print(_summary(installed, bot))
+    if args.json:
+        print(json.dumps(_summary_json(installed, bot), indent=2, sort_keys=True))
+    else:
+        print(_summary(installed, bot))
     if not bot.commands_set:  # the profile works; only the chat's command menu is missing
         print("Note: the bot's command menu (/pending) could not be set; run setup again to"
               " retry. Typing /pending works without it.", file=sys.stderr)
@@ -286,6 +301,10 @@ def _remove(args: argparse.Namespace) -> int:
     if given:
         raise UsageError(f"--remove takes no {', '.join(given)}")
     removed = install.remove_telegram_profile(loading.resolve_config_dir(), args.remove)
+    if args.json:
+        print(json.dumps({"removed": removed.profile, "credential": removed.credential,
+                          "audiences": list(removed.audiences)}, indent=2, sort_keys=True))
+        return EXIT_OK
     kept = "" if removed.credential is None else f" and credential {removed.credential}"
     routes = f" (routed from audience {', '.join(removed.audiences)})" if removed.audiences \
         else ""
@@ -386,3 +405,4 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         metavar="URL",
         help=f"Bot API server (default: {model.DEFAULT_API_BASE_URL})",
     )
+    p.add_argument("--json", action="store_true", help="machine-readable output")

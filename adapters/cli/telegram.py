@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
+import json
 import signal
 import sys
 from collections.abc import AsyncIterator, Coroutine
@@ -78,49 +81,67 @@ _UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
                      "shared_bot": EXIT_CONFIG}
 
 
-def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool) -> int:
+def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool,
+             as_json: bool = False) -> int:
     """One poll pass; print what needs a person (one line each) and exit with the highest
-    code of what is still wrong (README table)."""
+    code of what is still wrong (README table); `as_json` adds what each channel did, and
+    those lines, as one JSON document on stdout."""
     expiry: ExpiryFailures = {}
     with Database.open_writer() as db:
         reports = asyncio.run(_until_terminated(worker.poll(db, config, bot_api, options,
                                                             expiry_failures=expiry)))
     code = EXIT_OK
     config_dir = str(resolve_config_dir())
+    said: list[str] = []
+
+    def say(line: str) -> None:  # one line for a person: stderr, and the JSON's lines
+        print(line, file=sys.stderr)
+        said.append(line)
+
     for failed in expiry.values():  # each decision whose deadline failed, alone
-        print(f"Error: {failed.line}", file=sys.stderr)
+        say(f"Error: {failed.line}")
         code = max(code, failed.exit_code)
+    passes: list[dict[str, Any]] = []
     for report in reports:
+        said = []
         for problem in report.problems:  # a row or an effect that failed alone
-            print(f"Error: {report.channel}: {problem.line}", file=sys.stderr)
+            say(f"Error: {report.channel}: {problem.line}")
             code = max(code, problem.exit_code)
         if report.alerts is not None:
             lines = alert_lines(report.alerts, config_dir, verbose=verbose,
                                 token_file=_token_file(config, report.alerts.profile))
             for line in lines:
-                print(line, file=sys.stderr)
+                say(line)
             code = max(code, report.alerts.exit_code)
         elif report.status in _UNALERTED:  # not polled, lease lost, or an alerts bug
-            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            say(f"Error: {report.channel}: {report.message}")
             code = max(code, _UNALERTED[report.status])
         elif report.status == "failed":  # its claim or release failed: no alert report
-            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            say(f"Error: {report.channel}: {report.message}")
             code = max(code, report.exit_code)
         for refusal in report.refused:  # a settlement refused for good: said once
-            print(f"Error: {report.channel}: {refused_settlement(refusal)}", file=sys.stderr)
+            say(f"Error: {report.channel}: {refused_settlement(refusal)}")
             code = max(code, EXIT_CONFIG)
         if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
-            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            say(f"Error: {report.channel}: {report.message}")
             code = max(code, EXIT_TEMPORARY)
         for bug in (e["internal"] for e in report.errors
                     if str(e.get("internal", "")).startswith("alerts:")):
-            print(f"Error: {report.channel}: {bug}", file=sys.stderr)  # a bug: report it
+            say(f"Error: {report.channel}: {bug}")  # a bug: report it
             code = max(code, EXIT_INTERNAL)
         if verbose:
             detail = report.message or (
                 f"{report.updates} updates, {report.processed} processed, "
                 f"{report.effects} effects, {len(report.errors)} provider errors")
             print(f"{report.channel}: {report.status}: {detail}", file=sys.stderr)
+        passes.append({"channel": report.channel, "status": report.status,
+                       "message": report.message, "updates": report.updates,
+                       "processed": report.processed, "effects": report.effects,
+                       "provider_errors": len(report.errors), "lines": said})
+    if as_json:
+        print(json.dumps({"exit_code": code, "channels": passes,
+                          "expiry_failures": [f.line for f in expiry.values()]},
+                         indent=2, sort_keys=True, ensure_ascii=False))
     return code
 
 
@@ -139,7 +160,7 @@ def cmd_poll(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
                                  alert_after_ms=int(args.alert_after * 60_000))
-    return run_poll(config, options, args.verbose)
+    return run_poll(config, options, args.verbose, args.json)
 
 
 def _apply_deadlines() -> None:
@@ -183,11 +204,22 @@ def cmd_resend(args: argparse.Namespace) -> int:
                 return deliveries.reserve_resend(c, channel, decision_id, actor,
                                                  db.clock.now_ms())
             db.write(reserve)
-            print(f"resend of {decision_id} on {channel.name} reserved")
+            if not args.json:
+                print(f"resend of {decision_id} on {channel.name} reserved")
     if not chosen:
-        print(f"no failed delivery on {channel.name}")
+        if args.json:
+            print(json.dumps({"channel": channel.name, "reserved": [], "poll": None}))
+        else:
+            print(f"no failed delivery on {channel.name}")
         return EXIT_OK
-    return run_poll(config, worker.PollOptions(profile=args.profile), args.verbose)
+    if not args.json:
+        return run_poll(config, worker.PollOptions(profile=args.profile), args.verbose)
+    with contextlib.redirect_stdout(io.StringIO()) as polled:
+        code = run_poll(config, worker.PollOptions(profile=args.profile), args.verbose, True)
+    print(json.dumps({"channel": channel.name, "reserved": chosen,
+                      "poll": json.loads(polled.getvalue())}, indent=2, sort_keys=True,
+                     ensure_ascii=False))
+    return code
 
 
 def _seconds(text: str) -> float:
@@ -226,6 +258,8 @@ def register(sub: Any) -> None:
                    " successful getUpdates (default 10; 0 = at once)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="say what each channel did, and repeat conditions already reported")
+    p.add_argument("--json", action="store_true", help="what each channel did, as JSON on"
+                   " stdout (the lines that need a person stay on stderr too)")
     p.set_defaults(handler=cmd_poll)
 
     p = sub.add_parser("resend", help="explicitly resend an ambiguous or failed delivery")
@@ -237,4 +271,5 @@ def register(sub: Any) -> None:
     p.add_argument("--profile", help="the Telegram profile to resend on (default: the only"
                    " one, when there is one)")
     p.add_argument("-v", "--verbose", action="store_true", help="say what the poll did")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_resend)
