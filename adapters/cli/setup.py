@@ -266,6 +266,8 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
     with --remove, remove a profile)."""
     if args.remove is not None:
         return _remove(args)
+    if args.find_chat is not None:
+        return _find_chat(args)
     missing = [option for option, value in (("--token-file", args.token_file),
                                             ("--user", args.users), ("--chat", args.chats))
                if not value]
@@ -291,6 +293,22 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
         print("Note: the bot's command menu (/pending) could not be set; run setup again to"
               " retry. Typing /pending works without it.", file=sys.stderr)
     return EXIT_OK
+
+
+def _find_chat(args: argparse.Namespace) -> int:
+    """Wait for a message to the bot and print the chat and user ids it came from."""
+    from adapters.cli.find_chat import find_chat
+
+    given = [o for o, v in (("--user", args.users), ("--chat", args.chats),
+                            ("--credential", args.credential)) if v]
+    if given:
+        raise UsageError(f"--find-chat takes no {', '.join(given)}")
+    if args.token_file is None:
+        raise UsageError("--find-chat needs --token-file (the bot's token file)")
+    if not 1 <= args.find_chat <= 3600:
+        raise UsageError("--find-chat waits between 1 and 3600 seconds")
+    return find_chat(args.token_file, args.api_base_url or model.DEFAULT_API_BASE_URL,
+                     args.find_chat, args.json)
 
 
 def _remove(args: argparse.Namespace) -> int:
@@ -404,5 +422,15 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="URL",
         help=f"Bot API server (default: {model.DEFAULT_API_BASE_URL})",
+    )
+    p.add_argument(
+        "--find-chat",
+        type=float,
+        nargs="?",
+        const=300.0,
+        default=None,
+        metavar="SECONDS",
+        help="wait (default 300 s) for a message to the bot and print the chat and user ids"
+        " it came from; installs nothing and confirms no update",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
