@@ -99,7 +99,7 @@ def _attention(conn: apsw.Connection, channel_id: str, profile: str,
     if last is not None:
         found += [{"profile": profile, "key": a.key, "kind": a.kind, "since": a.since,
                    "facts": dict(a.facts)} for a in last.alerts.values()
-                  if "decisionId" not in a.facts]
+                  if "decisionId" not in a.facts or a.kind == "expiry"]  # not derivable now
     reported = {} if last is None else last.alerts
     for key, (kind, since, facts) in alerts.decision_conditions(conn, channel_id, now).items():
         first = reported.get(key)  # when cron first heard of it, if it did

@@ -93,14 +93,22 @@ def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool,
     code = EXIT_OK
     config_dir = str(resolve_config_dir())
     said: list[str] = []
+    printed: set[str] = set()
 
     def say(line: str) -> None:  # one line for a person: stderr, and the JSON's lines
-        print(line, file=sys.stderr)
+        if line not in printed:  # a decision's expiry comes from every profile: say it once
+            print(line, file=sys.stderr)
+            printed.add(line)
         said.append(line)
 
-    for failed in expiry.values():  # each decision whose deadline failed, alone
-        say(f"Error: {failed.line}")
-        code = max(code, failed.exit_code)
+    # A decision whose deadline failed is a condition of every pass's alerts (said when it
+    # starts, hourly, and when it clears); said here only when no pass could tell it.
+    told = {a.facts.get("decisionId") for r in reports if r.alerts is not None
+            for a in [*r.alerts.reported, *r.alerts.ongoing] if a.kind == "expiry"}
+    for decision_id, failed in expiry.items():
+        if decision_id not in told:
+            say(f"Error: {failed.line}")
+            code = max(code, failed.exit_code)
     passes: list[dict[str, Any]] = []
     for report in reports:
         said = []

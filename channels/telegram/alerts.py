@@ -31,7 +31,7 @@ DEFAULT_ALERT_AFTER_MS: Final = 600_000  # unreachable this long before cron hea
 RELEASED: Final = "channel.lease_released"
 
 Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rejected",
-               "migrated", "held", "pass", "failed"]
+               "migrated", "held", "pass", "failed", "expiry"]
 
 # What each kind exits with (README table): 78 needs a configuration change, 75 may pass.
 EXIT_CODES: Final[Mapping[str, int]] = {
@@ -51,6 +51,9 @@ class PassResult:
     updates_ok_at: int | None = None  # the last successful getUpdates of this pass
     updates_error: Mapping[str, Any] | None = None  # set when the last getUpdates failed
     failure: Mapping[str, Any] | None = None  # why the pass failed: description, exitCode
+    # Decision id -> why its deadline could not be applied (line, exitCode, cause). Every
+    # poll command runs the expiry step before any pass ends: a decision absent here is fine.
+    expiry: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +213,9 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, dow
              "outcome": error.get("outcome")}
     if result.failure is not None:
         found["pass"] = ("pass", now, dict(result.failure))
+    for decision_id, failed in result.expiry.items():
+        found[f"expiry:{decision_id}"] = ("expiry", now, {"decisionId": decision_id,
+                                                         **failed})
     if result.status == "unauthorized":
         found["token"] = ("token", now, facts)
     elif result.status == "conflict":
