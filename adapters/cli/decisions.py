@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import signal
@@ -25,7 +26,7 @@ from channels.decisions.resolution import Verdict
 from channels.errors import DecisionRefused
 from channels.failures import expiry_failure
 from state.database import Database
-from state.errors import DatabaseMissing
+from state.errors import DatabaseMissing, StateError
 from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
 
 _DURATION = re.compile(r"([1-9][0-9]*)(ms|s|m|h|d)")
@@ -147,6 +148,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         timeout_ms=None if args.timeout is None else parse_duration(args.timeout),
         default_choice=args.default,
     )
+    if args.wait:  # SIGTERM unwinds like Ctrl-C, so the run lease is released at once (not
+        signal.signal(signal.SIGTERM, raise_terminated)  # in 60 s), as soon as the run exists
     with Database.open_writer() as db:
         handle = service.create_ask(db, spec, service.new_owner_id(db, "ask"))
         if not args.wait:
@@ -160,12 +163,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
             else:
                 print(handle.decision_id)
             return EXIT_OK
-        # SIGTERM unwinds like Ctrl-C, so the run lease is released at once, not in 60 s.
-        signal.signal(signal.SIGTERM, raise_terminated)
-        progress = None
-        if sys.stderr.isatty():
-            _tell_waiting(handle, routes)
-            progress = _DeliveryProgress(db, handle.decision_id)
+        try:
+            progress = None
+            if sys.stderr.isatty():
+                _tell_waiting(handle, routes)
+                progress = _DeliveryProgress(db, handle.decision_id)
+        except BaseException:  # Ctrl-C or SIGTERM before the wait holds the run: release it
+            with contextlib.suppress(StateError):
+                service.release_run(db, handle.run.lease)
+            raise
         resolution = service.wait_for_resolution(db, handle, on_change=progress)
     entered = None if resolution.response is None else resolution.response.get("input")
     answer: dict[str, Any] = {"decision_id": handle.decision_id, "choice": resolution.choice,
