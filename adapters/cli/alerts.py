@@ -96,6 +96,9 @@ def recovered(alert: Alert, profile: str, now: int) -> str:
         return f"{who}: the Bot API is reachable again (after {lasted} without getUpdates)"
     if alert.kind == "pass":
         return f"{who}: a pass works again (after {lasted}; was: {f.get('description')})"
+    if alert.kind == "config":  # the same line from every profile: said once
+        return (f"the configuration can be read again (after {lasted}; was:"
+                f" {f.get('description')})")
     if alert.kind == "expiry":
         return (f"decision {f.get('decisionId')}: its deadline no longer fails (after"
                 f" {lasted})")

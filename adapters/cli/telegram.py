@@ -21,12 +21,14 @@ from channels.config.errors import SETUP_HINT
 from channels.config.loading import load_config, resolve_config_dir
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
+from channels.errors import ChannelsError
 from channels.failures import ExpiryFailures, expiry_failure
-from channels.telegram import deliveries
+from channels.telegram import config_failures, deliveries
 from channels.telegram import poll as worker
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
+from state.errors import StateError
 from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
 from state.files import default_path
 from state.resources import Actor
@@ -162,13 +164,28 @@ def _token_file(config: ChannelsConfig, profile: str) -> str | None:
 
 def cmd_poll(args: argparse.Namespace) -> int:
     """The cron job: poll every configured profile once, or for a window of seconds."""
-    config = _config_or_hint(check_tokens=False)  # each token file fails its profile alone
+    try:
+        config = _config_or_hint(check_tokens=False)  # each token file fails its profile alone
+    except ChannelsError as exc:  # printed on every pass; noted for its Recovered: line
+        _note_config_failure(exc)
+        raise
     if config is None:
         _apply_deadlines()  # a Pi-only user's --timeout still fires
         return EXIT_CONFIG
     options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
                                  alert_after_ms=int(args.alert_after * 60_000))
     return run_poll(config, options, args.verbose, args.json)
+
+
+def _note_config_failure(exc: ChannelsError) -> None:
+    """Note the broken configuration in the database (when there is one): the first pass
+    that reads it again says so. Best effort: the configuration's own line comes first."""
+    if not default_path().exists():
+        return
+    with contextlib.suppress(StateError), Database.open_writer() as db:
+        actor = Actor("control", workflows.new_owner_id(db, "poll"))
+        db.write(lambda c: config_failures.note(c, str(exc), exc.exit_code, actor,
+                                                db.clock.now_ms()))
 
 
 def _apply_deadlines() -> None:

@@ -21,7 +21,7 @@ import apsw
 
 from channels import store
 from channels.decisions import views
-from channels.telegram import deliveries, holds
+from channels.telegram import config_failures, deliveries, holds
 from channels.telegram.identity import Channel
 from state import blobs
 from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
@@ -31,7 +31,7 @@ DEFAULT_ALERT_AFTER_MS: Final = 600_000  # unreachable this long before cron hea
 RELEASED: Final = "channel.lease_released"
 
 Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rejected",
-               "migrated", "held", "pass", "failed", "expiry"]
+               "migrated", "held", "pass", "failed", "expiry", "config"]
 
 # What each kind exits with (README table): 78 needs a configuration change, 75 may pass.
 EXIT_CODES: Final[Mapping[str, int]] = {
@@ -150,6 +150,9 @@ def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int
             ongoing.append(alert)
         kept[key] = alert
     recovered: list[Alert] = []
+    if (config := config_failures.unreported(conn, channel.channel_id)) is not None:
+        # The configuration was unreadable since the last pass; this pass read it.
+        recovered.append(Alert("config", "config", config[0], config[0], config[1]))
     for key, old in before.items():
         if key in current:
             continue

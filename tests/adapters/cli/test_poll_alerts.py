@@ -221,3 +221,22 @@ def test_a_bug_in_the_alert_state_is_reported_and_never_keeps_the_lease(
     assert poll(home) == Run(1, [f"Error: {WHO}: alerts: KeyError: 'since'"])
     assert live_lease_owners() == []  # released all the same
     assert poll(home) == Run(0, [])  # and the next pass starts afresh
+
+
+def test_a_config_error_is_said_on_every_pass_and_recovered_once_it_is_fixed(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    assert poll(home) == Run(0, [])
+    channels = config_dir(home) / "channels.json"
+    channels.chmod(0o644)
+    for minutes in (1, 2):  # every pass stops on it, so every pass says it
+        broken = poll(home, minutes=minutes)
+        assert broken.code == 77 and len(broken.lines) == 1, broken
+        assert broken.lines[0].startswith("Error: ") and "chmod 600" in broken.lines[0]
+    channels.chmod(0o600)
+    fixed = poll(home, minutes=3)
+    assert fixed.code == 0, fixed
+    [line] = fixed.lines
+    assert line.startswith("Recovered: the configuration can be read again (after 2 min;"
+                           " was: "), line
+    assert poll(home, minutes=4) == Run(0, [])  # said once
