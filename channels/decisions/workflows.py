@@ -295,19 +295,32 @@ def wait_for_resolution(
             release_run(db, lease)
 
 
+_LISTED = 10  # candidates an ambiguous id names (on one line)
+_TITLE_CHARS = 40  # of each candidate's title
+
+
+def _short(title: str) -> str:
+    """A title cut to fit a line of candidates ("…" where it was cut)."""
+    flat = " ".join(title.split())
+    return flat if len(flat) <= _TITLE_CHARS else flat[:_TITLE_CHARS - 1].rstrip() + "…"
+
+
 def resolve_id(db: Database, text: str) -> str:
     """The decision a person means: a full id, a unique prefix of one, or (a unique prefix
     of) the `Decision <fingerprint>` every message shows. Several matches name them all."""
     def read(c: Any) -> list[tuple[str, str, str]]:
         return [(d, views.fingerprint_of(c, d), views.view(c, d).title)
-                for d in views.decision_candidates(c, text)]
+                for d in views.decision_candidates(c, text, limit=_LISTED + 1)]
 
     found = db.read(read)
     if len(found) == 1:
         return found[0][0]
     if not found:
         raise UnknownDecision(f"no decision matches {text!r}")
-    listed = "; ".join(f"{d} (Decision {fp}: {title})" for d, fp, title in found)
+    listed = "; ".join(f"{d} (Decision {fp}: {_short(title)})"
+                       for d, fp, title in found[:_LISTED])
+    if len(found) > _LISTED:
+        listed += "; and more"
     raise UnknownDecision(f"{text!r} matches more than one decision: {listed}; give more of"
                           " the decision id")
 

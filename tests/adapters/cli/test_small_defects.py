@@ -101,3 +101,16 @@ def test_cancel_during_ask_wait_says_who_holds_the_run_and_how_to_free_it(home: 
         if waiter.poll() is None:
             waiter.kill()
         waiter.communicate(timeout=60)
+
+
+def test_an_ambiguous_prefix_lists_candidates_with_short_titles(home: Path) -> None:
+    long_title = "Deploy the web application to production after the database migration?"
+    ids = [piw(home, "ask", "--title", f"{n} {long_title}", "--choice", "a=A").stdout.strip()
+           for n in range(12)]
+    done = piw(home, "show", "decision-")
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("Error: 'decision-' matches more than one decision: "), line
+    listed = [d for d in ids if d in line]
+    assert len(listed) == 10 and "; and more; give more of the decision id" in line, line
+    assert long_title not in line and "0 Deploy the web application to product…)" in line, line
