@@ -12,11 +12,10 @@ from pathlib import Path
 from adapters.cli.decision_table import cut, display_width
 from channels.decisions import records, resolution
 from channels.decisions.resolution import HumanAnswer
-from state.clock import CLOCK_OFFSET_ENV
 from state.database import Database
-from tests.channels.telegram.helpers import CLI
 from tests.conftest import child_env
 from tests.paths import ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 MINUTE = 60_000
 
@@ -27,7 +26,7 @@ def cli(home: Path, *args: str, columns: int | None = None,
     if columns is not None:
         env["COLUMNS"] = str(columns)
     env[CLOCK_OFFSET_ENV] = str(minutes * MINUTE)
-    done = subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    done = subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
     return done

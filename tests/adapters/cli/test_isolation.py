@@ -21,11 +21,9 @@ from adapters.telegram.fake import FakeBotApi
 from channels.config.install import install_telegram_profile
 from channels.decisions import workflows as decision_service
 from state import blobs
-from state.clock import CLOCK_OFFSET_ENV
 from state.database import Database
 from state.files import default_path
 from tests.channels.telegram.helpers import (
-    CLI,
     PROFILE,
     TOKEN,
     USER,
@@ -44,6 +42,7 @@ from tests.channels.telegram.helpers import (
 from tests.conftest import child_env
 from tests.injected_bugs import BUG_ENV, CLI_WITH_BUG
 from tests.paths import ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 MINUTE = 60_000
 OTHER_TOKEN = "7987654321:AAH-otherBotSecret_q8Wm2ZxCvB7nLkJh4Rt"
@@ -57,7 +56,8 @@ def piw(home: Path, *args: str, minutes: float = 0, bug: str | None = None,
     env[CLOCK_OFFSET_ENV] = str(int(minutes * MINUTE))
     if bug is not None:
         env[BUG_ENV] = bug
-    return subprocess.run([*(CLI if bug is None else CLI_WITH_BUG), *args], cwd=ROOT, env=env,
+    launcher = CLI_SHIFTED if bug is None else CLI_WITH_BUG
+    return subprocess.run([*launcher, *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=90)
 
 

@@ -14,10 +14,8 @@ from typing import Any
 import pytest
 
 from adapters.telegram.fake import FakeBotApi
-from state.clock import CLOCK_OFFSET_ENV
 from state.files import default_path
 from tests.channels.telegram.helpers import (
-    CLI,
     PROFILE,
     TOKEN,
     configure_telegram_profile,
@@ -26,6 +24,7 @@ from tests.channels.telegram.helpers import (
 )
 from tests.conftest import child_env
 from tests.paths import ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 WHO = f"telegram:{PROFILE}"
 
@@ -40,7 +39,7 @@ def fake(home: Path) -> Iterator[FakeBotApi]:
 def run(home: Path, *args: str, minutes: int = 0) -> subprocess.CompletedProcess[str]:
     env = child_env(home)
     env[CLOCK_OFFSET_ENV] = str(minutes * 60_000)
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=90)
 
 

@@ -7,7 +7,6 @@ import signal
 import subprocess
 from pathlib import Path
 
-from state.clock import CLOCK_OFFSET_ENV
 from tests.adapters.cli.test_decisions_cli import wait_for_open_decision
 from tests.channels.telegram.helpers import (
     CLI,
@@ -17,6 +16,7 @@ from tests.channels.telegram.helpers import (
 )
 from tests.conftest import child_env
 from tests.paths import ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 MINUTE = 60_000
 
@@ -24,7 +24,7 @@ MINUTE = 60_000
 def piw(home: Path, *args: str, minutes: float = 0) -> subprocess.CompletedProcess[str]:
     env = child_env(home)
     env[CLOCK_OFFSET_ENV] = str(int(minutes * MINUTE))
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=90)
 
 

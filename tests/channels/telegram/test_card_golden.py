@@ -22,15 +22,14 @@ from typing import Any
 import pytest
 
 from adapters.telegram.fake import FakeBotApi
-from state.clock import CLOCK_OFFSET_ENV
 from tests.channels.telegram.helpers import (
-    CLI,
     PROFILE,
     USER,
     configure_telegram_profile,
 )
 from tests.conftest import child_env
 from tests.paths import FIXTURES, ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 GOLDEN = FIXTURES / "cards"
 CONTEXT = ["--context", "project=web-app", "--context", "session=deploy-review",
@@ -47,8 +46,8 @@ def at_noon(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     now = int(time.time() * 1000)
     env = child_env(home)
     env[CLOCK_OFFSET_ENV] = str(now - now % DAY_MS + DAY_MS + 43_230_000 - now)
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
 
 DIFF = "\n".join([
     "--- a/deploy/config.yaml", "+++ b/deploy/config.yaml", "@@ -3,4 +3,4 @@",
