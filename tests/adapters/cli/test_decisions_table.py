@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +19,11 @@ from tests.paths import ROOT
 from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 MINUTE = 60_000
+DAY = 1440 * MINUTE
+# The children's clocks start at tomorrow's 12:00 UTC, whenever the suite runs: a deadline
+# 40 minutes on is never on another day (which the table would name) by accident.
+_NOW = int(time.time() * 1000)
+NOON_OFFSET = _NOW - _NOW % DAY + DAY + 720 * MINUTE - _NOW
 
 
 def cli(home: Path, *args: str, columns: int | None = None,
@@ -25,7 +31,7 @@ def cli(home: Path, *args: str, columns: int | None = None,
     env = child_env(home)
     if columns is not None:
         env["COLUMNS"] = str(columns)
-    env[CLOCK_OFFSET_ENV] = str(minutes * MINUTE)
+    env[CLOCK_OFFSET_ENV] = str(NOON_OFFSET + minutes * MINUTE)
     done = subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
