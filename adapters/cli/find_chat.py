@@ -16,15 +16,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from adapters.cli.setup import BotApiUnavailable, read_token_file, verify_token
 from adapters.telegram.client import DEFAULT_ALLOWED_UPDATES, TelegramClient
 from adapters.telegram.results import CallResult
 from channels.config.model import DEFAULT_API_BASE_URL
+from channels.errors import ChannelsError
 from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
 
 LONG_POLL_SECONDS: Final = 20
 QUEUED_RECHECK_SECONDS: Final = 1.0
 _MESSAGES: Final = ("message", "edited_message", "channel_post", "my_chat_member")
+
+
+class FindChatUnavailable(ChannelsError):
+    """getUpdates could not wait for a message (another poller, a failing Bot API); 75."""
+
+    code = "telegram_find_chat_unavailable"
+    exit_code = EXIT_TEMPORARY
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +82,11 @@ async def _wait(client: TelegramClient, seconds: float) -> list[Found]:
                 None, timeout=min(LONG_POLL_SECONDS, int(left)),
                 allowed_updates=DEFAULT_ALLOWED_UPDATES)
             if result.is_conflict:
-                raise BotApiUnavailable(
+                raise FindChatUnavailable(
                     "another poller is using this bot (its piw-channels cron job, or a webhook):"
                     " stop it (comment out the cron line) while --find-chat waits")
             if not result.ok:
-                raise BotApiUnavailable(f"getUpdates failed: {result.description or 'no detail'}")
+                raise FindChatUnavailable(f"getUpdates failed: {result.description or 'no detail'}")
             updates = result.result if isinstance(result.result, list) else []
             if found := chats_in(updates):
                 return found
@@ -88,21 +95,21 @@ async def _wait(client: TelegramClient, seconds: float) -> list[Found]:
     return []
 
 
-def find_chat(token_file: Path, api_base_url: str, seconds: float, as_json: bool) -> int:
-    """Wait up to `seconds` for a message to the bot; print where it came from."""
-    token = read_token_file(token_file, "find-chat")
-    bot = verify_token(token, api_base_url)
-    print(f"Waiting up to {seconds:g} s for a message to {bot.label}: send it one from the chat"
+def find_chat(token: str, bot: str, token_file: Path, api_base_url: str, seconds: float,
+              as_json: bool) -> int:
+    """Wait up to `seconds` for a message to `bot` (its label, verified by the caller with
+    getMe); print where it came from."""
+    print(f"Waiting up to {seconds:g} s for a message to {bot}: send it one from the chat"
           " to set up (in a group, mention it: @bot hello). Ctrl-C stops.", file=sys.stderr,
           flush=True)
     client = TelegramClient(token, api_base_url=api_base_url, retry_rate_limited=False)
     found = asyncio.run(_wait(client, seconds))
     if not found:
-        print(f"Error: no message reached {bot.label} within {seconds:g} s; send it one (a"
+        print(f"Error: no message reached {bot} within {seconds:g} s; send it one (a"
               " private chat needs Start first), then run this again", file=sys.stderr)
         return EXIT_TEMPORARY
     if as_json:
-        print(json.dumps({"bot": bot.label, "chats": [asdict(f) for f in found]}, indent=2,
+        print(json.dumps({"bot": bot, "chats": [asdict(f) for f in found]}, indent=2,
                          sort_keys=True, ensure_ascii=False))
         return EXIT_OK
     for f in found:

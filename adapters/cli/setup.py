@@ -307,8 +307,10 @@ def _find_chat(args: argparse.Namespace) -> int:
         raise UsageError("--find-chat needs --token-file (the bot's token file)")
     if not 1 <= args.find_chat <= 3600:
         raise UsageError("--find-chat waits between 1 and 3600 seconds")
-    return find_chat(args.token_file, args.api_base_url or model.DEFAULT_API_BASE_URL,
-                     args.find_chat, args.json)
+    api_base_url = args.api_base_url or model.DEFAULT_API_BASE_URL
+    token = read_token_file(args.token_file, "find-chat")
+    bot = verify_token(token, api_base_url)
+    return find_chat(token, bot.label, args.token_file, api_base_url, args.find_chat, args.json)
 
 
 def _remove(args: argparse.Namespace) -> int:
