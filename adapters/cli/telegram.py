@@ -23,8 +23,7 @@ from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
 from channels.failures import ExpiryFailures, expiry_failure
-from channels.telegram import config_failures, deliveries
-from channels.telegram import poll as worker
+from channels.telegram import config_failures, deliveries, poll
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
@@ -83,14 +82,14 @@ _UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
                      "shared_bot": EXIT_CONFIG}
 
 
-def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool,
+def run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
              as_json: bool = False) -> int:
     """One poll pass; print what needs a person (one line each) and exit with the highest
     code of what is still wrong (README table); `as_json` adds what each channel did, and
     those lines, as one JSON document on stdout."""
     expiry: ExpiryFailures = {}
     with Database.open_writer() as db:
-        reports = asyncio.run(_until_terminated(worker.poll(db, config, bot_api, options,
+        reports = asyncio.run(_until_terminated(poll.poll(db, config, bot_api, options,
                                                             expiry_failures=expiry)))
     code = EXIT_OK
     config_dir = str(resolve_config_dir())
@@ -172,7 +171,7 @@ def cmd_poll(args: argparse.Namespace) -> int:
     if config is None:
         _apply_deadlines()  # a Pi-only user's --timeout still fires
         return EXIT_CONFIG
-    options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
+    options = poll.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
                                  alert_after_ms=int(args.alert_after * 60_000))
     return run_poll(config, options, args.verbose, args.json)
 
@@ -238,9 +237,9 @@ def cmd_resend(args: argparse.Namespace) -> int:
             print(f"no failed delivery on {channel.name}")
         return EXIT_OK
     if not args.json:
-        return run_poll(config, worker.PollOptions(profile=args.profile), args.verbose)
+        return run_poll(config, poll.PollOptions(profile=args.profile), args.verbose)
     with contextlib.redirect_stdout(io.StringIO()) as polled:
-        code = run_poll(config, worker.PollOptions(profile=args.profile), args.verbose, True)
+        code = run_poll(config, poll.PollOptions(profile=args.profile), args.verbose, True)
     print(json.dumps({"channel": channel.name, "reserved": chosen,
                       "poll": json.loads(polled.getvalue())}, indent=2, sort_keys=True,
                      ensure_ascii=False))

@@ -1,12 +1,12 @@
 """The `decisions` table fits the terminal, shows each deadline and marks overdue decisions;
-`show` prints the typed reply. Real CLI children; time moves with the child's test clock."""
+`show` prints the typed reply. Real CLI children; their clocks read noon, and time moves with
+them (tests/shifted_clock.py)."""
 
 from __future__ import annotations
 
 import json
 import re
 import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,14 +16,13 @@ from channels.decisions.resolution import HumanAnswer
 from state.database import Database
 from tests.conftest import child_env
 from tests.paths import ROOT
-from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV, ShiftedClock
 
 MINUTE = 60_000
 DAY = 1440 * MINUTE
-# The children's clocks start at tomorrow's 12:00 UTC, whenever the suite runs: a deadline
-# 40 minutes on is never on another day (which the table would name) by accident.
-_NOW = int(time.time() * 1000)
-NOON_OFFSET = _NOW - _NOW % DAY + DAY + 720 * MINUTE - _NOW
+# Every child's clock reads 12:00 UTC of today's date (plus the minutes a test lets pass): with
+# the real clock, a deadline past midnight names its day and widens the deadline column.
+NOON = (DAY // 2 - datetime.now(UTC).timestamp() * 1000 % DAY) // MINUTE * MINUTE
 
 
 def cli(home: Path, *args: str, columns: int | None = None,
@@ -31,7 +30,7 @@ def cli(home: Path, *args: str, columns: int | None = None,
     env = child_env(home)
     if columns is not None:
         env["COLUMNS"] = str(columns)
-    env[CLOCK_OFFSET_ENV] = str(NOON_OFFSET + minutes * MINUTE)
+    env[CLOCK_OFFSET_ENV] = str(int(NOON + minutes * MINUTE))
     done = subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
@@ -97,7 +96,7 @@ def test_show_prints_the_typed_reply_of_the_accepted_choice(home: Path) -> None:
                             "--json").stdout)
     decision_id = opened["decision_id"]
     typed = "use the staging db\n  and keep   the spacing"
-    with Database.open_writer() as db:
+    with Database.open_writer(clock=ShiftedClock(int(NOON))) as db:
         digest = db.read(lambda c: records.load(c, decision_id)).request.request_digest
         db.write(lambda c: resolution.resolve(c, HumanAnswer(
             decision_id, digest, {"choice": "replan", "input": {"text": typed}},

@@ -19,7 +19,7 @@ import pytest
 
 from adapters.telegram.fake import FakeBotApi
 from channels.config.install import install_telegram_profile
-from channels.decisions import workflows as decision_service
+from channels.decisions import workflows
 from state import blobs
 from state.database import Database
 from state.files import default_path
@@ -135,16 +135,16 @@ def test_a_decision_whose_deadline_cannot_be_applied_fails_alone(
     home: Path, fake: FakeBotApi,
 ) -> None:
     with Database.open_writer() as db:
-        owner = decision_service.new_owner_id(db, "test")
+        owner = workflows.new_owner_id(db, "test")
         handles = []
         for title in ("Refused by this version?", "Healthy?"):
-            spec = decision_service.AskSpec(
+            spec = workflows.AskSpec(
                 title=title, presentation={"schema": "pi-workflows.decision-presentation.v1",
                                            "summary": title, "blocks": []},
                 choices={"yes": {"label": "Yes"}, "no": {"label": "No"}},
                 timeout_ms=10 * MINUTE, default_choice="no")
-            handle = decision_service.create_ask(db, spec, owner)
-            decision_service.release_run(db, handle.run.lease)
+            handle = workflows.create_ask(db, spec, owner)
+            workflows.release_run(db, handle.run.lease)
             handles.append(handle)
     refused, healthy = handles
     original = refuse_request(refused.decision_id)
