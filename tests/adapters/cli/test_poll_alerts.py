@@ -73,14 +73,14 @@ def fingerprint(decision_id: str) -> str:
 def test_an_unreachable_bot_api_is_reported_after_alert_after_then_hourly_then_recovered(
     home: Path, fake: FakeBotApi,
 ) -> None:
-    start = time.monotonic()
+    assert poll(home) == Run(0, [])  # the last successful getUpdates, at minute 0
+    start = time.monotonic()  # just after it (so a child at `at(11)` is 11 min past it)
 
     def at(minute: float) -> float:
         """The offset that puts a child at `minute` after the first poll, however long the
         test has taken so far (a loaded machine must not turn 71 min into 72)."""
         return minute - (time.monotonic() - start) / 60
 
-    assert poll(home) == Run(0, [])  # the last successful getUpdates, at minute 0
     fake.refuse_connections()
     assert poll(home, minutes=at(5)) == Run(0, [])  # down, but not for 10 minutes yet
     down = Run(75, [f"Error: {WHO}: no successful getUpdates for 11 min (not sent:"
