@@ -30,8 +30,13 @@ def conditions(report: Mapping[str, Any], profiles: Sequence[str],
         items.append({"kind": "config", "exit_code": config_problem[1],
                       "message": config_problem[0]})
     items += _stale_pollers(report, profiles, now)
+    expiries: set[str] = set()  # a decision's failed deadline, as every profile recorded it
     for item in report.get("needs_attention") or []:
         alert = Alert(item["key"], item["kind"], item["since"], item["since"], item["facts"])
+        if alert.kind == "expiry":
+            if alert.key in expiries:
+                continue
+            expiries.add(alert.key)
         items.append({**item, "exit_code": alert.exit_code})
     items += _ambiguous_effects(report)
     return items

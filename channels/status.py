@@ -123,7 +123,8 @@ def _attention(conn: apsw.Connection, channel_id: str, profile: str,
     if last is not None:
         found += [{"profile": profile, "key": a.key, "kind": a.kind, "since": a.since,
                    "facts": dict(a.facts)} for a in last.alerts.values()
-                  if "decisionId" not in a.facts and "notificationId" not in a.facts]
+                  if a.kind == "expiry"  # not derivable now
+                  or ("decisionId" not in a.facts and "notificationId" not in a.facts)]
     reported = {} if last is None else last.alerts
     for key, (kind, since, facts) in alerts.decision_conditions(conn, channel_id, now).items():
         first = reported.get(key)  # when cron first heard of it, if it did

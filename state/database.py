@@ -31,8 +31,10 @@ from state.files import (
     create_file,
     default_path,
     incompatible,
+    lost,
     open_failure,
     translate,
+    write_marker,
 )
 from state.schema import (
     APPLICATION_ID,
@@ -93,14 +95,21 @@ class Database:
         *,
         clock: Clock | None = None,
         entropy: Entropy | None = None,
+        recreate: bool = False,
     ) -> Database:
-        """Open for writing, creating the database exactly as `init` does when it is missing."""
+        """Open for writing, creating the database exactly as `init` does when it is missing,
+        unless the note beside it says one existed (`recreate`, for `init`, creates it then
+        too): a deleted database is not replaced silently by an empty one."""
         db_path = path or default_path()
         if not db_path.exists():
+            if not recreate and (problem := lost(db_path)) is not None:
+                raise problem
             create_file(db_path)
         check_modes(db_path)
         db = cls._connect(db_path, readonly=False, clock=clock, entropy=entropy)
-        return db._prepare(db._initialize_if_empty, db._verify_identity, db._apply_pragmas)
+        db = db._prepare(db._initialize_if_empty, db._verify_identity, db._apply_pragmas)
+        write_marker(db_path)
+        return db
 
     @classmethod
     def open_reader(

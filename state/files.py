@@ -16,6 +16,7 @@ from state.errors import (
     RESET_INSTRUCTION,
     DatabaseBusy,
     DatabaseCorrupt,
+    DatabaseMissing,
     DiskFull,
     DiskIOError,
     IncompatibleDatabase,
@@ -193,6 +194,44 @@ def make_private_dir(path: Path) -> None:
         directory.chmod(0o700)  # mkdir honours the umask; the mode must be exact
     if not path.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
+
+
+def marker_path(db_path: Path) -> Path:
+    """The note beside a database that says it existed (`state.sqlite` -> `piw-channels-state.txt`);
+    a name of its own, so that `rm state.sqlite*` leaves it."""
+    return db_path.with_name(f"piw-channels-{db_path.stem}.txt")
+
+
+_MARKER_TEXT = """\
+piw-channels has used the database {db}.
+While this note exists, a command that finds the database missing refuses to create an empty
+one in its place (the decisions and the presses would be lost without a word): restore the
+file from a backup, or start an empty database with: piw-channels init
+"""
+
+
+def lost(db_path: Path) -> DatabaseMissing | None:
+    """Why a missing database must not be created now: the note says it existed."""
+    if db_path.exists() or not marker_path(db_path).exists():
+        return None
+    return DatabaseMissing(
+        f"{db_path} is missing, but a database existed there ({marker_path(db_path).name}"
+        " says so): it was deleted or moved, and an empty new one would lose the decisions"
+        f" and the presses; restore it (cp BACKUP {db_path}), or start an empty one:"
+        " piw-channels init")
+
+
+def write_marker(db_path: Path) -> None:
+    """Leave the note once (0600); best effort: a database that opened is usable without it."""
+    marker = marker_path(db_path)
+    if marker.exists():
+        return
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError:
+        return  # another process wrote it first, or the directory refuses: nothing is lost
+    with os.fdopen(fd, "w") as out:
+        out.write(_MARKER_TEXT.format(db=db_path))
 
 
 def create_file(db_path: Path) -> None:

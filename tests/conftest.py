@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,57 +46,27 @@ def child_env(home: Path) -> dict[str, str]:
     return env
 
 
-# -- token secrecy across the whole suite ----------------------------------------------------
-# Every test token has the Bot API shape `<digits>:<secret>`. Log records of every test are
-# kept (at DEBUG, all loggers), and at the end of the session every database file and crash
-# report the suite (and its child processes) created, and every record, is scanned for
-# anything of that shape.
+# -- token secrecy across the whole suite (tests/token_guard.py) ---------------------------
 
-import logging  # noqa: E402
-import re  # noqa: E402
+from tests import token_guard  # noqa: E402
 
-TOKEN_SHAPE = re.compile(rb"(?<![A-Za-z0-9_-])[0-9]{5,}:[A-Za-z0-9_-]{20,}")
-ANY_TOKEN_SHAPE = re.compile(rb"[0-9]{5,}:[A-Za-z0-9_-]{20,}")  # also right after "bot"
-
-
-class _Recorder(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.leaks: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            text = record.getMessage()
-        except Exception:  # a broken record must not break the test it came from
-            text = str(record.msg)
-        if record.exc_text:
-            text += record.exc_text
-        if TOKEN_SHAPE.search(text.encode("utf-8", "replace")):
-            self.leaks.append(f"{record.name}: {text[:200]}")
-
-
-_RECORDER = _Recorder()
+_RECORDER = token_guard.Recorder()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     root = logging.getLogger()
     root.addHandler(_RECORDER)
     root.setLevel(logging.DEBUG)
+    token_guard.watch_children()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     logging.getLogger().removeHandler(_RECORDER)
-    leaks = list(_RECORDER.leaks)
+    leaks = [*_RECORDER.leaks, *token_guard.CHILD_LEAKS]
     factory = getattr(session.config, "_tmp_path_factory", None)
     base = factory.getbasetemp() if factory is not None else None
     if base is not None and base.exists():
-        for path in base.rglob("*.sqlite*"):
-            if path.is_file() and TOKEN_SHAPE.search(path.read_bytes()):
-                leaks.append(f"database file {path}")
-        # The crash reports child processes wrote (a traceback may hold any string).
-        for path in base.rglob("piw-channels-crash-*.txt"):
-            if path.is_file() and ANY_TOKEN_SHAPE.search(path.read_bytes()):
-                leaks.append(f"crash report {path}")
+        leaks += token_guard.file_leaks(base)
     if leaks:
         session.exitstatus = 1
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -51,6 +51,8 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
                 f" https://api.telegram.org/bot<token>/deleteWebhook) to poll")
     if alert.kind == "pass":
         return f"{who}: {f.get('description')}"
+    if alert.kind == "expiry":  # not the channel's own: the same line from every profile
+        return str(f.get("line"))
     if alert.kind == "unreachable":
         return (f"{who}: no successful getUpdates for {duration(now - alert.since)}"
                 f" ({_error(f)}); check this machine's network and DNS and the Bot API, then"
@@ -96,6 +98,12 @@ def recovered(alert: Alert, profile: str, now: int) -> str:
         return f"{who}: the Bot API is reachable again (after {lasted} without getUpdates)"
     if alert.kind == "pass":
         return f"{who}: a pass works again (after {lasted}; was: {f.get('description')})"
+    if alert.kind == "config":  # the same line from every profile: said once
+        return (f"the configuration can be read again (after {lasted}; was:"
+                f" {f.get('description')})")
+    if alert.kind == "expiry":
+        return (f"decision {f.get('decisionId')}: its deadline no longer fails (after"
+                f" {lasted})")
     if alert.kind == "held":
         return f"{who}: sending {_held_scope(f)} resumed (held {lasted} by a 429)"
     if f.get("notificationId") is not None:

@@ -15,7 +15,7 @@ from adapters.cli.errors import UsageError
 from state.database import Database
 from state.errors import CORRUPT_INSTRUCTION, DatabaseMissing, StateError
 from state.exit_codes import EXIT_INCOMPATIBLE, EXIT_OK, EXIT_PERMISSION, EXIT_TEMPORARY
-from state.files import corrupt, default_path, disk_full, translate
+from state.files import corrupt, default_path, disk_full, lost, translate
 
 
 def print_json(value: Any) -> None:
@@ -25,8 +25,12 @@ def print_json(value: Any) -> None:
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Create the database when missing (idempotent) and print its path."""
-    with Database.open_writer() as db:
-        print(db.path)
+    existed = default_path().exists()
+    with Database.open_writer(recreate=True) as db:  # the explicit way to start afresh
+        if args.json:
+            print_json({"path": str(db.path), "created": not existed})
+        else:
+            print(db.path)
     return EXIT_OK
 
 
@@ -56,7 +60,12 @@ def cmd_backup(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dest.absolute().parent} is not a directory; create it first"
                          " or choose another place for the backup")
     report = maintenance.backup(args.dest)
-    print(report.path)
+    if args.json:
+        print_json({"ok": report.ok, "path": report.path, "source": str(default_path()),
+                    "schema": report.schema, "integrity": report.integrity,
+                    "foreign_keys": report.foreign_keys})
+    else:
+        print(report.path)
     return EXIT_OK
 
 
@@ -76,12 +85,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         db = Database.open_reader()
     except DatabaseMissing:
-        items = config_item + _uncreatable(default_path())
+        gone = lost(default_path())
+        items = config_item + ([] if gone is None else [
+            {"kind": "database", "exit_code": gone.exit_code, "message": str(gone)}])
+        items += _uncreatable(default_path())
         if args.json:
             print_json({"database": "missing", "path": str(default_path()),
                         "needs_attention": items})
         else:
-            print("\n".join([f"no database at {default_path()} (run: piw-channels init)",
+            advice = "" if gone else " (run: piw-channels init)"
+            print("\n".join([f"no database at {default_path()}{advice}",
                              *(attention_lines(items, 0, "") if items else [])]))
         return health.exit_code(items)
     except StateError as exc:  # corrupt, foreign, unreadable: the one thing to fix first
@@ -89,7 +102,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         with db:
             report = status_report(db)
-            damage = maintenance.integrity_problems(db.conn)
+            damage = maintenance.integrity_problems(db.conn, quick=True)
     except StateError as exc:
         return _database_problem(args, config_item, exc)
     except apsw.Error as exc:
@@ -158,6 +171,7 @@ def _disk(path: Path) -> list[dict[str, Any]]:
 def register(sub: Any) -> None:
     """Add the database commands to the parser."""
     p = sub.add_parser("init", help="create the state database if missing and print its path")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_init)
 
     p = sub.add_parser("verify", help="check schema identity, integrity and foreign keys")
@@ -166,6 +180,7 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("backup", help="copy the database to a new verified 0600 file")
     p.add_argument("dest", type=Path, help="destination file (must not exist)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_backup)
 
     p = sub.add_parser("status", help="database and channel health (no private ids)")

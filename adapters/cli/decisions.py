@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import signal
@@ -22,10 +23,11 @@ from channels.decisions import workflows as service
 from channels.decisions.choices import text_input
 from channels.decisions.fields import NAME_PATTERN, NAME_RULE
 from channels.decisions.presentation import fingerprint, render_decision_text
+from channels.decisions.resolution import Verdict
 from channels.errors import DecisionRefused
 from channels.failures import expiry_failure
 from state.database import Database
-from state.errors import DatabaseMissing
+from state.errors import DatabaseMissing, StateError
 from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
 
 _DURATION = re.compile(r"([1-9][0-9]*)(ms|s|m|h|d)")
@@ -147,6 +149,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         timeout_ms=None if args.timeout is None else parse_duration(args.timeout),
         default_choice=args.default,
     )
+    if args.wait:  # SIGTERM unwinds like Ctrl-C, so the run lease is released at once (not
+        signal.signal(signal.SIGTERM, raise_terminated)  # in 60 s), as soon as the run exists
     with Database.open_writer() as db:
         handle = service.create_ask(db, spec, service.new_owner_id(db, "ask"))
         if not args.wait:
@@ -160,12 +164,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
             else:
                 print(handle.decision_id)
             return EXIT_OK
-        # SIGTERM unwinds like Ctrl-C, so the run lease is released at once, not in 60 s.
-        signal.signal(signal.SIGTERM, raise_terminated)
-        progress = None
-        if sys.stderr.isatty():
-            _tell_waiting(handle, routes)
-            progress = _DeliveryProgress(db, handle.decision_id)
+        try:
+            progress = None
+            if sys.stderr.isatty():
+                _tell_waiting(handle, routes)
+                progress = _DeliveryProgress(db, handle.decision_id)
+        except BaseException:  # Ctrl-C or SIGTERM before the wait holds the run: release it
+            with contextlib.suppress(StateError):
+                service.release_run(db, handle.run.lease)
+            raise
         resolution = service.wait_for_resolution(db, handle, on_change=progress)
     entered = None if resolution.response is None else resolution.response.get("input")
     answer: dict[str, Any] = {"decision_id": handle.decision_id, "choice": resolution.choice,
@@ -324,10 +331,15 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         except DecisionRefused:
             won = False  # decided before: say how, below
         view = db.read(lambda c: views.view(c, decision_id))
-    if won:
-        print(f"cancelled {decision_id} (reason: {args.reason})")
-    elif view.status == "cancelled":
-        print(f"{decision_id} was already cancelled (reason: {view.reason})")
+    if won or view.status == "cancelled":
+        reason = args.reason if won else view.reason
+        if args.json:
+            print(json.dumps({"decision_id": decision_id, "status": "cancelled",
+                              "already": not won, "reason": reason}, ensure_ascii=False))
+        elif won:
+            print(f"cancelled {decision_id} (reason: {reason})")
+        else:
+            print(f"{decision_id} was already cancelled (reason: {reason})")
     else:
         chosen = view.choice_label or view.choice
         raise DecisionRefused(f"{decision_id} is already decided ({chosen}); nothing to cancel")
@@ -338,18 +350,38 @@ def cmd_expire(args: argparse.Namespace) -> int:
     """Settle overdue decisions whose run owner is gone (cron-safe, quiet)."""
     with Database.open_writer() as db:
         report = service.expire_overdue(db, service.new_owner_id(db, "expire"))
-    if args.verbose:
+    failures = [expiry_failure(decision_id, exc) for decision_id, exc in report.failed]
+    if args.json:
+        print(json.dumps({
+            "resolved": [_verdict_json(outcome) for outcome in report.resolved],
+            "continued": list(report.continued),
+            "skipped_live_owner": list(report.skipped_live_owner),
+            "failed": [{"decision_id": decision_id, "exit_code": failed.exit_code,
+                        "message": failed.line}
+                       for (decision_id, _), failed in zip(report.failed, failures,
+                                                           strict=True)],
+        }, ensure_ascii=False))
+    elif args.verbose:
         for outcome in report.resolved:
             named = "" if outcome.resolution is None else f"{outcome.resolution.decision_id}: "
             print(named + service.summarize(outcome))
         for decision_id in report.skipped_live_owner:
             print(f"skipped {decision_id}: its run owner is alive")
     code = EXIT_OK
-    for decision_id, exc in report.failed:  # each failed alone: the others were settled
-        failed = expiry_failure(decision_id, exc)
+    for failed in failures:  # each failed alone: the others were settled
         print(f"Error: {failed.line}", file=sys.stderr)
         code = max(code, failed.exit_code)
     return code
+
+
+def _verdict_json(outcome: Verdict) -> dict[str, Any]:
+    res = outcome.resolution
+    return {"result": outcome.result.value, "message": outcome.message,
+            "decision_id": None if res is None else res.decision_id,
+            "outcome": None if res is None else res.outcome,
+            "provenance": None if res is None else res.provenance,
+            "choice": None if res is None else res.choice,
+            "reason": None if res is None else res.reason}
 
 
 def register(sub: Any) -> None:
@@ -391,8 +423,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("cancel", help="cancel an open decision as an operator")
     p.add_argument("decision_id", help=DECISION_ID_HELP)
     p.add_argument("--reason", default="cancelled", help="reason shown to channels")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_cancel)
 
     p = sub.add_parser("expire", help="settle overdue decisions whose run owner is gone")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was done")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output: what was settled, continued, skipped, failed")
     p.set_defaults(handler=cmd_expire)

@@ -161,7 +161,13 @@ def serve(token_file: Path, port: int) -> int:
     # Update ids continue above those of an earlier run (a setup that polled it has its
     # cursor there; ids below it would be taken as already confirmed and dropped).
     server = FakeBotApi(token, port=port, first_update_id=int(time.time()))
-    server.start()
+    try:
+        server.start()
+    except OSError as exc:  # most often: the port is taken (another --serve still running)
+        if created:
+            token_file.unlink(missing_ok=True)
+        raise UsageError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror}; choose another"
+                         " --port (or leave it out for a free one)") from exc
     print(f"Fake Bot API: {server.base_url} (its token is in {token_file}); Ctrl-C stops it.")
     print(f"Rehearse: piw-channels setup telegram --token-file {token_file} --user {USER}"
           f" --chat {USER} --api-base-url {server.base_url}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import re
 import sys
 import time
@@ -243,6 +244,17 @@ def _summary(installed: InstallResult, bot: VerifiedBot) -> str:
     return "\n".join(lines)
 
 
+def _summary_json(installed: InstallResult, bot: VerifiedBot) -> dict[str, Any]:
+    """The summary for scripts (`--json`): names and counts, never a token or an id."""
+    profile = installed.profile
+    return {"bot": bot.label, "profile": profile.name, "replaced": installed.replaced_profile,
+            "credential": installed.credential.name, "config_dir": str(installed.config_dir),
+            "audience": installed.audience.name, "routes": list(installed.audience.channels),
+            "allowed_users": len(profile.allowed_user_ids),
+            "allowed_chats": len(profile.allowed_chat_ids),
+            "api_base_url": profile.api_base_url, "commands_set": bot.commands_set}
+
+
 def _count(number: int, what: str) -> str:
     return f"{number} {what}" if number == 1 else f"{number} {what}s"
 
@@ -255,6 +267,8 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
     with --remove, remove a profile)."""
     if args.remove is not None:
         return _remove(args)
+    if args.find_chat is not None:
+        return _find_chat(args)
     missing = [option for option, value in (("--token-file", args.token_file),
                                             ("--user", args.users), ("--chat", args.chats))
                if not value]
@@ -272,11 +286,32 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
         credential=args.credential,
         api_base_url=args.api_base_url,
     )
-    print(_summary(installed, bot))
+    if args.json:
+        print(json.dumps(_summary_json(installed, bot), indent=2, sort_keys=True))
+    else:
+        print(_summary(installed, bot))
     if not bot.commands_set:  # the profile works; only the chat's command menu is missing
         print("Note: the bot's command menu (/pending) could not be set; run setup again to"
               " retry. Typing /pending works without it.", file=sys.stderr)
     return EXIT_OK
+
+
+def _find_chat(args: argparse.Namespace) -> int:
+    """Wait for a message to the bot and print the chat and user ids it came from."""
+    from adapters.cli.find_chat import find_chat
+
+    given = [o for o, v in (("--user", args.users), ("--chat", args.chats),
+                            ("--credential", args.credential)) if v]
+    if given:
+        raise UsageError(f"--find-chat takes no {', '.join(given)}")
+    if args.token_file is None:
+        raise UsageError("--find-chat needs --token-file (the bot's token file)")
+    if not 1 <= args.find_chat <= 3600:
+        raise UsageError("--find-chat waits between 1 and 3600 seconds")
+    api_base_url = args.api_base_url or limits.DEFAULT_API_BASE_URL
+    token = read_token_file(args.token_file, "find-chat")
+    bot = verify_token(token, api_base_url)
+    return find_chat(token, bot.label, args.token_file, api_base_url, args.find_chat, args.json)
 
 
 def _remove(args: argparse.Namespace) -> int:
@@ -287,6 +322,10 @@ def _remove(args: argparse.Namespace) -> int:
     if given:
         raise UsageError(f"--remove takes no {', '.join(given)}")
     removed = install.remove_telegram_profile(loading.resolve_config_dir(), args.remove)
+    if args.json:
+        print(json.dumps({"removed": removed.profile, "credential": removed.credential,
+                          "audiences": list(removed.audiences)}, indent=2, sort_keys=True))
+        return EXIT_OK
     kept = "" if removed.credential is None else f" and credential {removed.credential}"
     routes = f" (routed from audience {', '.join(removed.audiences)})" if removed.audiences \
         else ""
@@ -387,3 +426,14 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         metavar="URL",
         help=f"Bot API server (default: {limits.DEFAULT_API_BASE_URL})",
     )
+    p.add_argument(
+        "--find-chat",
+        type=float,
+        nargs="?",
+        const=300.0,
+        default=None,
+        metavar="SECONDS",
+        help="wait (default 300 s) for a message to the bot and print the chat and user ids"
+        " it came from; installs nothing and confirms no update",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")

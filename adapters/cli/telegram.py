@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
+import json
 import signal
 import sys
 from collections.abc import AsyncIterator, Coroutine
@@ -18,11 +21,13 @@ from channels.config.errors import SETUP_HINT
 from channels.config.loading import load_config, resolve_config_dir
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
+from channels.errors import ChannelsError
 from channels.failures import ExpiryFailures, expiry_failure
-from channels.telegram import deliveries, poll
+from channels.telegram import config_failures, deliveries, poll
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
+from state.errors import StateError
 from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
 from state.files import default_path
 from state.resources import Actor
@@ -77,49 +82,75 @@ _UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
                      "shared_bot": EXIT_CONFIG}
 
 
-def run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool) -> int:
+def run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
+             as_json: bool = False) -> int:
     """One poll pass; print what needs a person (one line each) and exit with the highest
-    code of what is still wrong (README table)."""
+    code of what is still wrong (README table); `as_json` adds what each channel did, and
+    those lines, as one JSON document on stdout."""
     expiry: ExpiryFailures = {}
     with Database.open_writer() as db:
         reports = asyncio.run(_until_terminated(poll.poll(db, config, bot_api, options,
                                                             expiry_failures=expiry)))
     code = EXIT_OK
     config_dir = str(resolve_config_dir())
-    for failed in expiry.values():  # each decision whose deadline failed, alone
-        print(f"Error: {failed.line}", file=sys.stderr)
-        code = max(code, failed.exit_code)
+    said: list[str] = []
+    printed: set[str] = set()
+
+    def say(line: str) -> None:  # one line for a person: stderr, and the JSON's lines
+        if line not in printed:  # a decision's expiry comes from every profile: say it once
+            print(line, file=sys.stderr)
+            printed.add(line)
+        said.append(line)
+
+    # A decision whose deadline failed is a condition of every pass's alerts (said when it
+    # starts, hourly, and when it clears); said here only when no pass could tell it.
+    told = {a.facts.get("decisionId") for r in reports if r.alerts is not None
+            for a in [*r.alerts.reported, *r.alerts.ongoing] if a.kind == "expiry"}
+    for decision_id, failed in expiry.items():
+        if decision_id not in told:
+            say(f"Error: {failed.line}")
+            code = max(code, failed.exit_code)
+    passes: list[dict[str, Any]] = []
     for report in reports:
+        said = []
         for problem in report.problems:  # a row or an effect that failed alone
-            print(f"Error: {report.channel}: {problem.line}", file=sys.stderr)
+            say(f"Error: {report.channel}: {problem.line}")
             code = max(code, problem.exit_code)
         if report.alerts is not None:
             lines = alert_lines(report.alerts, config_dir, verbose=verbose,
                                 token_file=_token_file(config, report.alerts.profile))
             for line in lines:
-                print(line, file=sys.stderr)
+                say(line)
             code = max(code, report.alerts.exit_code)
         elif report.status in _UNALERTED:  # not polled, lease lost, or an alerts bug
-            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            say(f"Error: {report.channel}: {report.message}")
             code = max(code, _UNALERTED[report.status])
         elif report.status == "failed":  # its claim or release failed: no alert report
-            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            say(f"Error: {report.channel}: {report.message}")
             code = max(code, report.exit_code)
         for refusal in report.refused:  # a settlement refused for good: said once
-            print(f"Error: {report.channel}: {refused_settlement(refusal)}", file=sys.stderr)
+            say(f"Error: {report.channel}: {refused_settlement(refusal)}")
             code = max(code, EXIT_CONFIG)
         if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
-            print(f"Error: {report.channel}: {report.message}", file=sys.stderr)
+            say(f"Error: {report.channel}: {report.message}")
             code = max(code, EXIT_TEMPORARY)
         for bug in (e["internal"] for e in report.errors
                     if str(e.get("internal", "")).startswith("alerts:")):
-            print(f"Error: {report.channel}: {bug}", file=sys.stderr)  # a bug: report it
+            say(f"Error: {report.channel}: {bug}")  # a bug: report it
             code = max(code, EXIT_INTERNAL)
         if verbose:
             detail = report.message or (
                 f"{report.updates} updates, {report.processed} processed, "
                 f"{report.effects} effects, {len(report.errors)} provider errors")
             print(f"{report.channel}: {report.status}: {detail}", file=sys.stderr)
+        passes.append({"channel": report.channel, "status": report.status,
+                       "message": report.message, "updates": report.updates,
+                       "processed": report.processed, "effects": report.effects,
+                       "provider_errors": len(report.errors), "lines": said})
+    if as_json:
+        print(json.dumps({"exit_code": code, "channels": passes,
+                          "expiry_failures": [f.line for f in expiry.values()]},
+                         indent=2, sort_keys=True, ensure_ascii=False))
     return code
 
 
@@ -132,13 +163,28 @@ def _token_file(config: ChannelsConfig, profile: str) -> str | None:
 
 def cmd_poll(args: argparse.Namespace) -> int:
     """The cron job: poll every configured profile once, or for a window of seconds."""
-    config = _config_or_hint(check_tokens=False)  # each token file fails its profile alone
+    try:
+        config = _config_or_hint(check_tokens=False)  # each token file fails its profile alone
+    except ChannelsError as exc:  # printed on every pass; noted for its Recovered: line
+        _note_config_failure(exc)
+        raise
     if config is None:
         _apply_deadlines()  # a Pi-only user's --timeout still fires
         return EXIT_CONFIG
     options = poll.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
                                  alert_after_ms=int(args.alert_after * 60_000))
-    return run_poll(config, options, args.verbose)
+    return run_poll(config, options, args.verbose, args.json)
+
+
+def _note_config_failure(exc: ChannelsError) -> None:
+    """Note the broken configuration in the database (when there is one): the first pass
+    that reads it again says so. Best effort: the configuration's own line comes first."""
+    if not default_path().exists():
+        return
+    with contextlib.suppress(StateError), Database.open_writer() as db:
+        actor = Actor("control", workflows.new_owner_id(db, "poll"))
+        db.write(lambda c: config_failures.note(c, str(exc), exc.exit_code, actor,
+                                                db.clock.now_ms()))
 
 
 def _apply_deadlines() -> None:
@@ -182,11 +228,22 @@ def cmd_resend(args: argparse.Namespace) -> int:
                 return deliveries.reserve_resend(c, channel, decision_id, actor,
                                                  db.clock.now_ms())
             db.write(reserve)
-            print(f"resend of {decision_id} on {channel.name} reserved")
+            if not args.json:
+                print(f"resend of {decision_id} on {channel.name} reserved")
     if not chosen:
-        print(f"no failed delivery on {channel.name}")
+        if args.json:
+            print(json.dumps({"channel": channel.name, "reserved": [], "poll": None}))
+        else:
+            print(f"no failed delivery on {channel.name}")
         return EXIT_OK
-    return run_poll(config, poll.PollOptions(profile=args.profile), args.verbose)
+    if not args.json:
+        return run_poll(config, poll.PollOptions(profile=args.profile), args.verbose)
+    with contextlib.redirect_stdout(io.StringIO()) as polled:
+        code = run_poll(config, poll.PollOptions(profile=args.profile), args.verbose, True)
+    print(json.dumps({"channel": channel.name, "reserved": chosen,
+                      "poll": json.loads(polled.getvalue())}, indent=2, sort_keys=True,
+                     ensure_ascii=False))
+    return code
 
 
 def _seconds(text: str) -> float:
@@ -225,6 +282,8 @@ def register(sub: Any) -> None:
                    " successful getUpdates (default 10; 0 = at once)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="say what each channel did, and repeat conditions already reported")
+    p.add_argument("--json", action="store_true", help="what each channel did, as JSON on"
+                   " stdout (the lines that need a person stay on stderr too)")
     p.set_defaults(handler=cmd_poll)
 
     p = sub.add_parser("resend", help="explicitly resend an ambiguous or failed delivery")
@@ -236,4 +295,5 @@ def register(sub: Any) -> None:
     p.add_argument("--profile", help="the Telegram profile to resend on (default: the only"
                    " one, when there is one)")
     p.add_argument("-v", "--verbose", action="store_true", help="say what the poll did")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_resend)

@@ -54,6 +54,27 @@ def owner_process_gone(owner_id: str) -> bool:
     return False
 
 
+# What holds a run, by the role in its owner id (`new_owner_id`), and how it lets go.
+_HOLDERS = {
+    "ask": ("`piw-channels ask --wait`, waiting for the answer",
+            "stop it (Ctrl-C in its terminal, or: kill {pid}); the decision stays open"),
+    "pi-bridge": ("the Pi session that asked (its piw-channels bridge)",
+                  "answer or dismiss it in Pi, or end that Pi session (kill {pid})"),
+    "pi-local": ("a `piw-channels pi answer` in progress", "let it finish"),
+}
+
+
+def held_run(decision_id: str, owner_id: str | None) -> str:
+    """Why `cancel` cannot take a decision's run: who holds it and how to free it."""
+    role, host, pid = [*(owner_id or "").split(":"), "", "", ""][:3]
+    what, how = _HOLDERS.get(role, (f"a live {role or 'owner'} process",
+                                    "let it finish, or stop it (kill {pid})"))
+    where = f" (process {pid} on {host})" if pid.isdigit() else ""
+    return (f"the run of {decision_id} is held by {what}{where}: only its holder may settle it"
+            f" now; {how.format(pid=pid or 'PID')}, then run: piw-channels cancel"
+            f" {decision_id}")
+
+
 @dataclass(frozen=True, slots=True)
 class AskSpec:
     """Everything `piw-channels ask` collects from its arguments."""
@@ -228,7 +249,8 @@ def cancel_decision(db: Database, decision_id: str, reason: str, owner_id: str) 
     run_id, workflow = _run_of(db, decision_id)
     lease = _claim_run(db, run_id, owner_id)
     if lease is None:
-        raise LeaseHeld(f"the run of {decision_id} is owned by a live process; try again later")
+        holder = db.read(lambda c: leases.read(c, runs.run_resource(run_id)))
+        raise LeaseHeld(held_run(decision_id, None if holder is None else holder.owner_id))
     try:
         outcome = db.write(lambda c: resolution.resolve(
             c, Cancellation(decision_id, lease, owner_id, reason), db.clock.now_ms()))
@@ -273,19 +295,32 @@ def wait_for_resolution(
             release_run(db, lease)
 
 
+_LISTED = 10  # candidates an ambiguous id names (on one line)
+_TITLE_CHARS = 40  # of each candidate's title
+
+
+def _short(title: str) -> str:
+    """A title cut to fit a line of candidates ("…" where it was cut)."""
+    flat = " ".join(title.split())
+    return flat if len(flat) <= _TITLE_CHARS else flat[:_TITLE_CHARS - 1].rstrip() + "…"
+
+
 def resolve_id(db: Database, text: str) -> str:
     """The decision a person means: a full id, a unique prefix of one, or (a unique prefix
     of) the `Decision <fingerprint>` every message shows. Several matches name them all."""
     def read(c: Any) -> list[tuple[str, str, str]]:
         return [(d, views.fingerprint_of(c, d), views.view(c, d).title)
-                for d in views.decision_candidates(c, text)]
+                for d in views.decision_candidates(c, text, limit=_LISTED + 1)]
 
     found = db.read(read)
     if len(found) == 1:
         return found[0][0]
     if not found:
         raise UnknownDecision(f"no decision matches {text!r}")
-    listed = "; ".join(f"{d} (Decision {fp}: {title})" for d, fp, title in found)
+    listed = "; ".join(f"{d} (Decision {fp}: {_short(title)})"
+                       for d, fp, title in found[:_LISTED])
+    if len(found) > _LISTED:
+        listed += "; and more"
     raise UnknownDecision(f"{text!r} matches more than one decision: {listed}; give more of"
                           " the decision id")
 

@@ -23,7 +23,7 @@ from channels import messages, store
 from channels.decisions import views
 from channels.notifications import records as notification_records
 from channels.notifications import views as notification_views
-from channels.telegram import deliveries, holds, notifying
+from channels.telegram import config_failures, deliveries, holds, notifying
 from channels.telegram.identity import Channel
 from state import blobs, effects
 from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
@@ -33,7 +33,7 @@ DEFAULT_ALERT_AFTER_MS: Final = 600_000  # unreachable this long before cron hea
 RELEASED: Final = "channel.lease_released"
 
 Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rejected",
-               "migrated", "held", "pass", "failed"]
+               "migrated", "held", "pass", "failed", "expiry", "config"]
 
 # What each kind exits with (README table): 78 needs a configuration change, 75 may pass.
 EXIT_CODES: Final[Mapping[str, int]] = {
@@ -53,6 +53,9 @@ class PassResult:
     updates_ok_at: int | None = None  # the last successful getUpdates of this pass
     updates_error: Mapping[str, Any] | None = None  # set when the last getUpdates failed
     failure: Mapping[str, Any] | None = None  # why the pass failed: description, exitCode
+    # Decision id -> why its deadline could not be applied (line, exitCode, cause). Every
+    # poll command runs the expiry step before any pass ends: a decision absent here is fine.
+    expiry: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,9 @@ def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int
             ongoing.append(alert)
         kept[key] = alert
     recovered: list[Alert] = []
+    if (config := config_failures.unreported(conn, channel.channel_id)) is not None:
+        # The configuration was unreadable since the last pass; this pass read it.
+        recovered.append(Alert("config", "config", config[0], config[0], config[1]))
     for key, old in before.items():
         if key in current:
             continue
@@ -212,6 +218,9 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, dow
              "outcome": error.get("outcome")}
     if result.failure is not None:
         found["pass"] = ("pass", now, dict(result.failure))
+    for decision_id, failed in result.expiry.items():
+        found[f"expiry:{decision_id}"] = ("expiry", now, {"decisionId": decision_id,
+                                                         **failed})
     if result.status == "unauthorized":
         found["token"] = ("token", now, facts)
     elif result.status == "conflict":

@@ -208,7 +208,9 @@ class _ChannelPoll:
         result = alerts.PassResult(
             self.report.status, self.report.updates_ok_at, self.report.updates_error,
             None if failed is None else {"description": failed.line,
-                                         "exitCode": failed.exit_code, "cause": failed.cause})
+                                         "exitCode": failed.exit_code, "cause": failed.cause},
+            {decision_id: {"line": f.line, "exitCode": f.exit_code, "cause": f.cause}
+             for decision_id, f in self.expiry_failures.items()})
 
         def command(c: Any) -> alerts.AlertReport | None:
             now = self._now()

@@ -9,7 +9,6 @@ import pty
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from channels.decisions import records, resolution
@@ -97,7 +96,6 @@ def test_ask_wait_killed_with_sigterm_releases_its_run_lease(home: Path) -> None
                             stderr=subprocess.PIPE, text=True)
     wait_for_open_decision()
     assert run_lease_holders() == 1
-    time.sleep(0.5)  # let it reach its waiting loop
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out, err) == (143, "", "")

@@ -147,7 +147,6 @@ def test_ask_wait_interrupted_releases_the_run_for_others(home: Path) -> None:
         [*CLI, "ask", "--title", "Wait?", "--choice", "a=A", "--wait"],
         cwd=ROOT, env=child_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_open_decision()
-    time.sleep(0.5)  # let it reach its waiting loop
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=60)
     assert proc.returncode == 130

@@ -7,6 +7,7 @@ import json
 import select
 import shlex
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -110,3 +111,17 @@ def test_a_restarted_demo_serve_still_delivers_presses(home: Path) -> None:
     listing = {d["decision_id"]: d for d in json.loads(
         cli(home, "decisions", "--all", "--json").stdout)}
     assert (listing[one]["choice"], listing[two]["choice"]) == ("yes", "yes")
+
+
+def test_demo_serve_on_a_busy_port_is_one_line_and_a_usage_error(home: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli(home, "demo", "--serve", "--port", str(port))
+    assert (done.returncode, done.stdout) == (2, ""), done
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"Error: cannot serve on 127.0.0.1:{port}: "), line
+    assert "choose another --port" in line, line
+    assert not (home / "piw-demo.token").exists()  # the token file it made is gone again
+    assert not list(home.rglob("piw-channels-crash-*"))  # not a bug: no crash report

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,20 +74,27 @@ def test_an_unreachable_bot_api_is_reported_after_alert_after_then_hourly_then_r
     home: Path, fake: FakeBotApi,
 ) -> None:
     assert poll(home) == Run(0, [])  # the last successful getUpdates, at minute 0
+    start = time.monotonic()  # just after it (so a child at `at(11)` is 11 min past it)
+
+    def at(minute: float) -> float:
+        """The offset that puts a child at `minute` after the first poll, however long the
+        test has taken so far (a loaded machine must not turn 71 min into 72)."""
+        return minute - (time.monotonic() - start) / 60
+
     fake.refuse_connections()
-    assert poll(home, minutes=5) == Run(0, [])  # down, but not for 10 minutes yet
+    assert poll(home, minutes=at(5)) == Run(0, [])  # down, but not for 10 minutes yet
     down = Run(75, [f"Error: {WHO}: no successful getUpdates for 11 min (not sent:"
                     " httpx.ConnectError: All connection attempts failed); check this machine's network and DNS and the"
                     f" Bot API, then run: {CHECK}"])
-    assert poll(home, minutes=11) == down
-    assert poll(home, minutes=12) == Run(75, [])  # still down: quiet within the hour
-    assert poll(home, minutes=70) == Run(75, [])
-    assert poll(home, minutes=71.5) == Run(75, [down.lines[0].replace("11 min", "71 min")])
-    assert poll(home, minutes=72) == Run(75, [])
+    assert poll(home, minutes=at(11)) == down
+    assert poll(home, minutes=at(12)) == Run(75, [])  # still down: quiet within the hour
+    assert poll(home, minutes=at(70)) == Run(75, [])
+    assert poll(home, minutes=at(71.5)) == Run(75, [down.lines[0].replace("11 min", "71 min")])
+    assert poll(home, minutes=at(72)) == Run(75, [])
     fake.accept_connections()
-    assert poll(home, minutes=73) == Run(0, [
+    assert poll(home, minutes=at(73)) == Run(0, [
         f"Recovered: {WHO}: the Bot API is reachable again (after 73 min without getUpdates)"])
-    assert poll(home, minutes=74) == Run(0, [])  # said once
+    assert poll(home, minutes=at(74)) == Run(0, [])  # said once
 
 
 def test_a_failing_bot_api_is_reported_at_once_with_alert_after_0(
@@ -221,3 +229,27 @@ def test_a_bug_in_the_alert_state_is_reported_and_never_keeps_the_lease(
     assert poll(home) == Run(1, [f"Error: {WHO}: alerts: KeyError: 'since'"])
     assert live_lease_owners() == []  # released all the same
     assert poll(home) == Run(0, [])  # and the next pass starts afresh
+
+
+def test_a_config_error_is_said_on_every_pass_and_recovered_once_it_is_fixed(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    start = time.monotonic()
+
+    def at(minute: float) -> float:  # as in the test above: minutes after the first poll
+        return minute - (time.monotonic() - start) / 60
+
+    assert poll(home) == Run(0, [])
+    channels = config_dir(home) / "channels.json"
+    channels.chmod(0o644)
+    for minutes in (1, 2):  # every pass stops on it, so every pass says it
+        broken = poll(home, minutes=at(minutes))
+        assert broken.code == 77 and len(broken.lines) == 1, broken
+        assert broken.lines[0].startswith("Error: ") and "chmod 600" in broken.lines[0]
+    channels.chmod(0o600)
+    fixed = poll(home, minutes=at(3.5))
+    assert fixed.code == 0, fixed
+    [line] = fixed.lines
+    assert line.startswith("Recovered: the configuration can be read again (after 2 min;"
+                           " was: "), line
+    assert poll(home, minutes=at(4)) == Run(0, [])  # said once

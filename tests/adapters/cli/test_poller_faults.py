@@ -139,3 +139,30 @@ def test_a_database_deleted_or_replaced_under_a_poller_confirms_no_update(
     offsets = [r.params.get("offset") for r in fake.requests("getUpdates")]
     assert str(update_id + 1) not in offsets, offsets
     assert db.exists() == (fault == "replaced")  # nothing created a new file
+
+
+
+def test_the_next_poll_does_not_create_an_empty_database_in_place_of_a_deleted_one(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    """The decisions and the presses were in the deleted file: `poll` and `ask` refuse with
+    65 and the way back, `status` lists it, and only an explicit `init` starts afresh."""
+    assert piw(home, "poll", "--once").returncode == 0
+    db = default_path()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    for command in (("poll", "--once"), ("ask", "--title", "T", "--choice", "a=A"),
+                    ("expire",)):
+        done = piw(home, *command)
+        assert done.returncode == 65, done
+        lines = done.stderr.splitlines()
+        assert len(lines) == 1 and "it was deleted or moved" in lines[0], lines
+        assert "piw-channels init" in lines[0] and "cp BACKUP" in lines[0], lines
+        assert not db.exists()  # nothing created in its place
+    status = piw(home, "status", "--json")
+    assert status.returncode == 65, status
+    items = json.loads(status.stdout)["needs_attention"]
+    assert [i["exit_code"] for i in items] == [65] and "restore it" in items[0]["message"]
+    assert not db.exists()
+    assert piw(home, "init").returncode == 0
+    assert piw(home, "poll", "--once").returncode == 0

@@ -3,10 +3,13 @@ child process in a temporary HOME."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from pathlib import Path
 
+from tests.adapters.cli.test_decisions_cli import wait_for_open_decision
 from tests.channels.telegram.helpers import (
+    CLI,
     PROFILE,
     configure_telegram_profile,
     resolutions,
@@ -75,3 +78,39 @@ def test_resend_without_profile_uses_the_only_one(home: Path) -> None:
     done = piw(home, "resend", decision_id)
     assert done.returncode == 2  # it got as far as the decision: never delivered there
     assert f"was never delivered on telegram:{PROFILE}" in done.stderr, done.stderr
+
+
+def test_cancel_during_ask_wait_says_who_holds_the_run_and_how_to_free_it(home: Path) -> None:
+    waiter = subprocess.Popen([*CLI, "ask", "--title", "Wait?", "--choice", "a=A", "--wait"],
+                              cwd=ROOT, env=child_env(home), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        decision_id = wait_for_open_decision()  # the run is held from its creation on
+        done = piw(home, "cancel", decision_id)
+        assert done.returncode == 75, done
+        [line] = done.stderr.splitlines()
+        assert "held by `piw-channels ask --wait`" in line, line
+        assert f"(process {waiter.pid} on " in line and f"kill {waiter.pid}" in line, line
+        assert line.endswith(f"then run: piw-channels cancel {decision_id}"), line
+        waiter.send_signal(signal.SIGINT)  # as the line advises
+        assert waiter.wait(timeout=60) == 130
+        done = piw(home, "cancel", decision_id)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"cancelled {decision_id}"), done.stdout
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+        waiter.communicate(timeout=60)
+
+
+def test_an_ambiguous_prefix_lists_candidates_with_short_titles(home: Path) -> None:
+    long_title = "Deploy the web application to production after the database migration?"
+    ids = [piw(home, "ask", "--title", f"{n} {long_title}", "--choice", "a=A").stdout.strip()
+           for n in range(12)]
+    done = piw(home, "show", "decision-")
+    assert done.returncode == 2
+    [line] = done.stderr.splitlines()
+    assert line.startswith("Error: 'decision-' matches more than one decision: "), line
+    listed = [d for d in ids if d in line]
+    assert len(listed) == 10 and "; and more; give more of the decision id" in line, line
+    assert long_title not in line and "0 Deploy the web application to product…)" in line, line

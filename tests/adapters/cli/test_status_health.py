@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from adapters.telegram.fake import BotError, FakeBotApi, Fault
@@ -95,6 +96,43 @@ def test_a_corrupt_database_is_65_with_the_advice_to_restore_a_backup(
     assert line.startswith("Error: ") and line.endswith(CORRUPT_INSTRUCTION)
     code, items = health(home)
     assert (code, kinds(items)) == (65, [("database", 65)])
+
+
+def _root_page(db: Path, name: str) -> tuple[int, int]:
+    conn = apsw.Connection(str(db))
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = int(conn.execute("PRAGMA page_size").get)
+        root = int(conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = ?",
+                                (name,)).get)
+    finally:
+        conn.close()
+    return (root - 1) * size, size
+
+
+def test_status_checks_pages_quickly_and_leaves_the_index_check_to_verify(home: Path) -> None:
+    """`status` runs `quick_check` (every page and row, and each index's entry count, but not
+    each entry against its row), `verify` the full `integrity_check`: an index whose one entry
+    belongs to another database's decision is seen by `verify` only."""
+    assert cli(home, "init").code == 0
+    db = default_path()
+    _root_page(db, "human_decisions_run")  # checkpointed: the file is the whole database
+    fresh = db.read_bytes()
+    open_decision_now(title="First")
+    where, size = _root_page(db, "human_decisions_run")
+    foreign_entry = db.read_bytes()[where:where + size]
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    db.write_bytes(fresh)
+    open_decision_now(title="Second")  # another run id, in the same row and page
+    assert _root_page(db, "human_decisions_run") == (where, size)
+    with db.open("r+b") as f:
+        f.seek(where)
+        f.write(foreign_entry)
+    assert health(home) == (0, [])
+    verified = cli(home, "verify")
+    assert verified.code == 65
+    assert "row 1 missing from index human_decisions_run" in "".join(verified.lines)
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write into any directory")

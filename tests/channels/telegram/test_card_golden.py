@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,17 +26,28 @@ from tests.channels.telegram.helpers import (
     PROFILE,
     USER,
     configure_telegram_profile,
-    run_cli,
 )
-from tests.paths import FIXTURES
+from tests.conftest import child_env
+from tests.paths import FIXTURES, ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 GOLDEN = FIXTURES / "cards"
 CONTEXT = ["--context", "project=web-app", "--context", "session=deploy-review",
            "--context", "host=laptop"]
 CHOICES = ["--choice", "continue=Continue", "--choice", "stop=Stop",
            "--text-choice", "replan=Replan=What should change?"]
-# Near midnight the deadline falls on the next day and names it ("Wed 2 Dec 00:03").
-DEADLINE = re.compile(r"Answer by (?:\w{3} \d{1,2} \w{3} )?(\d\d:\d\d) UTC, in (\d+) min")
+DEADLINE = re.compile(r"Answer by (\d\d:\d\d) UTC, in (\d+) min")
+DAY_MS = 86_400_000
+
+
+def at_noon(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`piw-channels ARGS` with the child's clock at tomorrow's 12:00:30 UTC (and so never
+    near midnight): the card's deadline line is the same whenever the suite runs."""
+    now = int(time.time() * 1000)
+    env = child_env(home)
+    env[CLOCK_OFFSET_ENV] = str(now - now % DAY_MS + DAY_MS + 43_230_000 - now)
+    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
 
 DIFF = "\n".join([
     "--- a/deploy/config.yaml", "+++ b/deploy/config.yaml", "@@ -3,4 +3,4 @@",
@@ -93,7 +105,7 @@ def ask(home: Path, title: str, document: dict[str, Any] | None, extra: list[str
         path = home / "presentation.json"
         path.write_text(json.dumps(document, ensure_ascii=False))
         args += ["--presentation", str(path)]
-    done = run_cli(home, *args)
+    done = at_noon(home, *args)
     assert done.returncode == 0, done.stderr
     return str(json.loads(done.stdout)["decision_id"])
 
@@ -119,8 +131,9 @@ def pin_deadline(text: str, deadline_ms: int | None) -> str:
     if match is None:
         return text
     assert deadline_ms is not None, text
-    assert match.group(1) == time.strftime("%H:%M", time.gmtime(deadline_ms // 1000))
-    assert match.group(2) in ("14", "15")  # asked 15 minutes before the deadline
+    assert match.group(1) == time.strftime("%H:%M", time.gmtime(deadline_ms // 1000)) \
+        == "12:15"  # asked at 12:00:30, with 15 minutes to answer
+    assert match.group(2) == "15"  # sent within the same half minute
     return DEADLINE.sub("Answer by HH:MM UTC, in 15 min", text)
 
 
@@ -129,9 +142,9 @@ def test_the_card_on_the_wire_matches_its_golden_file(home: Path, fake: FakeBotA
                                                       case: str) -> None:
     title, document, extra = CASES[case]
     decision_id = ask(home, title, document, extra)
-    done = run_cli(home, "poll", "--once", "--profile", PROFILE)
+    done = at_noon(home, "poll", "--once", "--profile", PROFILE)
     assert done.returncode == 0, done.stderr
-    shown = json.loads(run_cli(home, "show", decision_id, "--json").stdout)
+    shown = json.loads(at_noon(home, "show", decision_id, "--json").stdout)
     sent = sent_as_recorded(fake, shown.get("deadline_at"))
     golden = GOLDEN / f"{case}.json"
     if os.environ.get("PIW_UPDATE_GOLDEN") == "1":
