@@ -61,9 +61,8 @@ ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi
 LONG_POLL_SECONDS = 20
 ONCE_DEADLINE_SECONDS = 15
 INBOX_BATCH = 100
-# Callback answers in flight at once: they go out right after their batch commits, in press
-# order, 16 at a time (100 presses at 150 ms a call are answered in about 1 s, well within
-# the 15 s after which Telegram calls a query too old).
+# Callback answers in flight at once, right after their batch commits, in press order: 100
+# presses at 150 ms a call are answered in about 1 s, well within Telegram's 15 s.
 ANSWER_CONCURRENCY = 16
 SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
@@ -104,8 +103,7 @@ class ChannelReport:
     exit_code: int = 0  # of a failed pass (status "failed")
     failure: Failure | None = None  # why the pass failed (status "failed")
     problems: list[Failure] = field(default_factory=list)  # rows and effects that failed alone
-    # Settlements the Bot API refused for good (a keyboard that cannot be removed): one line
-    # each on the pass where it happens.
+    # Settlements refused for good (a keyboard that cannot come off): a line each, this pass.
     refused: list[dict[str, Any]] = field(default_factory=list)
 
 
