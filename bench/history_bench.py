@@ -260,7 +260,8 @@ def main() -> None:
         with fakes[0], fakes[1], naive_fake:
             fronts = [TlsFront(f.base_url, cert, key) for f in (*fakes, naive_fake)]
             naive = {size: NaiveBot(base / f"naive-{size}", size, naive_fake,
-                                    fronts[-1].base_url) for size in sizes}
+                                    fronts[-1].base_url, base / "naive-offset.json")
+                     for size in sizes}
             homes = [piw.make_home(base / f"h{size}", front.base_url)
                      for size, front in zip(sizes, fronts[:2], strict=True)]
             for size, home in zip(sizes, homes, strict=True):

@@ -25,12 +25,14 @@ from bench.common import TOKEN, USER
 class NaiveBot:
     """One naive bot with `rows` answers of history, against `fake` through `base_url`."""
 
-    def __init__(self, state: Path, rows: int, fake: Any, base_url: str) -> None:
+    def __init__(self, state: Path, rows: int, fake: Any, base_url: str,
+                 offset_file: Path) -> None:
         state.mkdir(mode=0o700)
         self.rows = rows
         self.fake = fake
         self.base_url = base_url
-        self.offset_file = state / "offset.json"
+        # Bots that share a fake share its update offset (as one bot token does).
+        self.offset_file = offset_file
         self.db = sqlite3.connect(state / "peer.sqlite")
         self.db.execute("CREATE TABLE IF NOT EXISTS decisions (id TEXT PRIMARY KEY,"
                         " message_id INTEGER)")
