@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import apsw
 
@@ -40,7 +40,10 @@ class EffectStatus(StrEnum):
         return self not in (EffectStatus.PENDING, EffectStatus.APPLYING)
 
 
+# What an attempt's caller may record; `interrupted` is written only by a takeover (see
+# `interrupt`), never passed in.
 AttemptOutcome = Literal["applied", "rejected", "ambiguous"]
+ATTEMPT_OUTCOMES: Final = frozenset({"applied", "rejected", "ambiguous", "interrupted"})
 
 _COLUMNS = (
     "effect_id, resource_id, source_resource_id, source_revision, effect_type, idempotency_key,"

@@ -48,6 +48,7 @@ from adapters.telegram.results import (
     classify_response,
 )
 from channels.config.files import BOT_TOKEN_FORMAT
+from channels.telegram.limits import DEFAULT_API_BASE_URL
 
 if TYPE_CHECKING:
     from telegram import TelegramObject
@@ -61,7 +62,6 @@ __all__ = [
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
-DEFAULT_API_BASE_URL: Final = "https://api.telegram.org"
 # my_chat_member: the bot learns at once that it was removed from (or blocked in) a chat.
 DEFAULT_ALLOWED_UPDATES: Final = ("message", "callback_query", "my_chat_member")
 # A real token is "<bot id>:<35 URL-safe characters>"; anything else could

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal
 
 import apsw
@@ -20,6 +21,35 @@ from state.leases import Lease
 from state.resources import Actor
 
 RunOwner = Literal["session", "host"]
+
+
+class RunStatus(StrEnum):
+    """A run's state (the plan's `runs.status` CHECK set; this project writes running,
+    waiting, completed and cancelled)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+class AttemptStatus(StrEnum):
+    """A node attempt's state (`node_attempts.status`)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+ExecutionMode = Literal["interactive", "headless"]
+SourceType = Literal["builtin", "file"]
 
 # A gated Pi tool call: its answer goes to the waiting call, never as a deferred turn.
 GATE_WORKFLOW = "piw-channels.gate"
