@@ -3,7 +3,8 @@ settle) leaves in the database, through the real poll cycle against the loopback
 
 Opens --decisions decisions, delivers them, presses each and settles them (real `poll --once`
 passes in process), then measures the growth over the same database before (both after a
-checkpoint): file bytes, events, blobs (and their bytes), index entries, per decision; and
+checkpoint): file bytes (live, and of a `VACUUM INTO` copy: the rows without free space),
+events, blobs (and their bytes), index entries, per decision; and
 where the bytes go, by table and index (dbstat: pages and payload). Target: <= 8 KiB per
 settled decision.
 
@@ -48,8 +49,13 @@ def snapshot(db: Database) -> dict[str, Any]:
         by_name[str(name)]["bytes"] = int(pages) * page_size  # interior pages included
     index_entries = sum(v["entries"] for n, v in by_name.items()
                         if kinds.get(n) == "index" or n.startswith("sqlite_autoindex"))
+    with tempfile.TemporaryDirectory() as tmp:
+        compact = Path(tmp) / "vacuumed.sqlite"
+        c.execute("VACUUM INTO ?", (str(compact),))  # the same content, no free space
+        vacuumed = compact.stat().st_size
     return {
         "file": int(c.execute("PRAGMA page_count").get) * page_size,
+        "vacuumed": vacuumed,
         "events": int(c.execute("SELECT count(*) FROM events").get),
         "blobs": int(c.execute("SELECT count(*) FROM blobs").get),
         "blob_bytes": int(c.execute("SELECT coalesce(sum(length(content)), 0) FROM blobs").get),
@@ -90,11 +96,14 @@ def main() -> None:
                     piw.check_settled(db, done)
                 after = snapshot(db)
     per = {k: (after[k] - before[k]) / n
-           for k in ("file", "events", "blobs", "blob_bytes", "index_entries")}
+           for k in ("file", "vacuumed", "events", "blobs", "blob_bytes", "index_entries")}
     met = "met" if per["file"] <= TARGET_BYTES else "NOT met"
     print(f"{n} settled decisions (ask, one-part delivery, press, settlement), per decision:")
     print(f"  file bytes:    {per['file']:9.0f} ({per['file'] / 1024:.2f} KiB; target <= 8 KiB:"
           f" {met})")
+    print(f"  after VACUUM:  {per['vacuumed']:9.0f} ({per['vacuumed'] / 1024:.2f} KiB; the same"
+          " rows with no free space in their pages: what the rows need, not what the live file"
+          " grows by)")
     print(f"  events:        {per['events']:9.2f}")
     print(f"  blobs:         {per['blobs']:9.2f} ({per['blob_bytes']:.0f} bytes of content)")
     print(f"  index entries: {per['index_entries']:9.2f}")

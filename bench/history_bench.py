@@ -15,6 +15,9 @@ of the database as it was before the pass; the growth of the project's per-press
 within 2%). Then, for one more batch at each size, the pages it wrote: WAL frames and
 distinct pages per press (target <= 40 at 10,000), and the b-trees whose distinct pages grow
 most (every statement visits the same number of rows at both sizes, see test_query_plans.py).
+And the naive bot (bench/naive_side.py: bench/peer_bot.py's press handling in process, one
+table, over https to its own fake) at 100 and 10,000 rows of its own state, its batches in
+the same ABBA rounds as the project's: per press at 10,000 against it (target <= 1.15x).
 
 Run: python bench/history_bench.py [--history N] [--rounds N] [--presses N] [--runs N]
 """
@@ -40,6 +43,7 @@ import apsw
 from adapters.telegram.fake import FakeBotApiProcess
 from bench import piw
 from bench.common import TOKEN, USER, TlsFront, abba, machine_load, self_signed, spread, unpaced
+from bench.naive_side import NaiveBot
 from channels import inbox, messages, store
 from channels.config.loading import load_config
 from channels.decisions import records, resolution, workflows
@@ -252,10 +256,14 @@ def main() -> None:
         cert, key, bundle = self_signed(base)
         os.environ["SSL_CERT_FILE"] = str(bundle)
         fakes = [FakeBotApiProcess(token_file) for _ in sizes]
-        with fakes[0], fakes[1]:
-            fronts = [TlsFront(f.base_url, cert, key) for f in fakes]
+        naive_fake = FakeBotApiProcess(token_file)
+        with fakes[0], fakes[1], naive_fake:
+            fronts = [TlsFront(f.base_url, cert, key) for f in (*fakes, naive_fake)]
+            naive = {size: NaiveBot(base / f"naive-{size}", size, naive_fake,
+                                    fronts[-1].base_url, base / "naive-offset.json")
+                     for size in sizes}
             homes = [piw.make_home(base / f"h{size}", front.base_url)
-                     for size, front in zip(sizes, fronts, strict=True)]
+                     for size, front in zip(sizes, fronts[:2], strict=True)]
             for size, home in zip(sizes, homes, strict=True):
                 os.environ["HOME"] = str(home)
                 start = time.perf_counter()
@@ -273,10 +281,15 @@ def main() -> None:
             for env in envs:
                 piw.wall(poll, env)
             per_press: dict[int, list[float]] = {s: [] for s in sizes}
+            naive_press: dict[int, list[float]] = {s: [] for s in sizes}
             done = dict.fromkeys(sizes, 0)
             sides = dict(zip(sizes, zip(homes, fakes, strict=True), strict=True))
             for round_ in range(args.rounds):
-                for size in abba(list(sizes), round_):
+                order = [(s, False) for s in sizes] + [(s, True) for s in sizes]
+                for size, is_naive in abba(order, round_):
+                    if is_naive:
+                        naive_press[size].append(naive[size].batch(args.presses))
+                        continue
                     home, fake = sides[size]
                     os.environ["HOME"] = str(home)
                     restore(pristine[size], home)
@@ -311,6 +324,8 @@ def main() -> None:
                 {str(s): (poll, e) for s, e in zip(sizes, envs, strict=True)}, args.runs)
             for front in fronts:
                 front.close()
+            for bot in naive.values():
+                bot.close()
     small, large = (statistics.median(per_press[s]) for s in sizes)
     print(f"per press end to end ({args.rounds} batches of {args.presses}, ABBA):")
     for size in sizes:
@@ -335,8 +350,14 @@ def main() -> None:
     distinct = print_pages(sizes, written, args.presses)
     print(f"  distinct pages per press at {sizes[1]}: {distinct:.1f}  (target <= 40:"
           f" {'met' if distinct <= 40 else 'NOT met'})")
-    print("  per press at 10,000 against the naive bot at 10,000 rows of its own state"
-          " (target <= 1.15x): not measured by this bench")
+    for size in sizes:
+        print(f"  the naive bot (bench/peer_bot.py, one table) per press at {size} rows:"
+              f" {spread(naive_press[size])}")
+    naive_large = statistics.median(naive_press[sizes[1]])
+    versus = large / naive_large
+    print(f"  per press at {sizes[1]} against the naive bot at {sizes[1]} rows of its own state:"
+          f" {large:.3f} / {naive_large:.3f} ms = {versus:.2f}x  (target <= 1.15x:"
+          f" {'met' if versus <= 1.15 else 'NOT met'})")
     c_small, c_large = (statistics.median(cold[str(s)]) * 1000 for s in sizes)
     print(f"cold idle `poll --once` over https (ABBA, {args.runs} each):"
           f" {c_small:.1f} ms at {sizes[0]}, {c_large:.1f} ms at {sizes[1]}:"

@@ -113,8 +113,14 @@ def reserve(
     actor: Actor,
     now: int,
     available_at: int | None = None,
+    recorded_by_source: bool = False,
 ) -> Reservation:
-    """Reserve an effect in the caller's transaction; adopt an identical one."""
+    """Reserve an effect in the caller's transaction; adopt an identical one.
+
+    `recorded_by_source`: the caller has just moved the source to `source_revision` in this
+    transaction, so that change's event records the effect's cause and the effect resource
+    starts at revision 0 without an event of its own (one event fewer per follow-up).
+    Otherwise the reservation is the effect's first change: `effect.reserved`, revision 1."""
     payload_hash = blobs.put_json(conn, payload, now)
     effect_id = effect_id_for(source_resource_id, effect_type, idempotency_key)
     existing = conn.execute(
@@ -128,7 +134,13 @@ def reserve(
             )
         return Reservation(effect_id, adopted=True)
     resource_id = f"effect:{effect_id}"
-    resources.create(conn, resource_id, "effect", actor, now, event_type="effect.reserved")
+    if recorded_by_source:
+        if resources.current_revision(conn, source_resource_id) != source_revision:
+            raise WriteRejected(f"{source_resource_id} is not at revision {source_revision}:"
+                                " its change cannot record this effect")
+        resources.create_follow_up(conn, resource_id, "effect", now)
+    else:
+        resources.create(conn, resource_id, "effect", actor, now, event_type="effect.reserved")
     conn.execute(
         "INSERT INTO effects (effect_id, resource_id, source_resource_id, source_revision,"
         " effect_type, idempotency_key, payload_hash, owner_scope, status, attempt_count,"

@@ -9,6 +9,8 @@ transaction: a `Lease` or `WritePermit` value is evidence, never authority by it
 from __future__ import annotations
 
 import base64
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -243,3 +245,28 @@ def release(conn: apsw.Connection, lease: Lease, now: int, *, payload: JsonValue
         conn, lease.resource_id, f"{kind}.lease_released", lease.actor, now,
         payload=payload, lease_generation=lease.generation,
     )
+
+
+@contextlib.contextmanager
+def brief_tenure(
+    conn: apsw.Connection,
+    resource_id: str,
+    owner_type: OwnerType,
+    owner_id: str,
+    now: int,
+    entropy: Entropy,
+) -> Iterator[Lease]:
+    """Claim, act and release inside one transaction, as one change of the resource (one
+    revision, one event): the body's own bump (for example `run.completed`, naming this
+    lease's generation) records the whole tenure; a body that bumps nothing gets one
+    `<type>.lease_released` with the generation. On an exception nothing is released here:
+    the caller's transaction (or savepoint) rolls the claim back with the rest."""
+    before = resources.current_revision(conn, resource_id)
+    lease = acquire_row(conn, resource_id, owner_type, owner_id, now, entropy)
+    yield lease
+    clear_row(conn, resource_id)
+    if resources.current_revision(conn, resource_id) == before:
+        resources.bump_current(
+            conn, resource_id, f"{_resource_type(conn, resource_id)}.lease_released",
+            lease.actor, now, lease_generation=lease.generation,
+        )

@@ -6,6 +6,7 @@ same transaction. A command that changes two resources bumps each exactly once.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -60,6 +61,23 @@ def create(
     return 1
 
 
+def create_follow_up(
+    conn: apsw.Connection, resource_id: str, resource_type: ResourceType, now: int
+) -> None:
+    """Insert a resource at revision 0, without an event: an item created by another
+    resource's accepted change (an effect reserved in its source's transaction), which that
+    change's event records (the effect row names its source and source revision). Its own
+    first change (a claim, an attempt, a cancellation) is its revision 1."""
+    try:
+        conn.execute(
+            "INSERT INTO resources (resource_id, resource_type, revision, created_at, updated_at)"
+            " VALUES (?, ?, 0, ?, ?)",
+            (resource_id, resource_type, now, now),
+        )
+    except apsw.ConstraintError as exc:
+        raise WriteRejected(f"resource {resource_id} already exists") from exc
+
+
 def current_revision(conn: apsw.Connection, resource_id: str) -> int | None:
     """The current revision, or None when the resource does not exist."""
     value = conn.execute(
@@ -97,6 +115,12 @@ def bump(
     return revision
 
 
+def event_id_for(resource_id: str, revision: int, now: int) -> str:
+    """The public id of the event that moved `resource_id` to `revision` at `now`."""
+    basis = hashlib.sha256(f"{resource_id}@{revision}".encode()).hexdigest()[:16]
+    return f"evt-{now:012x}-{basis}"
+
+
 def _insert_event(
     conn: apsw.Connection,
     resource_id: str,
@@ -114,8 +138,10 @@ def _insert_event(
         " VALUES (:event_id, :id, :revision, :type, :actor_type, :actor_id, :generation,"
         " :payload, :now)",
         {
-            # Time-first ids keep the unique index append-only (one page per commit).
-            "event_id": f"evt-{now:012x}-{resource_id}@{revision}",
+            # Time-first ids keep the unique index append-only (one page per commit); the
+            # rest is 64 bits of (resource, revision), itself unique: a short id, as it is
+            # stored twice (the row and its unique index) for every event.
+            "event_id": event_id_for(resource_id, revision, now),
             "id": resource_id,
             "revision": revision,
             "type": event_type,

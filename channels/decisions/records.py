@@ -95,7 +95,7 @@ def open_decision(conn: apsw.Connection, lease: Lease, request: DecisionRequest,
     resource_id = decision_resource(request.decision_id)
     resources.create(
         conn, resource_id, "decision", lease.actor, now, event_type="decision.opened",
-        payload={"decisionId": request.decision_id, "requestDigest": request.request_digest},
+        # No payload: the immutable decision row holds its id and request digest.
         lease_generation=lease.generation,
     )
     default = request.default_response

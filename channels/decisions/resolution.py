@@ -17,7 +17,7 @@ import apsw
 
 from channels.decisions import runs, turn_intents
 from channels.decisions.choices import validate_response
-from channels.decisions.digests import digest_from_bytes, digest_to_bytes
+from channels.decisions.digests import digest_to_bytes
 from channels.decisions.presentation import fingerprint
 from channels.decisions.records import Resolution, StoredDecision, load, resolution_of
 from channels.decisions.request import (
@@ -330,8 +330,7 @@ def _win(
     )
     revision = resources.bump_current(
         conn, decision.resource_id, "decision.resolved", actor, now,
-        payload={"outcome": outcome, "provenance": provenance,
-                 "resolutionDigest": digest_from_bytes(digest)},
+        # No payload: the immutable resolution row holds outcome, provenance and digest.
         lease_generation=None if lease is None else lease.generation,
     )
     resolution = Resolution(decision.decision_id, outcome, provenance, response, reason, now,
@@ -359,7 +358,7 @@ def _reserve_follow_ups(
         effect_type=RUN_CONTINUE, idempotency_key=decision.decision_id,
         payload={**common, "runId": decision.run_id, "attemptId": decision.attempt_id,
                  "response": resolution.response, "reason": resolution.reason},
-        owner_scope="run", actor=actor, now=now,
+        owner_scope="run", actor=actor, now=now, recorded_by_source=True,
     )
     for channel_id, adapter in _presenting_channels(conn, decision.decision_id):
         effects.reserve(
@@ -369,7 +368,7 @@ def _reserve_follow_ups(
                      # Pi shows where an answer came from itself (its settle notice).
                      "text": settlement_text(decision, resolution, None if adapter == "pi"
                                              else _answered_where(human))},
-            owner_scope="channel", actor=actor, now=now,
+            owner_scope="channel", actor=actor, now=now, recorded_by_source=True,
         )
     for effect in _pending_presentations(conn, decision.resource_id):
         effects.cancel(conn, effect, actor, now, "decision resolved before delivery")

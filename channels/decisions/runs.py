@@ -111,8 +111,10 @@ def create_waiting_run(
     )
     resource_id = run_resource(spec.run_id)
     owner = Actor(owner_type, owner_id)
-    resources.create(conn, resource_id, "run", owner, now,
-                     payload={"runId": spec.run_id, "workflow": spec.workflow_name})
+    # Created and claimed in one command: one change, one event (run.created, naming the
+    # generation of the claim below: a new resource's first lease is generation 1). No
+    # payload: the runs row holds its id and workflow.
+    resources.create(conn, resource_id, "run", owner, now, lease_generation=1)
     values = {
         "run_id": spec.run_id,
         "resource": resource_id,
@@ -147,7 +149,9 @@ def create_waiting_run(
         " VALUES (?, ?, ?, 1, ?, 'waiting', ?, ?, ?)",
         (attempt_id, spec.run_id, spec.node_id, spec.node_type, now, now, now),
     )
-    lease = leases.claim(conn, resource_id, owner_type, owner_id, now, entropy)
+    lease = leases.acquire_row(conn, resource_id, owner_type, owner_id, now, entropy)
+    if lease.generation != 1:
+        raise DecisionRefused(f"run {spec.run_id} had an owner before it existed")
     return RunHandle(spec.run_id, attempt_id, lease)
 
 
@@ -233,8 +237,9 @@ def finish_run(
         " finished_at = :now, updated_at = :now WHERE run_id = :run",
         {"status": status, "output": output_hash, "detail": detail, "now": now, "run": run_id},
     )
+    # No payload: the attempt row (the run's one attempt) records which attempt finished.
     resources.bump_current(conn, run_resource(run_id), f"run.{status}", lease.actor, now,
-                           payload={"attemptId": attempt_id}, lease_generation=lease.generation)
+                           lease_generation=lease.generation)
 
 
 def run_output(conn: apsw.Connection, run_id: str) -> JsonValue:

@@ -229,14 +229,15 @@ def _expire_one(conn: apsw.Connection, db: Database, decision_id: str, owner_id:
     """Claim the run, apply the deadline and/or the continuation, release (one unit)."""
     now = db.clock.now_ms()
     run_id, workflow = records.run_of(conn, decision_id)
-    lease = leases.claim(conn, runs.run_resource(run_id), "host", owner_id, now, db.entropy)
     verdict = None
-    if is_overdue:
-        verdict = resolution.resolve(conn, DeadlinePolicy(decision_id, lease), now)
     finished = workflow in LOCAL_WORKFLOWS
-    if finished:
-        resolution.apply_continue_locally(conn, decision_id, lease, now)
-    leases.release(conn, lease, now)
+    # One change of the run (its finish, or the tenure alone), not claim + finish + release.
+    with leases.brief_tenure(conn, runs.run_resource(run_id), "host", owner_id, now,
+                             db.entropy) as lease:
+        if is_overdue:
+            verdict = resolution.resolve(conn, DeadlinePolicy(decision_id, lease), now)
+        if finished:
+            resolution.apply_continue_locally(conn, decision_id, lease, now)
     return verdict, finished
 
 

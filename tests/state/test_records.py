@@ -364,3 +364,83 @@ def test_a_write_permit_is_evidence_checked_again_not_authority(
         db.write(lambda c: leases.check_permit(c, wrong_resource, now + 1))
     with pytest.raises(StaleLease, match="expired"):
         db.write(lambda c: leases.check_permit(c, good, now + 60_000))
+
+
+def test_an_effect_recorded_by_its_source_change_starts_at_revision_0(db: Database) -> None:
+    make_resource(db)
+
+    def cause(c: apsw.Connection) -> effects.Reservation:
+        revision = resources.bump(c, "run:r1", 1, "run.waiting", HOST, 5)
+        return effects.reserve(c, source_resource_id="run:r1", source_revision=revision,
+                               effect_type="run.continue", idempotency_key="d1",
+                               payload={"a": 1}, owner_scope="run", actor=HOST, now=5,
+                               recorded_by_source=True)
+
+    res = db.write(cause)
+    resource_id = f"effect:{res.effect_id}"
+    # The source's event (revision 2, same transaction) records the cause; the effect row and
+    # its resource are there, at revision 0 and without an event of their own.
+    assert events_of(db, "run:r1") == [(1, "run.created"), (2, "run.waiting")]
+    assert db.conn.execute("SELECT resource_type, revision FROM resources WHERE resource_id = ?",
+                           (resource_id,)).fetchall() == [("effect", 0)]
+    assert db.conn.execute("SELECT source_revision, status FROM effects").fetchall() == [
+        (2, "pending")]
+    assert events_of(db, resource_id) == []
+    attempt = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "host", "w", 6,
+                                                         db.entropy))
+    db.write(lambda c: effects.finish_attempt(c, attempt, "applied", 7))
+    assert events_of(db, resource_id) == [(1, "effect.attempt_started"), (2, "effect.applied")]
+
+
+def test_an_effect_cannot_claim_a_source_change_that_is_not_its_revision(db: Database) -> None:
+    make_resource(db)
+    with pytest.raises(WriteRejected):
+        db.write(lambda c: effects.reserve(
+            c, source_resource_id="run:r1", source_revision=2, effect_type="run.continue",
+            idempotency_key="d1", payload={}, owner_scope="run", actor=HOST, now=5,
+            recorded_by_source=True))
+    assert count(db, "effects") == 0 and count(db, "resources") == 1
+
+
+def test_a_brief_tenure_is_one_change_of_the_resource(db: Database) -> None:
+    make_resource(db)
+
+    def finish(c: apsw.Connection) -> int:
+        with leases.brief_tenure(c, "run:r1", "host", "h", 5, db.entropy) as lease:
+            resources.bump_current(c, "run:r1", "run.completed", lease.actor, 5,
+                                   lease_generation=lease.generation)
+        return lease.generation
+
+    assert db.write(finish) == 1
+    # One event (the body's), naming the generation; the lease is free, its generation kept.
+    assert db.conn.execute("SELECT resource_revision, event_type, lease_generation FROM events"
+                           " WHERE resource_id = 'run:r1'").fetchall() == [
+        (1, "run.created", None), (2, "run.completed", 1)]
+    assert db.read(lambda c: leases.read(c, "run:r1")) == leases.LeaseState(
+        "run:r1", 1, None, None, None)
+
+    def idle(c: apsw.Connection) -> None:
+        with leases.brief_tenure(c, "run:r1", "host", "h", 6, db.entropy):
+            pass
+
+    db.write(idle)  # a tenure that changed nothing else: one release event, generation 2
+    assert events_of(db, "run:r1")[-1] == (3, "run.lease_released")
+    assert db.read(lambda c: leases.read(c, "run:r1")).generation == 2  # type: ignore[union-attr]
+
+    def failing(c: apsw.Connection) -> None:
+        with leases.brief_tenure(c, "run:r1", "host", "h", 7, db.entropy):
+            raise WriteRejected("the body failed")
+
+    with pytest.raises(WriteRejected):
+        db.write(failing)
+    assert db.read(lambda c: leases.read(c, "run:r1")).generation == 2  # type: ignore[union-attr]
+    assert len(events_of(db, "run:r1")) == 3
+
+
+def test_a_brief_tenure_refuses_a_live_owner(db: Database) -> None:
+    make_resource(db)
+    db.write(lambda c: leases.claim(c, "run:r1", "host", "other", 5, db.entropy))
+    with pytest.raises(LeaseHeld):
+        db.write(lambda c: leases.brief_tenure(c, "run:r1", "host", "h", 6,
+                                               db.entropy).__enter__())
+    assert [t for _, t in events_of(db, "run:r1")] == ["run.created", "run.lease_acquired"]
