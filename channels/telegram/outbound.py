@@ -101,7 +101,7 @@ class Outbound:
             for effect in due:
                 if self.unauthorized:
                     break
-                if self._blocked(effect):
+                if self.blocked(effect):
                     continue  # held by a 429, or no slot before the deadline: no attempt
                 await self.apply(effect)
                 applied += 1
@@ -121,7 +121,7 @@ class Outbound:
                 raise outcome
         return sum(1 for outcome in outcomes if outcome is True)
 
-    def _blocked(self, effect: Effect) -> bool:
+    def blocked(self, effect: Effect) -> bool:
         """Nothing of this effect could go before the deadline (a 429 holds the bot or all
         its chats, or no slot comes in time): it stays due, unattempted."""
         if self.pacer is None:
@@ -130,8 +130,10 @@ class Outbound:
             self.db.read(lambda c: effects.payload(c, effect))  # a settlement's chats: later
         return self.pacer.blocked(p, int((self.deadline() - time.time()) * 1000))
 
-    async def apply(self, effect: Effect) -> None:
-        with sending_as(NORMAL if effect.effect_type in BACKGROUND_TYPES else URGENT):
+    async def apply(self, effect: Effect, level: int | None = None) -> None:
+        """Apply one effect, its sends at `level` (default: deliveries NORMAL, the rest URGENT)."""
+        with sending_as(level if level is not None else NORMAL
+                        if effect.effect_type in BACKGROUND_TYPES else URGENT):
             await self._apply(effect)
 
     async def _apply(self, effect: Effect) -> None:

@@ -28,6 +28,7 @@ from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, fa
 from channels.telegram import (
     alerts,
     deliveries,
+    ended,
     holds,
     identity,
     inbound,
@@ -66,6 +67,9 @@ INBOX_BATCH = 100
 ANSWER_CONCURRENCY = 16
 SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
+# A pass waiting for the lease gives up with this much of its window left (more than a
+# holder's window has when it ends: two passes started together never both poll).
+HANDOVER_MIN_SECONDS = MIN_LONG_POLL_SECONDS + 2
 
 
 # State errors that are one row's own: its data contradicts what is stored.
@@ -174,7 +178,7 @@ class _ChannelPoll:
 
     async def run(self, api_factory: ApiFactory) -> ChannelReport:
         try:
-            self.lease = self.db.write(self._claim)
+            self.lease = await self._claim_or_wait()
         except LeaseHeld:
             self.report.status = "busy"
             self.report.message = "another poller holds this channel; skipped"
@@ -193,6 +197,21 @@ class _ChannelPoll:
         finally:
             self._release()
         return self.report
+
+    async def _claim_or_wait(self) -> Lease:
+        """Claim the channel lease. A `--for` pass that finds it held waits (reading only)
+        and takes over at its release, so cron runs that overlap hand over with no gap."""
+        def ends() -> bool:
+            return self.end - self.wall_clock() < HANDOVER_MIN_SECONDS
+
+        while True:
+            try:
+                return self.db.write(self._claim)
+            except LeaseHeld:
+                if self.options.once or ends():
+                    raise
+            await wakeups.until_free(self.db, self.channel.channel_id,
+                                     workflows.owner_process_gone, ends)
 
     def _claim(self, conn: Any) -> Lease:
         now = self._now()
@@ -341,14 +360,13 @@ class _ChannelPoll:
             return
         if self.db.read(self._undelivered):
             self._renew()
-            self.db.write(self._reserve_deliveries)
-            deliverer.kick()
+            deliverer.rush(self.db.write(self._reserve_deliveries))  # ahead of a backlog
 
-    def _reserve_deliveries(self, conn: Any) -> None:
+    def _reserve_deliveries(self, conn: Any) -> list[str]:
         now = self._now()
         leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
         wanted = deliveries.open_routed_decisions(conn, self.channel, now)
-        deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
+        return deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
 
     async def _receive(self, api: BotApi, short: bool = False) -> bool:
         """One getUpdates (`short`: with no long poll) and its ingest; False when this
@@ -402,35 +420,19 @@ class _ChannelPoll:
 
     def _refuse(self, res: ProviderResult, offset: int | None) -> bool:
         """A getUpdates answer that is not a batch: nothing stored, the cursor stays."""
-        self.report.status = "bad_batch"
-        self.report.errors.append({"method": "getUpdates", **describe(res)})
-        self.report.message = (f"getUpdates returned a response that is not a batch of updates"
-                               f" ({res.description}); nothing was stored and the cursor stays"
-                               f" at {offset if offset is not None else 'the start'}")
-        return False
+        return self._ended(*ended.refused(res, offset))
 
     def _unconfirmable(self, count: int) -> bool:
-        """A batch whose items carry no usable update_id past the cursor: they were recorded
-        (and are processed, as ignored), but no offset can confirm them, so Telegram sends
-        them again at once: this pass ends after processing."""
-        self.report.status = "bad_batch"
-        self.report.message = (
-            f"getUpdates returned {count} update(s) without a usable update_id past the"
-            " cursor; they were recorded as ignored, and the cursor moves on when a later"
-            " update arrives")
-        self.report.errors.append({"method": "getUpdates", "outcome": "unconfirmable",
-                                   "description": self.report.message})
+        """A batch with no usable update_id past the cursor: processed, and the pass ends."""
+        self._ended(*ended.unconfirmable(count))
         return True
 
     def _conflict(self, res: ProviderResult) -> bool:
-        self.report.status = "conflict"
-        self.report.errors.append({"method": "getUpdates", **describe(res)})
-        webhook = "webhook" in (res.description or "").lower()
-        self.report.message = (
-            "a webhook is active for this bot; remove it (Bot API deleteWebhook) to poll"
-            if webhook else
-            "another getUpdates poller is using this bot token; run only one poller per bot"
-        )
+        return self._ended(*ended.conflict(res))
+
+    def _ended(self, status: str, message: str, error: dict[str, Any]) -> bool:
+        self.report.status, self.report.message = status, message
+        self.report.errors.append(error)
         return False
 
     async def _process_inbox(self, api: BotApi) -> int:
