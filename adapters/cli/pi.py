@@ -171,7 +171,9 @@ def cmd_bridge(args: argparse.Namespace) -> int:
     # The secret pipe is read first, while the extension that made it is surely still there.
     found = binding.read_binding(args.secret_fd)
     with Database.open_writer() as db:
-        return serving.run(db, workflows.new_owner_id(db, "pi-bridge"), found,
+        # Bound to the Pi that spawned it: its window keeps the session while it lives.
+        window = os.getppid() if found.secret is not None else None
+        return serving.run(db, workflows.new_owner_id(db, "pi-bridge", window), found,
                           tick_seconds=args.tick)
 
 
