@@ -304,14 +304,19 @@ def handover(home: Path, db_path: Path, control: RemoteFakeBotApi, cron: Cron,
     while not handovers(db_path, begun):
         time.sleep(0.05)  # the phase's first hand-over fixes the phase of the next ones
     since = begun
-    first_release = handovers(db_path, begun)[0][0]
     sends: list[tuple[float, float]] = []
     answers: list[tuple[float, float]] = []
     slow: list[str] = []
     ready: list[tuple[workflows.AskHandle, str]] = []
     for k in range(1, count + 1):
-        target = first_release + k * cron.period + random.uniform(-NEAR_HANDOVER_S, 0.5)
-        time.sleep(max(0.0, target - time.time()))
+        last = handovers(db_path, since)[-1][0]
+        if k % 2:  # just before a release: predicted from the last one (runs are periodic)
+            target = last + cron.period + random.uniform(-NEAR_HANDOVER_S, 0.0)
+            time.sleep(max(0.0, target - time.time()))
+        else:  # right after one: as soon as the next release is committed
+            while handovers(db_path, since)[-1][0] == last:
+                time.sleep(0.02)
+            time.sleep(random.uniform(0.0, 0.3))
         with Database.open_writer(db_path) as db:
             [handle] = piw.open_decisions(db, 1, 20_000 + k)
         title = f"Approve step {20_000 + k}?"  # as open_decisions names it

@@ -26,10 +26,13 @@ HANDOVER_WATCH_SECONDS = 0.05  # how often a pass waiting for the lease reads da
 
 
 async def watch(db: Database, changed: Callable[[], None]) -> None:
-    """Call `changed` after each look that finds another connection's commit (until
-    cancelled)."""
+    """Call `changed` once at the start, then after each look that finds another
+    connection's commit (until cancelled)."""
     with Database.open_reader(db.path, clock=db.clock) as reader:
         seen = _version(reader)
+        # A commit made after the pass last looked but before this baseline moved nothing
+        # that this watcher sees: look once now (a read; nothing written if nothing is new).
+        changed()
         while True:
             await asyncio.sleep(WATCH_SECONDS)
             version = _version(reader)
