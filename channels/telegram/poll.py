@@ -68,7 +68,7 @@ ANSWER_CONCURRENCY = 16
 SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
 # A pass waiting for the lease gives up with this much of its window left (more than a
-# holder's window has when it ends: two passes started together never both poll).
+# holder's has when it ends: two passes started together never both poll).
 HANDOVER_MIN_SECONDS = MIN_LONG_POLL_SECONDS + 2
 
 
@@ -199,8 +199,7 @@ class _ChannelPoll:
         return self.report
 
     async def _claim_or_wait(self) -> Lease:
-        """Claim the channel lease. A `--for` pass that finds it held waits (reading only)
-        and takes over at its release, so cron runs that overlap hand over with no gap."""
+        """Claim the lease; a `--for` pass finding it held waits to take over at its release."""
         def ends() -> bool:
             return self.end - self.wall_clock() < HANDOVER_MIN_SECONDS
 
@@ -304,11 +303,12 @@ class _ChannelPoll:
         first = True
         while not self._long_hold:
             self._renew()
-            if self.db.read(self._undelivered):
-                self.db.write(self._reserve_deliveries)
-            # Retries of prompts and settlements first; deliveries only once the presses
-            # that came with this getUpdates are answered, so no press waits behind them
-            # (the pass's first getUpdates is short when deliveries are due).
+            if self.db.read(self._undelivered):  # a few new ones go at once (a hand-over)
+                fresh = self.db.write(self._reserve_deliveries)
+                deliverer.rush([] if self.options.once else fresh)
+            # Retries of prompts and settlements first; the other deliveries only once the
+            # presses that came with this getUpdates are answered, so no press waits behind
+            # them (the pass's first getUpdates is short when deliveries are due).
             self.report.effects += await outbound.apply_due(URGENT_TYPES)
             if self._long_hold or not await self._receive(
                     api, short=first and self.db.read(self._due_deliveries)):
