@@ -18,6 +18,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from channels.telegram.deliveries import DELIVER
 from channels.telegram.outbound import BACKGROUND_TYPES, Outbound
 from channels.telegram.pacing import FRESH, NORMAL, sending_as
 from state import effects
@@ -44,13 +45,22 @@ class Deliverer:
         self._collect()
         self._task = asyncio.ensure_future(self._run())
 
-    def rush(self, effect_ids: Sequence[str]) -> None:
-        """Deliveries just reserved for decisions asked now: each at once, ahead of the
-        queue (more than RUSH_MAX together join the queue instead)."""
-        if len(effect_ids) > RUSH_MAX:
-            self.kick()
-            return
-        for effect_id in effect_ids:
+    def rush(self, effect_ids: Sequence[str], *, newest: bool = False) -> None:
+        """Deliveries just reserved for decisions asked now: each at once, ahead of the queue
+        (more than RUSH_MAX together join the queue instead). `newest`, at a pass's start:
+        also the newest due delivery (one rushed by the last run, which ended before it could
+        go, or asked during the hand-over); the rest keep their order in the queue."""
+        ids = list(effect_ids)
+        if len(ids) > RUSH_MAX:
+            if not newest:  # the pass's first getUpdates goes before a backlog
+                self.kick()
+            ids = []
+        if newest and not ids:
+            channel_id = self.outbound.channel.channel_id
+            due = self.outbound.db.read(lambda c: effects.list_due(
+                c, (DELIVER,), self.outbound.db.clock.now_ms(), scope=channel_id))
+            ids = [e.effect_id for e in due[::-1] if e.idempotency_key == channel_id][:1]
+        for effect_id in ids:
             task = asyncio.ensure_future(self._rush_one(effect_id))
             self._rushed.add(task)
 

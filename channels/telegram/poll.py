@@ -61,14 +61,13 @@ ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi
 LONG_POLL_SECONDS = 20
 ONCE_DEADLINE_SECONDS = 15
 INBOX_BATCH = 100
-# Callback answers in flight at once: they go out right after their batch commits, in press
-# order, 16 at a time (100 presses at 150 ms a call are answered in about 1 s, well within
-# the 15 s after which Telegram calls a query too old).
+# Callback answers in flight at once, right after their batch commits, in press order (100
+# presses at 150 ms a call take about 1 s, well within the 15 s Telegram allows a query).
 ANSWER_CONCURRENCY = 16
 SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
-# A pass waiting for the lease gives up with this much of its window left (more than a
-# holder's has when it ends: two passes started together never both poll).
+# A pass waiting for the lease gives up with this much of its window left (more than a holder
+# has when it ends: two passes started together never both poll).
 HANDOVER_MIN_SECONDS = MIN_LONG_POLL_SECONDS + 2
 
 
@@ -303,9 +302,10 @@ class _ChannelPoll:
         first = True
         while not self._long_hold:
             self._renew()
-            if self.db.read(self._undelivered):  # a few new ones go at once (a hand-over)
-                fresh = self.db.write(self._reserve_deliveries)
-                deliverer.rush([] if self.options.once else fresh)
+            fresh = self.db.write(self._reserve_deliveries) \
+                if self.db.read(self._undelivered) else []
+            if not self.options.once:  # a few new ones go at once (a pass's start: the newest)
+                deliverer.rush(fresh, newest=first)
             # Retries of prompts and settlements first; the other deliveries only once the
             # presses that came with this getUpdates are answered, so no press waits behind
             # them (the pass's first getUpdates is short when deliveries are due).
