@@ -310,14 +310,13 @@ class Bridge:
         self.sync()
 
     def _may_take_over(self, owner: str) -> bool:
-        """A live lease is taken over from this Pi window's own earlier bridge (a /reload, a
-        restart: it kept the lease for us), or from a killed bridge (it cannot release: do not
-        wait out its TTL) unless its Pi window still lives: a second window on the session
-        waits until the first has gone, and never takes its answers or its turns."""
+        """A live lease is taken over from a bridge whose process is gone (killed, or the old
+        one of a /reload, which kept the lease for its window's next bridge: do not wait out
+        its TTL), unless it served another Pi window that still lives: a second window on the
+        session waits until the first has gone, and never takes its answers or its turns."""
         window = workflows.owner_window(owner)
-        if window is not None and window == workflows.owner_window(self.owner_id):
-            return True
-        if window is not None and not workflows.process_gone(window):
+        if window is not None and window != workflows.owner_window(self.owner_id) and \
+                not workflows.process_gone(window):
             return False
         return workflows.owner_process_gone(owner)
 
