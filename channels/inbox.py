@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import apsw
@@ -18,12 +19,21 @@ from state.errors import WriteRejected
 from state.leases import Lease
 
 
+class EventType(StrEnum):
+    """The kinds of provider event the inbox stores (the DDL's `event_type` CHECK set)."""
+
+    CALLBACK = "callback"
+    REPLY = "reply"
+    ANSWER = "answer"
+    OTHER = "other"
+
+
 @dataclass(frozen=True, slots=True)
 class InboundEvent:
     """A validated, minimal provider event (never the whole raw update)."""
 
     external_event_id: str
-    event_type: str  # callback | reply | answer | other
+    event_type: str  # an EventType
     payload: dict[str, Any]
 
 

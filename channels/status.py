@@ -10,6 +10,8 @@ import apsw
 
 from channels import inbox, messages, store
 from channels.decisions import views, workflows
+from channels.notifications import views as notification_views
+from channels.pi.sessions import pi_channel_id
 from channels.telegram import alerts, identity
 from channels.telegram.deliveries import PROMPT, SETTLE
 from state import leases, maintenance
@@ -27,8 +29,30 @@ def status_report(db: Database) -> dict[str, Any]:
         attention = [a for cid, adapter, profile in store.all_channels(conn)
                      if adapter == "telegram" for a in _attention(conn, cid, profile, now)]
         ambiguous = _ambiguous_effects(conn, now)
+        notes = notifications(conn, now)
     return {"now": now, "database": {**diag.to_json(), "open_decisions": open_decisions},
-            "channels": channels, "needs_attention": attention, "ambiguous_effects": ambiguous}
+            "channels": channels, "needs_attention": attention, "ambiguous_effects": ambiguous,
+            "notifications": notes}
+
+
+def notifications(conn: apsw.Connection, now: int) -> list[dict[str, Any]]:
+    """The notifications of the runs active in the last day, with each target's delivery
+    state; no text, and a Pi session named only by a few hex of its channel's hash."""
+    found = []
+    for view in notification_views.recent(conn, now):
+        n = view.notification
+        found.append({
+            "run_id": n.run_id, "index": n.notification_index, "type": n.notification_type,
+            "created_at": n.created_at, "needs_attention": view.troubled,
+            "deliveries": [{"target": _target(d.target), "status": d.status}
+                           for d in view.deliveries if d.target != "pi:none"]})
+    return found
+
+
+def _target(target: str) -> str:
+    if target.startswith("pi:"):  # never the session id itself
+        return f"pi:session:{pi_channel_id(target.removeprefix('pi:'))[3:11]}"
+    return target
 
 
 AMBIGUOUS_LISTED_MS = 86_400_000  # an ambiguous post is listed for a day: check the chat
@@ -99,7 +123,7 @@ def _attention(conn: apsw.Connection, channel_id: str, profile: str,
     if last is not None:
         found += [{"profile": profile, "key": a.key, "kind": a.kind, "since": a.since,
                    "facts": dict(a.facts)} for a in last.alerts.values()
-                  if "decisionId" not in a.facts]
+                  if "decisionId" not in a.facts and "notificationId" not in a.facts]
     reported = {} if last is None else last.alerts
     for key, (kind, since, facts) in alerts.decision_conditions(conn, channel_id, now).items():
         first = reported.get(key)  # when cron first heard of it, if it did

@@ -110,6 +110,19 @@ def set_cursor(conn: apsw.Connection, lease: Lease, channel_id: str, key: str, v
     )
 
 
+def set_cursor_for_effect(conn: apsw.Connection, lease: Lease, channel_id: str, key: str,
+                          value: str, now: int) -> None:
+    """Set a non-numeric cursor under the live lease of one of the channel's effect attempts
+    (what the attempt found is recorded by the one applying it)."""
+    leases.verify(conn, lease, now)
+    conn.execute(
+        "INSERT INTO channel_cursors (channel_id, cursor_key, cursor_value, updated_at)"
+        " VALUES (:c, :k, :v, :now) ON CONFLICT (channel_id, cursor_key)"
+        " DO UPDATE SET cursor_value = excluded.cursor_value, updated_at = excluded.updated_at",
+        {"c": channel_id, "k": key, "v": value, "now": now},
+    )
+
+
 def channel_row(conn: apsw.Connection, channel_id: str) -> tuple[str, str] | None:
     """(adapter_type, profile_key) of a registered channel."""
     r = conn.execute("SELECT adapter_type, profile_key FROM channels WHERE channel_id = ?",

@@ -76,6 +76,11 @@ class BotApi(Protocol):
         self, chat_id: int | str, message_id: int, *, deadline: float | None = None
     ) -> ProviderResult: ...
 
+    async def edit_message_text(
+        self, chat_id: int | str, message_id: int, text: str, *,
+        entities: Sequence[Mapping[str, Any]] | None = None, deadline: float | None = None,
+    ) -> ProviderResult: ...
+
     async def answer_callback_query(
         self, callback_query_id: str, text: str | None = None, *, deadline: float | None = None
     ) -> ProviderResult: ...

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import hashlib
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -21,18 +21,11 @@ class Entropy(Protocol):
     def token_bytes(self, n: int) -> bytes: ...
 
 
-# Test-only: shifts the wall clock of a child process (the once-an-hour alert tests).
-CLOCK_OFFSET_ENV = "PIW_CHANNELS_TEST_CLOCK_OFFSET_MS"
-
-
 class SystemClock:
-    """The wall clock (shifted by $PIW_CHANNELS_TEST_CLOCK_OFFSET_MS when a test sets it)."""
-
-    def __init__(self) -> None:
-        self.offset_ms = int(os.environ.get(CLOCK_OFFSET_ENV) or 0)
+    """The wall clock."""
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000 + self.offset_ms
+        return time.time_ns() // 1_000_000
 
 
 class SystemEntropy:
@@ -62,5 +55,12 @@ class CountingEntropy:
     counter: int = field(default=0)
 
     def token_bytes(self, n: int) -> bytes:
+        # A hash of the draw's number, not the number itself: a short draw taken from a padded
+        # counter was all zeros, and every owner id ended in 000000000000.
         self.counter += 1
-        return self.counter.to_bytes(8, "big").rjust(n, b"\x00")[:n]
+        out = b""
+        block = 0
+        while len(out) < n:
+            out += hashlib.sha256(f"{self.counter}:{block}".encode()).digest()
+            block += 1
+        return out[:n]

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import apsw
 
@@ -40,7 +40,10 @@ class EffectStatus(StrEnum):
         return self not in (EffectStatus.PENDING, EffectStatus.APPLYING)
 
 
+# What an attempt's caller may record; `interrupted` is written only by a takeover (see
+# `interrupt`), never passed in.
 AttemptOutcome = Literal["applied", "rejected", "ambiguous"]
+ATTEMPT_OUTCOMES: Final = frozenset({"applied", "rejected", "ambiguous", "interrupted"})
 
 _COLUMNS = (
     "effect_id, resource_id, source_resource_id, source_revision, effect_type, idempotency_key,"
@@ -380,6 +383,16 @@ def interrupt(
         payload={"status": status},
     )
     return get(conn, effect.effect_id)
+
+
+def defer(conn: apsw.Connection, effect_id: str, at: int, now: int) -> None:
+    """Move a pending effect's next attempt time (no attempt is recorded: nothing was tried).
+    A coalesced send waits for its slot so, without an attempt row for each look."""
+    conn.execute(
+        "UPDATE effects SET next_attempt_at = :at, updated_at = :now"
+        " WHERE effect_id = :id AND status = 'pending'",
+        {"at": at, "now": now, "id": effect_id},
+    )
 
 
 def cancel(conn: apsw.Connection, effect: Effect, actor: Actor, now: int, reason: str) -> Effect:

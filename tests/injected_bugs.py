@@ -42,7 +42,9 @@ def inject(target: str) -> None:
 
 def main() -> None:
     from adapters.cli.main import main as cli_main
+    from tests.shifted_clock import install
 
+    install()  # a test may shift this child's clock too
     target = os.environ.get(BUG_ENV)
     if target:
         inject(target)

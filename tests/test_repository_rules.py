@@ -19,12 +19,13 @@ TABLE_OWNERS = {
     "runs": "channels/decisions/runs.py",
     "node_attempts": "channels/decisions/runs.py",
     "run_bindings": "channels/decisions/runs.py",
-    "turn_intents": "channels/pi/turns.py",
+    "turn_intents": "channels/decisions/turn_intents.py",
     "channels": "channels/store.py",
     "channel_cursors": "channels/store.py",
     "channel_inbox": "channels/inbox.py",
     "channel_messages": "channels/messages.py",
     "channel_message_parts": "channels/messages.py",
+    "notifications": "channels/notifications/records.py",
 }
 DOMAIN_STORES = set(TABLE_OWNERS.values())
 WRITTEN_TABLE = re.compile(
@@ -174,3 +175,62 @@ def test_no_module_imports_another_modules_private_names() -> None:
                 offenders += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}"
                               for a in node.names if a.name.startswith("_")]
     assert offenders == []
+
+
+# Inside `channels/`, the channels built on decisions (Pi, Telegram, the gate) sit above them:
+# `decisions` never imports them (the resolution's follow-ups live in `decisions` itself).
+CHANNELS_ABOVE_DECISIONS = ("channels.pi", "channels.telegram", "channels.gate")
+
+
+def test_decisions_import_none_of_the_channels_built_on_them() -> None:
+    offenders = [f"{path.relative_to(ROOT)}: {name}"
+                 for path in python_files()
+                 if path.relative_to(ROOT).as_posix().startswith("channels/decisions/")
+                 for name in sorted(imported_modules(path))
+                 if name.startswith(CHANNELS_ABOVE_DECISIONS)]
+    assert offenders == []
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Product module -> the product modules it imports (type-checking imports too): `from
+    a.b import c` counts as `a.b.c` when that is a module, else as `a.b`."""
+    modules = {module_name(path): path for path in python_files()}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    edges.add(full if full in modules else node.module)
+        graph[name] = {e for e in edges if e in modules and e != name}
+    return graph
+
+
+def test_no_module_imports_form_a_circle() -> None:
+    graph = module_graph()
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                circles.append([*path[path.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    # A package's __init__ that re-exports its modules is not a circle with them.
+    real = [c for c in circles if not any(m == c[0].rsplit(".", 1)[0] for m in c[1:])]
+    assert real == []

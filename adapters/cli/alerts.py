@@ -60,6 +60,8 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
         return (f"{who}: the Bot API asked to wait {duration(until - alert.since)} (429"
                 f" retry_after) before sending {_held_scope(f)} again; nothing is sent there"
                 f" until {_utc(until)}, then it resumes by itself")
+    if f.get("notificationId") is not None:
+        return _notification(alert, who, chats)
     decision = f"{who}: Decision {f.get('fingerprint')}"
     if alert.kind == "ambiguous":
         unknown = [str(c) for c in f.get("chats") or []]
@@ -96,10 +98,31 @@ def recovered(alert: Alert, profile: str, now: int) -> str:
         return f"{who}: a pass works again (after {lasted}; was: {f.get('description')})"
     if alert.kind == "held":
         return f"{who}: sending {_held_scope(f)} resumed (held {lasted} by a 429)"
+    if f.get("notificationId") is not None:
+        return f"{who}: {_note(f)} no longer needs attention (was: {alert.kind})"
     what = {"ambiguous": "an ambiguous delivery", "failed": "an undeliverable decision",
             "migrated": f"chat {f.get('chat')} migrated",
             "rejected": f"chat {f.get('chat')} refused it"}.get(alert.kind, alert.kind)
     return f"{who}: Decision {f.get('fingerprint')} no longer needs attention (was: {what})"
+
+
+def _note(f: Mapping[str, Any]) -> str:
+    return f"the {f.get('type')} notification {f.get('index')} of run {f.get('runId')}"
+
+
+def _notification(alert: Alert, who: str, chats: str) -> str:
+    """A notification's delivery that needs a person (it is never sent again by itself)."""
+    f = alert.facts
+    if alert.kind == "ambiguous":
+        unknown = [str(c) for c in f.get("chats") or []]
+        where = f" in chat {', '.join(unknown)}" if unknown else ""
+        return (f"{who}: {_note(f)} may not have arrived{where} (a send's outcome is unknown);"
+                f" check the chat: it is never sent twice (see: piw-channels show"
+                f" {f.get('runId')})")
+    if alert.kind == "failed":
+        return f"{who}: {_note(f)} could not be delivered ({f.get('description')})"
+    return (f"{who}: {_note(f)} was refused for chat {f.get('chat')} ({_error(f)}); unblock"
+            f" the bot or start it in that chat (or remove the chat from {chats})")
 
 
 def refused_settlement(refusal: Mapping[str, Any]) -> str:

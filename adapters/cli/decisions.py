@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from adapters.cli import notify
 from adapters.cli.arguments import DECISION_ID_HELP
 from adapters.cli.decision_table import BY, Listed, render_table, status_text, terminal_width
 from adapters.cli.errors import UsageError, raise_terminated
@@ -237,6 +238,9 @@ def cmd_decisions(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     """One decision: its text, who answered through which channel and when, a timeline."""
     with Database.open_reader() as db:
+        if notes := notify.run_notifications(db, args.decision_id):
+            notify.show_run(notes, args.json)  # a run's id: its notifications
+            return EXIT_OK
         decision_id = service.resolve_id(db, args.decision_id)
         now = db.clock.now_ms()
 
@@ -378,8 +382,9 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_decisions)
 
-    p = sub.add_parser("show", help="show one decision's text, status and submissions")
-    p.add_argument("decision_id", help=DECISION_ID_HELP)
+    p = sub.add_parser("show", help="show one decision's text, status and submissions, or"
+                                    " a run's notifications")
+    p.add_argument("decision_id", help=DECISION_ID_HELP + "; or a run id: its notifications")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_show)
 

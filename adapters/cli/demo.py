@@ -26,10 +26,9 @@ from adapters.telegram.fake import FakeBotApi
 from adapters.telegram.fake.transcript import TranscriptFollower
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
-from channels.decisions import views
-from channels.decisions import workflows as decision_service
+from channels.decisions import views, workflows
 from channels.decisions.choices import text_input
-from channels.telegram import poll as worker
+from channels.telegram import poll
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from state.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
@@ -77,7 +76,7 @@ def _configure(home: Path, server: FakeBotApi) -> None:
         api_base_url=server.base_url)
 
 
-def _ask(db: Database) -> decision_service.AskHandle:
+def _ask(db: Database) -> workflows.AskHandle:
     presentation = {
         "schema": "pi-workflows.decision-presentation.v1",
         "summary": "The agent wants to migrate 44 modules; review the plan.",
@@ -85,20 +84,20 @@ def _ask(db: Database) -> decision_service.AskHandle:
                    {"kind": "paragraph", "text": _steps(1, 22)},
                    {"kind": "paragraph", "text": _steps(23, 44)}],
     }
-    spec = decision_service.AskSpec(
+    spec = workflows.AskSpec(
         title="Approve the migration plan?", presentation=presentation,
         choices={"continue": {"label": "Continue"}, "stop": {"label": "Stop"},
                  "replan": {"label": "Replan",
                             "input": text_input("instructions", "What should change?")}})
-    handle = decision_service.create_ask(db, spec, decision_service.new_owner_id(db, "demo"))
-    decision_service.release_run(db, handle.run.lease)
+    handle = workflows.create_ask(db, spec, workflows.new_owner_id(db, "demo"))
+    workflows.release_run(db, handle.run.lease)
     return handle
 
 
 def _poll(db: Database) -> None:
     config = load_config()
     assert config is not None
-    reports = asyncio.run(worker.poll(db, config, telegram_cli.bot_api, worker.PollOptions()))
+    reports = asyncio.run(poll.poll(db, config, telegram_cli.bot_api, poll.PollOptions()))
     for report in reports:
         if report.status != "polled":
             raise RuntimeError(f"demo poll: {report.status}: {report.message}")

@@ -73,6 +73,12 @@ def _pi() -> Register:
     return pi.register
 
 
+def _notify() -> Register:
+    from adapters.cli import notify
+
+    return notify.register
+
+
 def _gate() -> Register:
     from adapters.cli import gate
 
@@ -83,8 +89,8 @@ def _gate() -> Register:
 _GROUPS: dict[str, Callable[[], Register]] = {
     "init": _database, "verify": _database, "backup": _database, "status": _database,
     "ask": _decisions, "decisions": _decisions, "show": _decisions, "cancel": _decisions,
-    "expire": _decisions, "setup": _setup, "poll": _telegram, "resend": _telegram,
-    "demo": _demo, "pi": _pi, "gate": _gate,
+    "expire": _decisions, "notify": _notify, "setup": _setup, "poll": _telegram,
+    "resend": _telegram, "demo": _demo, "pi": _pi, "gate": _gate,
 }
 
 

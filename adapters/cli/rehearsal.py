@@ -16,8 +16,7 @@ from typing import Any, Final
 from adapters.cli.errors import UsageError
 from adapters.telegram.fake import RecordedRequest, RemoteFakeBotApi
 from adapters.telegram.fake.transcript import shorten
-from channels.decisions import records, views
-from channels.decisions import workflows as decision_service
+from channels.decisions import records, views, workflows
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from state.errors import DatabaseMissing
@@ -108,7 +107,7 @@ class _Decision:
             raise UsageError("--decision: there is no database in this HOME yet (run the"
                              " rehearsal's ask and poll in the same HOME)") from None
         with db:
-            decision_id = decision_service.resolve_id(db, text)
+            decision_id = workflows.resolve_id(db, text)
             request = db.read(lambda c: records.load(c, decision_id).request)
             self.fingerprint = db.read(lambda c: views.fingerprint_of(c, decision_id))
         self.name = f"Decision {self.fingerprint}"

@@ -27,6 +27,7 @@ from channels.config import install, loading, model, parsing
 from channels.config.errors import ConfigInvalid
 from channels.config.model import InstallResult
 from channels.errors import ChannelsError
+from channels.telegram import limits
 from channels.telegram.text_answers import COMMANDS
 from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
 
@@ -237,7 +238,7 @@ def _summary(installed: InstallResult, bot: VerifiedBot) -> str:
         f"Allowed: {_count(len(profile.allowed_user_ids), 'user')}, "
         f"{_count(len(profile.allowed_chat_ids), 'chat')}",
     ]
-    if profile.api_base_url != model.DEFAULT_API_BASE_URL:
+    if profile.api_base_url != limits.DEFAULT_API_BASE_URL:
         lines.append(f"Bot API: {profile.api_base_url}")
     return "\n".join(lines)
 
@@ -260,7 +261,7 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"setup telegram needs {', '.join(missing)} (or --remove PROFILE)")
     token = read_token_file(args.token_file, args.credential or args.profile)
-    bot = verify_token(token, args.api_base_url or model.DEFAULT_API_BASE_URL)
+    bot = verify_token(token, args.api_base_url or limits.DEFAULT_API_BASE_URL)
     installed = install.install_telegram_profile(
         loading.resolve_config_dir(),
         token_file=args.token_file,
@@ -384,5 +385,5 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         type=url_argument,
         default=None,
         metavar="URL",
-        help=f"Bot API server (default: {model.DEFAULT_API_BASE_URL})",
+        help=f"Bot API server (default: {limits.DEFAULT_API_BASE_URL})",
     )

@@ -44,9 +44,24 @@ def render_status(report: dict[str, Any], config_dir: str,
         lines += _telegram(channel, now) if channel["adapter"] == "telegram" else _pi(channel)
     if closed:
         lines.append(f"Closed Pi sessions with nothing waiting: {len(closed)}.")
+    lines += notification_lines(report.get("notifications") or [])
     return "\n".join(lines + attention_lines(
         report.get("needs_attention") or [] if attention is None else attention, now,
         config_dir))
+
+
+def notification_lines(notes: list[dict[str, Any]]) -> list[str]:
+    """The notifications of the last day: run, index, type, and where each one got to."""
+    if not notes:
+        return []
+    lines = [f"Notifications of the last day: {len(notes)}"]
+    for n in notes[:20]:
+        where = ", ".join(f"{d['target']} {d['status']}" for d in n["deliveries"]) or "nowhere"
+        lines.append(f"  {clock_time(int(n['created_at']))}  {n['run_id']} #{n['index']}"
+                     f" {n['type']}: {where}")
+    if len(notes) > 20:
+        lines.append(f"  ... and {len(notes) - 20} more (piw-channels status --json)")
+    return lines
 
 
 def attention_lines(attention: list[dict[str, Any]], now: int, config_dir: str) -> list[str]:

@@ -19,8 +19,7 @@ from channels.config.loading import load_config, resolve_config_dir
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.failures import ExpiryFailures, expiry_failure
-from channels.telegram import deliveries
-from channels.telegram import poll as worker
+from channels.telegram import deliveries, poll
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
@@ -78,12 +77,12 @@ _UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
                      "shared_bot": EXIT_CONFIG}
 
 
-def run_poll(config: ChannelsConfig, options: worker.PollOptions, verbose: bool) -> int:
+def run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool) -> int:
     """One poll pass; print what needs a person (one line each) and exit with the highest
     code of what is still wrong (README table)."""
     expiry: ExpiryFailures = {}
     with Database.open_writer() as db:
-        reports = asyncio.run(_until_terminated(worker.poll(db, config, bot_api, options,
+        reports = asyncio.run(_until_terminated(poll.poll(db, config, bot_api, options,
                                                             expiry_failures=expiry)))
     code = EXIT_OK
     config_dir = str(resolve_config_dir())
@@ -137,7 +136,7 @@ def cmd_poll(args: argparse.Namespace) -> int:
     if config is None:
         _apply_deadlines()  # a Pi-only user's --timeout still fires
         return EXIT_CONFIG
-    options = worker.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
+    options = poll.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
                                  alert_after_ms=int(args.alert_after * 60_000))
     return run_poll(config, options, args.verbose)
 
@@ -187,7 +186,7 @@ def cmd_resend(args: argparse.Namespace) -> int:
     if not chosen:
         print(f"no failed delivery on {channel.name}")
         return EXIT_OK
-    return run_poll(config, worker.PollOptions(profile=args.profile), args.verbose)
+    return run_poll(config, poll.PollOptions(profile=args.profile), args.verbose)
 
 
 def _seconds(text: str) -> float:

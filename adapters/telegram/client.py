@@ -48,6 +48,7 @@ from adapters.telegram.results import (
     classify_response,
 )
 from channels.config.files import BOT_TOKEN_FORMAT
+from channels.telegram.limits import DEFAULT_API_BASE_URL
 
 if TYPE_CHECKING:
     from telegram import TelegramObject
@@ -61,7 +62,6 @@ __all__ = [
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
 
-DEFAULT_API_BASE_URL: Final = "https://api.telegram.org"
 # my_chat_member: the bot learns at once that it was removed from (or blocked in) a chat.
 DEFAULT_ALLOWED_UPDATES: Final = ("message", "callback_query", "my_chat_member")
 # A real token is "<bot id>:<35 URL-safe characters>"; anything else could
@@ -272,6 +272,19 @@ class TelegramClient:
             "reply_markup": {"inline_keyboard": []},
         }
         return await self._call("editMessageReplyMarkup", params, deadline)
+
+    async def edit_message_text(
+        self, chat_id: int | str, message_id: int, text: str, *,
+        entities: Sequence[Mapping[str, Any]] | None = None, deadline: float | None = None,
+    ) -> CallResult:
+        """``editMessageText`` with plain text and entities (no parse mode, no keyboard)."""
+        params: JSONDict = {
+            "chat_id": chat_id,
+            "message_id": message_id,
+            "text": text,
+            "entities": [dict(e) for e in entities] if entities else None,
+        }
+        return await self._call("editMessageText", params, deadline)
 
     async def answer_callback_query(
         self, callback_query_id: str, text: str | None = None, *, deadline: float | None = None

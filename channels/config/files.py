@@ -13,7 +13,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from channels.config.errors import (
     ConfigError,
@@ -22,9 +22,6 @@ from channels.config.errors import (
     ConfigUnavailable,
 )
 from state.files import make_private_dir
-
-if TYPE_CHECKING:
-    from channels.config.model import TelegramCredential
 
 SETUP_LABEL: Final = "Telegram setup"
 # A bot token is "<bot id>:<secret>" (35 URL-safe characters today). Anything else could change
@@ -150,7 +147,16 @@ def bot_id(token: str) -> str:
     return token.partition(":")[0]
 
 
-def read_token_file(credential: TelegramCredential, *, prefix: str, field: str | None) -> str:
+class NamedTokenFile(Protocol):
+    """A credential as far as reading its token goes (`model.TelegramCredential`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def token_file(self) -> Path: ...
+
+
+def read_token_file(credential: NamedTokenFile, *, prefix: str, field: str | None) -> str:
     """The trimmed token; every error names the file, never its content."""
     path = credential.token_file
     context = f"{prefix}Telegram credential {credential.name} token file {path}"

@@ -21,7 +21,6 @@ from channels.config.model import (
     CHANNELS_SCHEMA,
     CREDENTIALS_FILE,
     CREDENTIALS_SCHEMA,
-    DEFAULT_API_BASE_URL,
     PI_CHANNEL,
     Audience,
     InstallResult,
@@ -39,6 +38,7 @@ from channels.config.parsing import (
     parse_credentials,
     parse_json,
 )
+from channels.telegram.limits import DEFAULT_API_BASE_URL
 
 
 def install_telegram_profile(

@@ -17,6 +17,7 @@ from channels.config.errors import (
 from channels.config.files import read_token_file
 from channels.config.quiet_hours import QuietHours
 from channels.decisions.fields import NAME_RE
+from channels.telegram.limits import DEFAULT_API_BASE_URL
 
 CONFIG_DIR_ENV: Final = "PI_WORKFLOWS_CONFIG_DIR"
 
@@ -29,8 +30,6 @@ CHANNELS_SCHEMA: Final = "pi-workflows.channels.v1"
 CREDENTIALS_SCHEMA: Final = "pi-workflows.credentials.v1"
 
 ACCEPT_FIRST_VALID_ANSWER: Final = "first-valid-answer"
-
-DEFAULT_API_BASE_URL: Final = "https://api.telegram.org"
 
 PI_CHANNEL: Final = "pi"
 

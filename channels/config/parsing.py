@@ -20,7 +20,6 @@ from channels.config.model import (
     CHANNELS_SCHEMA,
     CREDENTIALS_FILE,
     CREDENTIALS_SCHEMA,
-    DEFAULT_API_BASE_URL,
     ID_PATTERN,
     NAME_PATTERN,
     PI_CHANNEL,
@@ -30,6 +29,7 @@ from channels.config.model import (
     json_path,
 )
 from channels.config.quiet_hours import QuietHours
+from channels.telegram.limits import DEFAULT_API_BASE_URL
 
 
 @dataclass(frozen=True, slots=True)

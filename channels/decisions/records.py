@@ -7,6 +7,7 @@ against its digests.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import apsw
@@ -22,13 +23,29 @@ from state import blobs, resources
 from state.leases import Lease
 
 
+class Outcome(StrEnum):
+    """How a decision ended (the resolutions' `outcome` CHECK set)."""
+
+    ACCEPTED = "accepted"
+    CANCELLED = "cancelled"
+
+
+class Provenance(StrEnum):
+    """What ended it (the resolutions' `provenance` CHECK set)."""
+
+    HUMAN = "human"
+    TIMEOUT_POLICY = "timeout_policy"
+    EXPLICIT_CANCEL = "explicit_cancel"
+    EXPIRED_NO_DEFAULT = "expired_no_default"
+
+
 @dataclass(frozen=True, slots=True)
 class Resolution:
     """The immutable winner of a decision."""
 
     decision_id: str
-    outcome: str
-    provenance: str
+    outcome: str  # an Outcome
+    provenance: str  # a Provenance
     response: dict[str, Any] | None
     reason: str | None
     resolved_at: int
@@ -51,10 +68,6 @@ class StoredDecision:
     request: DecisionRequest
     deadline_at: int | None
     created_at: int
-
-    @property
-    def has_default(self) -> bool:
-        return self.request.default_response is not None
 
 
 def decision_resource(decision_id: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import apsw
 
-from channels.decisions import runs
+from channels.decisions import runs, turn_intents
 from channels.decisions.choices import validate_response
 from channels.decisions.digests import digest_from_bytes, digest_to_bytes
 from channels.decisions.presentation import fingerprint
@@ -26,7 +26,6 @@ from channels.decisions.request import (
     timeout_answer_digest,
 )
 from channels.errors import DecisionError, DecisionRefused, InvalidDigest
-from channels.pi import turns
 from state import blobs, effects, resources
 from state.canonical import canonical_bytes, sha256
 from state.leases import Lease
@@ -389,7 +388,7 @@ def _reserve_turn_intent(
     session_id = runs.turn_session(conn, decision.run_id)
     if session_id is None:
         return
-    turns.reserve_turn_intent(
+    turn_intents.reserve_turn_intent(
         conn, source_resource_id=decision.resource_id, source_revision=revision,
         run_id=decision.run_id, target_session_id=session_id,
         facts=turn_facts(decision, resolution, actor, human), actor=actor, now=now,
@@ -410,9 +409,9 @@ def turn_facts(decision: StoredDecision, resolution: Resolution, actor: Actor,
         "choiceLabel": None if known is None else str(known["label"]),
         "input": response.get("input"), "reason": resolution.reason,
         "channel": None if human is None else human.channel,
-        # A person's channel identity; otherwise only the kind (policy, control): owner ids
-        # are private.
-        "actor": human.actor_id if human is not None else actor.type,
+        # Only the kind of actor: the model learns that a person answered, never who (a
+        # person's verified id is private, as are owner ids).
+        "actor": "a person" if human is not None else actor.type,
     }
 
 

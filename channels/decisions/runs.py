@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal
 
 import apsw
@@ -20,6 +21,35 @@ from state.leases import Lease
 from state.resources import Actor
 
 RunOwner = Literal["session", "host"]
+
+
+class RunStatus(StrEnum):
+    """A run's state (the plan's `runs.status` CHECK set; this project writes running,
+    waiting, completed and cancelled)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+class AttemptStatus(StrEnum):
+    """A node attempt's state (`node_attempts.status`)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+ExecutionMode = Literal["interactive", "headless"]
+SourceType = Literal["builtin", "file"]
 
 # A gated Pi tool call: its answer goes to the waiting call, never as a deferred turn.
 GATE_WORKFLOW = "piw-channels.gate"
@@ -119,6 +149,35 @@ def create_waiting_run(
     )
     lease = leases.claim(conn, resource_id, owner_type, owner_id, now, entropy)
     return RunHandle(spec.run_id, attempt_id, lease)
+
+
+def latest_attempt(conn: apsw.Connection, run_id: str) -> tuple[str, str | None] | None:
+    """(attempt id of the run's latest node attempt, the run's title), or None for an unknown
+    run or one without an attempt."""
+    row = conn.execute(
+        "SELECT a.attempt_id, r.title FROM runs r JOIN node_attempts a USING (run_id)"
+        " WHERE r.run_id = ? ORDER BY a.created_at DESC, a.attempt_number DESC LIMIT 1",
+        (run_id,)).fetchone()
+    return None if row is None else (str(row[0]), None if row[1] is None else str(row[1]))
+
+
+def touch(conn: apsw.Connection, run_id: str, now: int) -> None:
+    """The run said something (a notification): its `updated_at` moves, so that the run is
+    found among the recently active ones (`updated_since`) without reading its history."""
+    conn.execute("UPDATE runs SET updated_at = max(updated_at, ?) WHERE run_id = ?",
+                 (now, run_id))
+
+
+RUN_STATUSES = tuple(status.value for status in RunStatus)
+
+
+def updated_since(conn: apsw.Connection, since: int) -> list[str]:
+    """Runs changed at or after `since`, newest first (through `runs_status_updated`)."""
+    marks = ",".join("?" for _ in RUN_STATUSES)
+    rows = conn.execute(
+        f"SELECT run_id FROM runs WHERE status IN ({marks}) AND updated_at >= ?"
+        " ORDER BY updated_at DESC", (*RUN_STATUSES, since))
+    return [str(r[0]) for r in rows]
 
 
 def origin_session(conn: apsw.Connection, run_id: str) -> str | None:

@@ -19,11 +19,13 @@ from typing import Any, Final, Literal
 
 import apsw
 
-from channels import store
+from channels import messages, store
 from channels.decisions import views
-from channels.telegram import deliveries, holds
+from channels.notifications import records as notification_records
+from channels.notifications import views as notification_views
+from channels.telegram import deliveries, holds, notifying
 from channels.telegram.identity import Channel
-from state import blobs
+from state import blobs, effects
 from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
 
 REPEAT_MS: Final = 3_600_000  # an ongoing condition is mentioned again after an hour
@@ -249,9 +251,41 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
                 found[f"rejected:{decision_id}:{chat}"] = ("rejected", now, {
                     **base, "chat": chat, "errorCode": recipient.get("errorCode"),
                     "description": recipient.get("description")})
+    found.update(notification_conditions(conn, channel_id, now))
     for decision_id, resource_id in views.open_without_delivery(conn, channel_id):
         if why := deliveries.delivery_failure(conn, channel_id, resource_id):
             found[f"failed:{decision_id}"] = ("failed", now, {
                 "decisionId": decision_id, "fingerprint": views.fingerprint_of(conn, decision_id),
                 **why})
+    return found
+
+
+def notification_conditions(conn: apsw.Connection, channel_id: str,
+                            now: int) -> dict[str, Condition]:
+    """Notifications of the last day whose delivery is ambiguous or was refused, as a
+    decision's delivery is (told once, hourly, and on clearing, a day later); one cursor row
+    lists them, so a pass reads the same however long the history."""
+    found: dict[str, Condition] = {}
+    for entry in notifying.troubles(conn, channel_id, now):
+        try:
+            effect = effects.get(conn, str(entry["effectId"]))
+        except KeyError:
+            continue
+        payload = effects.payload(conn, effect)
+        n = notification_records.get(conn, str(payload.get("notificationId")))
+        if n is None:
+            continue
+        base = {"notificationId": n.notification_id, "runId": n.run_id,
+                "index": n.notification_index, "type": n.notification_type}
+        since = int(entry["since"])
+        if effect.status.value == "ambiguous":
+            recipients = [str(r) for r in payload.get("recipients", [])]
+            unknown = sorted({p.recipient_index for p in messages.parts(
+                conn, notifying.message_of(channel_id, payload)) if p.is_intent})
+            found[f"ambiguous:{n.notification_id}"] = ("ambiguous", since, {
+                **base, "chats": [recipients[r] for r in unknown if r < len(recipients)]})
+        for refused in notification_views.refused_chats(conn, effect):
+            found[f"rejected:{n.notification_id}:{refused['chat']}"] = ("rejected", since, {
+                **base, "chat": refused["chat"], "errorCode": refused.get("errorCode"),
+                "description": refused.get("description")})
     return found

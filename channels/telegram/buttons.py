@@ -53,9 +53,6 @@ class ButtonIndex:
         for decision_id, digest, choice_ids in basis:
             self._add(decision_id, digest, choice_ids)
 
-    def lookup(self, token: str) -> tuple[str, str] | None:
-        return self._tokens.get(token)
-
     def find(self, conn: apsw.Connection, channel_id: str, token: str, now: int,
              chat: str | None = None, message_ref: str | None = None) -> tuple[str, str] | None:
         """Look a token up. On a miss, read the decision of the pressed message (an indexed

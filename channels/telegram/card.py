@@ -86,6 +86,39 @@ def card_parts(request: Mapping[str, Any], now_ms: int,
     return parts
 
 
+def note_parts(title: str, body: str, tail: Sequence[tuple[str, str | None]], *,
+               silent: bool, single: bool, limit: int = TELEGRAM_TEXT_LIMIT) -> list[CardPart]:
+    """A notification in the card's layout: the title in bold, the body, then the tail lines
+    ((text, style): the context line, the time). `single` (a status card, edited in place)
+    shortens the body with "…" to fit one message; otherwise a long body is cut into marked
+    parts as a card is, only the first notifying (none when `silent`)."""
+    head = [Span(_safe(title.strip()), "bold")]
+    text = _safe(body.strip())
+    lines = [Span(_safe(line), style) for line, style in tail if line]
+    end = _styled([span for n, line in enumerate(lines)
+                   for span in ([Span("\n")] if n else []) + [line]])
+    room = limit - len(head[0].units) - len(end.units) - 4
+    if single and len(text) > room:
+        cut = max(room - 1, 0)
+        if cut and 0xD800 <= ord(text[cut - 1]) <= 0xDBFF:
+            cut -= 1
+        text = text[:cut] + "…"
+    whole = _join([head, [Span(text)]] if text else [head])
+    done = _concat(whole, _Styled("\n\n", ()), end) if end.units else whole
+    if len(done.units) <= limit:
+        return [_part(done, silent=silent, last=True)]
+    capacity = limit - _MARKER_ROOM
+    pieces = _cut(whole, capacity, capacity - len(end.units) - 2)
+    total, parts = len(pieces), []
+    for number, piece in enumerate(pieces, start=1):
+        styled = _concat(piece, _Styled(f"\n\n1/{total}", ())) if number == 1 else \
+            _concat(_Styled(f"{number}/{total}\n", ()), piece)
+        if number == total and end.units:
+            styled = _concat(styled, _Styled("\n\n", ()), end)
+        parts.append(_part(styled, silent=silent or number > 1, last=number == total))
+    return parts
+
+
 def card_text(request: Mapping[str, Any], now_ms: int) -> str:
     """The whole card as one text (what a transcript or a log shows)."""
     return "\n\n".join(part.text for part in card_parts(request, now_ms, limit=10**9))
@@ -249,4 +282,4 @@ def _trimmed(body: _Styled, start: int, end: int) -> _Styled:
     return _slice(body, start, end)
 
 
-__all__ = ["DEADLINE_SLACK", "CardPart", "card_parts", "card_text"]
+__all__ = ["DEADLINE_SLACK", "CardPart", "card_parts", "card_text", "note_parts"]

@@ -12,7 +12,7 @@ import apsw
 
 from channels import messages, store
 from channels.decisions import records, views
-from channels.telegram import reminders
+from channels.telegram import notifying, reminders
 from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
@@ -252,6 +252,8 @@ def messages_of_effect(conn: apsw.Connection, channel_id: str,
                        effect: effects.Effect) -> list[str]:
     """The channel messages an effect writes (to check for intent rows)."""
     p = effects.payload(conn, effect)
+    if effect.effect_type == notifying.NOTIFY:
+        return [notifying.message_of(channel_id, p)]
     decision_id = str(p["decisionId"])
     if effect.effect_type == PROMPT:
         return [prompt_of(p)]

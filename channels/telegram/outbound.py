@@ -1,12 +1,11 @@
-"""Applying Telegram effects: deliveries, ForceReply prompts and settlements.
-
+"""Applying Telegram effects: deliveries, prompts, settlements (notifications: `notifying`).
 The rules that keep a message from ever being sent twice blindly:
 - before each part is sent its row is committed without provider references (the intent);
 - a confirmed send writes the references; a provably unsent try (connection refused, pool
   timeout, an error response) removes the intent in the transaction that records the try;
 - a part left as an intent (a crash, a timeout after the request left) is ambiguous and is
-  never re-sent automatically; only an explicit operator resend re-sends it.
-No transaction is held while a request is on the wire.
+  never re-sent automatically; only an explicit operator resend re-sends it (no transaction
+  is held while a request is on the wire).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
-from channels.telegram import giving_up, outcomes, reminders
+from channels.telegram import giving_up, notifying, outcomes, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
@@ -56,12 +55,12 @@ from state.effects import Attempt, Effect
 from state.errors import StaleLease, StateError, WriteRejected
 from state.resources import Actor
 
-EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE, REMIND)
+NOTIFY = notifying.NOTIFY
+EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE, REMIND, NOTIFY)
 URGENT_TYPES = (PROMPT, SETTLE, NOTICE)  # what presses and replies caused: ahead of the rest
-BACKGROUND_TYPES = (DELIVER, REMIND)  # new deliveries and reminders: in the background
+BACKGROUND_TYPES = (DELIVER, REMIND, NOTIFY)  # deliveries, reminders, notifications: behind
 NOT_SENT_BACKOFF_MS = 5_000
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
-
 
 @dataclass
 class Outbound:
@@ -88,11 +87,10 @@ class Outbound:
     def _actor(self) -> Actor:
         return Actor("channel", self.owner_id)
 
-    async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1
-                        ) -> int:
+    async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1) -> int:
         """Apply every due effect of this channel (of `types`), up to `concurrency` at once
-        (each under its own lease; every write is its own short transaction); return how
-        many were attempted. The first error is raised once all have finished."""
+        (each under its own lease; every write its own short transaction); how many were
+        attempted. The first error is raised once all have finished."""
         due = self.db.read(lambda c: effects.list_due(c, types, self._now(),
                                                       scope=self.channel.channel_id))
         self.unauthorized = False  # the token may work again (a getUpdates just succeeded)
@@ -132,9 +130,10 @@ class Outbound:
 
     async def apply(self, effect: Effect, level: int | None = None) -> None:
         """Apply one effect, its sends at `level` (default: deliveries NORMAL, the rest URGENT)."""
-        with sending_as(level if level is not None else NORMAL
-                        if effect.effect_type in BACKGROUND_TYPES else URGENT):
-            await self._apply(effect)
+        with sending_as(NORMAL if level is None and effect.effect_type in BACKGROUND_TYPES
+                        else URGENT if level is None else level):
+            if effect.effect_type != NOTIFY or await notifying.ready(self, effect, self._apply):
+                await self._apply(effect)
 
     async def _apply(self, effect: Effect) -> None:
         def begin(c: Any) -> tuple[Attempt, Settlement | None]:
@@ -160,6 +159,8 @@ class Outbound:
                 await self._notice(attempt)
             elif effect.effect_type == REMIND:
                 await self._remind(attempt)
+            elif effect.effect_type == NOTIFY:
+                await notifying.apply(self, attempt)
             else:
                 assert settlement is not None
                 await self._settle(attempt, settlement)

@@ -266,6 +266,13 @@ class PacedApi:
         return await self._paced(str(chat_id), True, deadline, lambda: (
             self._api.edit_message_reply_markup(chat_id, message_id, deadline=deadline)))
 
+    async def edit_message_text(self, chat_id: int | str, message_id: int, text: str, *,
+                                entities: Sequence[Mapping[str, Any]] | None = None,
+                                deadline: float | None = None) -> ProviderResult:
+        return await self._paced(str(chat_id), True, deadline, lambda: (
+            self._api.edit_message_text(chat_id, message_id, text, entities=entities,
+                                        deadline=deadline)))
+
     async def answer_callback_query(self, callback_query_id: str, text: str | None = None, *,
                                     deadline: float | None = None) -> ProviderResult:
         # Not a message: no chat's or the bot's message limit applies, only a hold.

@@ -33,6 +33,7 @@ from channels.telegram import (
     identity,
     inbound,
     membership,
+    notifying,
     pacing,
     wakeups,
 )
@@ -66,8 +67,7 @@ INBOX_BATCH = 100
 ANSWER_CONCURRENCY = 16
 SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
-# A pass waiting for the lease gives up with this much of its window left (more than a holder
-# has when it ends: two passes started together never both poll).
+# Waiting for the lease ends with this much window left (more than a holder has at its end).
 HANDOVER_MIN_SECONDS = MIN_LONG_POLL_SECONDS + 2
 
 
@@ -94,8 +94,7 @@ class ChannelReport:
     """What one channel's pass did (counts and codes only: no ids)."""
 
     channel: str
-    # polled | busy | conflict | unauthorized | bad_batch | shared_bot | failed
-    status: str = "polled"
+    status: str = "polled"  # polled|busy|conflict|unauthorized|bad_batch|shared_bot|failed
     updates: int = 0
     processed: int = 0
     effects: int = 0
@@ -333,13 +332,13 @@ class _ChannelPoll:
         return effects.abandoned(conn, EFFECT_TYPES, self._now(), scope=self.channel.channel_id)
 
     def _recover(self, conn: Any) -> None:
-        """Attempts a dead owner left applying become interrupted: ambiguous when a part may
-        have gone out, pending again when no part is left as an intent."""
-        now = self._now()
+        """Attempts a dead owner left applying: ambiguous if a part may have gone out, else due."""
+        now, channel_id = self._now(), self.channel.channel_id
         for effect in self._abandoned(conn):
-            written = deliveries.messages_of_effect(conn, self.channel.channel_id, effect)
+            written = deliveries.messages_of_effect(conn, channel_id, effect)
             maybe_sent = [m for m in written if messages.message_has_intents(conn, m)]
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
+            notifying.interrupted(conn, self.lease, channel_id, effect, bool(maybe_sent), now)
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
                 messages.set_message_status(conn, message_id, "ambiguous", now)
 
@@ -361,6 +360,8 @@ class _ChannelPoll:
         if self.db.read(self._undelivered):
             self._renew()
             deliverer.rush(self.db.write(self._reserve_deliveries))  # ahead of a backlog
+        elif self.db.read(lambda c: notifying.any_due(c, self.channel.channel_id, self._now())):
+            deliverer.kick()  # a notification's effects are reserved by its producer
 
     def _reserve_deliveries(self, conn: Any) -> list[str]:
         now = self._now()
@@ -424,8 +425,7 @@ class _ChannelPoll:
 
     def _unconfirmable(self, count: int) -> bool:
         """A batch with no usable update_id past the cursor: processed, and the pass ends."""
-        self._ended(*ended.unconfirmable(count))
-        return True
+        return not self._ended(*ended.unconfirmable(count))  # the batch is processed
 
     def _conflict(self, res: ProviderResult) -> bool:
         return self._ended(*ended.conflict(res))

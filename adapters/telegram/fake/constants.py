@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from channels.telegram.limits import TELEGRAM_TEXT_LIMIT
+
 LONG_POLL_MAX_TIMEOUT: Final = 50.0
-MAX_TEXT_LENGTH: Final = 4096
+MAX_TEXT_LENGTH: Final = TELEGRAM_TEXT_LIMIT
 FIRST_UPDATE_ID: Final = 873_400_001
 CALLBACK_ID_BASE: Final = 4_410_371_836_592_000_000  # callback query ids are large decimals
 # getUpdates' default when allowed_updates is empty or never set [facts A1].

@@ -11,15 +11,13 @@ import json
 import threading
 import urllib.request
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from pathlib import Path
+from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
 from adapters.telegram.fake.faults import Fault
 from adapters.telegram.fake.records import Overlap, PushedUpdate, RecordedRequest
 from adapters.telegram.fake.wire import Reply, dumps
-
-if TYPE_CHECKING:
-    from adapters.telegram.fake.server import FakeBotApi
 
 CONTROL_PREFIX: Final = "/_control/"
 
@@ -33,7 +31,27 @@ class ControlExchange(Protocol):
     def send(self, reply: Reply) -> int | None: ...
 
 
-def serve_control(fake: FakeBotApi, handler: ControlExchange) -> None:
+class ControlledFake(Protocol):
+    """What the control interface drives: the fake's test controls (`FakeBotApi` has them;
+    naming them here keeps the server and this module out of an import circle)."""
+
+    def close(self) -> None: ...
+    def refuse_for(self, seconds: float) -> None: ...
+    def push_update(self, update: Mapping[str, Any]) -> int: ...
+    def push_raw_update(self, text: str, update_id: int | None = None) -> int: ...
+    def push_fixture(self, name: str | Path, values: Mapping[str, object] | None = None,
+                     *, renumber: bool = True) -> list[int]: ...
+    def inject(self, method: str, fault: Fault) -> None: ...
+    def release(self) -> None: ...
+    def requests(self, method: str | None = None) -> list[RecordedRequest]: ...
+    def overlaps(self) -> list[Overlap]: ...
+    def pushed_updates(self) -> list[PushedUpdate]: ...
+    def pending_updates(self) -> list[dict[str, Any]]: ...
+    def keyboards(self) -> list[dict[str, Any]]: ...
+    def wait_received(self, method: str, count: int = 1, timeout: float = 5.0) -> bool: ...
+
+
+def serve_control(fake: ControlledFake, handler: ControlExchange) -> None:
     """Serve ``/_control/<action>``: a JSON interface to the test controls."""
     split = urlsplit(handler.path)
     action = split.path[len(CONTROL_PREFIX) :]
@@ -54,7 +72,7 @@ def serve_control(fake: FakeBotApi, handler: ControlExchange) -> None:
 
 
 def _control_action(
-    fake: FakeBotApi, action: str, body: Any, query: Mapping[str, str]
+    fake: ControlledFake, action: str, body: Any, query: Mapping[str, str]
 ) -> dict[str, object] | None:
     if action == "push_update":
         return {"update_id": fake.push_update(body)}

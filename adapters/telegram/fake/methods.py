@@ -1,8 +1,8 @@
 """The Bot API methods the fake answers, each as the real server does.
 
-``getMe``, ``sendMessage``, ``editMessageReplyMarkup``, ``answerCallbackQuery``,
-``deleteWebhook`` and ``getWebhookInfo`` answer like the Bot API, including a
-field python-telegram-bot does not know, so clients prove they tolerate one.
+``getMe``, ``sendMessage``, ``editMessageReplyMarkup``, ``editMessageText``,
+``answerCallbackQuery``, ``deleteWebhook`` and ``getWebhookInfo`` answer like the Bot API,
+including a field python-telegram-bot does not know, so clients prove they tolerate one.
 ``getUpdates`` long-polls the queue, and a newer ``getUpdates`` ends it with 409.
 """
 
@@ -54,6 +54,7 @@ class BotMethods:
             "getUpdates": self._get_updates,
             "sendMessage": lambda p, s, e: self._send_message(p),
             "editMessageReplyMarkup": lambda p, s, e: self._edit_reply_markup(p),
+            "editMessageText": lambda p, s, e: self._edit_text(p),
             "answerCallbackQuery": lambda p, s, e: self._answer_callback(p),
             "deleteWebhook": lambda p, s, e: ok_reply(True),
             "setMyCommands": lambda p, s, e: ok_reply(True),
@@ -177,6 +178,32 @@ class BotMethods:
             stored.pop("reply_markup", None)
             if keyboard:
                 stored["reply_markup"] = {"inline_keyboard": keyboard}
+            stored["edit_date"] = int(time.time())
+            return ok_reply(dict(stored))
+
+    def _edit_text(self, params: dict[str, Any]) -> Reply:
+        """Replace a sent message's text (its keyboard stays unless one is given), as
+        Telegram does: an unknown message, or the same text again, is an error."""
+        chat_id = as_int(params.get("chat_id"))
+        message_id = as_int(params.get("message_id"))
+        text = params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            return error_reply(400, DESC_TEXT_EMPTY)
+        if len(text) > MAX_TEXT_LENGTH:
+            return error_reply(400, DESC_TEXT_TOO_LONG)
+        entities = params.get("entities")
+        if entities is not None and not _entities_fit(entities, text):
+            return error_reply(400, DESC_BAD_ENTITIES)
+        with self._state.cond:
+            stored = self._state.messages.get(chat_id or 0, {}).get(message_id or 0)
+            if stored is None:
+                return error_reply(400, DESC_EDIT_NOT_FOUND)
+            if stored.get("text") == text and stored.get("entities") == entities:
+                return error_reply(400, DESC_NOT_MODIFIED)
+            stored["text"] = text
+            stored.pop("entities", None)
+            if entities:
+                stored["entities"] = entities
             stored["edit_date"] = int(time.time())
             return ok_reply(dict(stored))
 

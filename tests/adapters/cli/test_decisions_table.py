@@ -1,5 +1,6 @@
 """The `decisions` table fits the terminal, shows each deadline and marks overdue decisions;
-`show` prints the typed reply. Real CLI children; time moves with the child's test clock."""
+`show` prints the typed reply. Real CLI children; their clocks read noon, and time moves with
+them (tests/shifted_clock.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from pathlib import Path
 from adapters.cli.decision_table import cut, display_width
 from channels.decisions import records, resolution
 from channels.decisions.resolution import HumanAnswer
-from state.clock import CLOCK_OFFSET_ENV
 from state.database import Database
-from tests.channels.telegram.helpers import CLI
 from tests.conftest import child_env
 from tests.paths import ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV, ShiftedClock
 
 MINUTE = 60_000
+DAY = 1440 * MINUTE
+# Every child's clock reads 12:00 UTC of today's date (plus the minutes a test lets pass): with
+# the real clock, a deadline past midnight names its day and widens the deadline column.
+NOON = (DAY // 2 - datetime.now(UTC).timestamp() * 1000 % DAY) // MINUTE * MINUTE
 
 
 def cli(home: Path, *args: str, columns: int | None = None,
@@ -26,8 +30,8 @@ def cli(home: Path, *args: str, columns: int | None = None,
     env = child_env(home)
     if columns is not None:
         env["COLUMNS"] = str(columns)
-    env[CLOCK_OFFSET_ENV] = str(minutes * MINUTE)
-    done = subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    env[CLOCK_OFFSET_ENV] = str(int(NOON + minutes * MINUTE))
+    done = subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
     return done
@@ -92,7 +96,7 @@ def test_show_prints_the_typed_reply_of_the_accepted_choice(home: Path) -> None:
                             "--json").stdout)
     decision_id = opened["decision_id"]
     typed = "use the staging db\n  and keep   the spacing"
-    with Database.open_writer() as db:
+    with Database.open_writer(clock=ShiftedClock(int(NOON))) as db:
         digest = db.read(lambda c: records.load(c, decision_id)).request.request_digest
         db.write(lambda c: resolution.resolve(c, HumanAnswer(
             decision_id, digest, {"choice": "replan", "input": {"text": typed}},

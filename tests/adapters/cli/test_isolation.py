@@ -19,13 +19,11 @@ import pytest
 
 from adapters.telegram.fake import FakeBotApi
 from channels.config.install import install_telegram_profile
-from channels.decisions import workflows as decision_service
+from channels.decisions import workflows
 from state import blobs
-from state.clock import CLOCK_OFFSET_ENV
 from state.database import Database
 from state.files import default_path
 from tests.channels.telegram.helpers import (
-    CLI,
     PROFILE,
     TOKEN,
     USER,
@@ -44,6 +42,7 @@ from tests.channels.telegram.helpers import (
 from tests.conftest import child_env
 from tests.injected_bugs import BUG_ENV, CLI_WITH_BUG
 from tests.paths import ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 MINUTE = 60_000
 OTHER_TOKEN = "7987654321:AAH-otherBotSecret_q8Wm2ZxCvB7nLkJh4Rt"
@@ -57,7 +56,8 @@ def piw(home: Path, *args: str, minutes: float = 0, bug: str | None = None,
     env[CLOCK_OFFSET_ENV] = str(int(minutes * MINUTE))
     if bug is not None:
         env[BUG_ENV] = bug
-    return subprocess.run([*(CLI if bug is None else CLI_WITH_BUG), *args], cwd=ROOT, env=env,
+    launcher = CLI_SHIFTED if bug is None else CLI_WITH_BUG
+    return subprocess.run([*launcher, *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=90)
 
 
@@ -124,16 +124,16 @@ def test_a_decision_whose_deadline_cannot_be_applied_fails_alone(
     home: Path, fake: FakeBotApi,
 ) -> None:
     with Database.open_writer() as db:
-        owner = decision_service.new_owner_id(db, "test")
+        owner = workflows.new_owner_id(db, "test")
         handles = []
         for title in ("Refused by this version?", "Healthy?"):
-            spec = decision_service.AskSpec(
+            spec = workflows.AskSpec(
                 title=title, presentation={"schema": "pi-workflows.decision-presentation.v1",
                                            "summary": title, "blocks": []},
                 choices={"yes": {"label": "Yes"}, "no": {"label": "No"}},
                 timeout_ms=10 * MINUTE, default_choice="no")
-            handle = decision_service.create_ask(db, spec, owner)
-            decision_service.release_run(db, handle.run.lease)
+            handle = workflows.create_ask(db, spec, owner)
+            workflows.release_run(db, handle.run.lease)
             handles.append(handle)
     refused, healthy = handles
     refuse_request(refused.decision_id)

@@ -1,7 +1,7 @@
 """`poll` tells cron what needs a person: one stderr line per condition, the README's exit
 codes, no mail storm (reported when it starts, at most hourly while it lasts, once more when it
 clears). Real `poll` child processes against the loopback fake Bot API; the hour passes
-through the test-only clock offset of the child (`PIW_CHANNELS_TEST_CLOCK_OFFSET_MS`).
+through the child's shifted clock (`tests/shifted_clock.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 from adapters.telegram.fake import BotError, FakeBotApi, Fault
 from channels.config.install import install_telegram_profile
 from channels.decisions import views
-from state.clock import CLOCK_OFFSET_ENV
 from state.database import Database
 from tests.channels.telegram.helpers import (
     CLI,
@@ -31,6 +30,7 @@ from tests.channels.telegram.helpers import (
 )
 from tests.conftest import child_env
 from tests.paths import ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 MINUTE = 60_000
 WHO = f"telegram:{PROFILE}"
@@ -58,7 +58,7 @@ def poll(home: Path, *args: str, minutes: float = 0) -> Run:
 def cli(home: Path, *args: str, minutes: float = 0) -> Run:
     env = child_env(home)
     env[CLOCK_OFFSET_ENV] = str(int(minutes * MINUTE))
-    done = subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    done = subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.stdout == "" or args[0] in ("resend", "status", "init"), done.stdout
     return Run(done.returncode, (done.stdout + done.stderr).splitlines())

@@ -15,7 +15,6 @@ import apsw
 import pytest
 
 from adapters.telegram.fake import FakeBotApi
-from state.clock import CLOCK_OFFSET_ENV
 from state.files import default_path
 from tests.channels.telegram.helpers import (
     CLI,
@@ -30,6 +29,7 @@ from tests.channels.telegram.helpers import (
 )
 from tests.conftest import child_env
 from tests.paths import ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 HOUR = 3_600_000
 
@@ -44,7 +44,7 @@ def fake(home: Path) -> Iterator[FakeBotApi]:
 def piw(home: Path, *args: str, offset_ms: int = 0) -> subprocess.CompletedProcess[str]:
     env = child_env(home)
     env[CLOCK_OFFSET_ENV] = str(offset_ms)
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=90)
 
 
@@ -53,7 +53,7 @@ def kill_a_poller_holding_the_lease(home: Path, fake: FakeBotApi, offset_ms: int
     before = len(fake.requests("getUpdates"))
     env = child_env(home)
     env[CLOCK_OFFSET_ENV] = str(offset_ms)
-    poller = subprocess.Popen([*CLI, "poll", "--for", "30"], cwd=ROOT, env=env, text=True,
+    poller = subprocess.Popen([*CLI_SHIFTED, "poll", "--for", "30"], cwd=ROOT, env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_in_flight(fake, "getUpdates", before + 1)  # it holds the channel lease now

@@ -6,15 +6,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from state.clock import CLOCK_OFFSET_ENV
 from tests.channels.telegram.helpers import (
-    CLI,
     PROFILE,
     configure_telegram_profile,
     resolutions,
 )
 from tests.conftest import child_env
 from tests.paths import ROOT
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 MINUTE = 60_000
 
@@ -22,7 +21,7 @@ MINUTE = 60_000
 def piw(home: Path, *args: str, minutes: float = 0) -> subprocess.CompletedProcess[str]:
     env = child_env(home)
     env[CLOCK_OFFSET_ENV] = str(int(minutes * MINUTE))
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=90)
 
 

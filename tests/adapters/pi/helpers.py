@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from channels.config.install import install_telegram_profile
-from channels.decisions import workflows as service
+from channels.decisions import workflows
 from channels.decisions.choices import text_input
 from state.database import Database
 from tests.conftest import child_env
@@ -37,13 +37,13 @@ CHOICES: dict[str, Any] = {
 
 
 def ask(db: Database, title: str = "Approve the plan?", *, audience: str = "operator",
-        timeout_ms: int | None = None) -> service.AskHandle:
+        timeout_ms: int | None = None) -> workflows.AskHandle:
     """An open decision whose run lease is released (as `piw-channels ask` leaves it)."""
-    spec = service.AskSpec(
-        title=title, presentation=service.presentation_for(title, "Review it.", None),
+    spec = workflows.AskSpec(
+        title=title, presentation=workflows.presentation_for(title, "Review it.", None),
         choices=CHOICES, audience=audience, timeout_ms=timeout_ms)
-    handle = service.create_ask(db, spec, "owner-1")
-    service.release_run(db, handle.run.lease)
+    handle = workflows.create_ask(db, spec, "owner-1")
+    workflows.release_run(db, handle.run.lease)
     return handle
 
 

@@ -112,9 +112,10 @@ def test_the_agent_asks_a_person_answers_in_pi_and_the_next_turn_has_the_answer(
         assert "Outcome: accepted (answered)" in content
         assert "Choice: hold (Hold)" in content
         assert 'Text input (exact JSON): {"text": "Too risky today"}' in content
-        assert f"Answered by: {session_id} through the pi channel" in content
+        assert "Answered by: a person through the pi channel" in content
         client.wait_for(lambda m: m.get("type") == "agent_end", "the answer's turn")
         assert turns_in(model.requests, decision_id) == 1
+        assert session_id not in json.dumps(model.requests)  # the Pi answerer's actor id
         wait_until(lambda: turn_state(db, decision_id)[0] == "applied", "the receipt")
         entry = turn_state(db, decision_id)[1]
         assert entry is not None and len(entry) == 8
@@ -155,11 +156,14 @@ def test_an_answer_on_telegram_reaches_the_session_that_asked(
             client.wait_for(is_notice("Rotate the keys?: Accepted: Ship (answered on"
                                       " telegram:ops)"), "the settle notice")
             shown = client.wait_for(is_turn, "the answer as a follow-up message")
-            assert f"Answered by: telegram-user:{USER} through the telegram:ops channel" in \
+            assert "Answered by: a person through the telegram:ops channel" in \
                 shown["message"]["content"]
             assert "Choice: ship (Ship)" in shown["message"]["content"]
             client.wait_for(lambda m: m.get("type") == "agent_end", "the answer's turn")
             assert turns_in(model.requests, decision_id) == 1
+            # The model learns that a person answered on Telegram, never who.
+            assert f"telegram-user:{USER}" not in json.dumps(model.requests)
+            assert str(USER) not in json.dumps(model.requests)
             wait_until(lambda: turn_state(db, decision_id)[0] == "applied", "the receipt")
         finally:
             assert client.close() == 0

@@ -46,9 +46,10 @@ def test_the_winning_answer_reserves_one_turn_for_the_origin_session(db: Databas
         "Outcome: accepted (answered)",
         "Choice: replan (Replan)",
         'Text input (exact JSON): {"text": "  keep  spaces "}',
-        "Answered by: local:1000 through the pi channel",
+        "Answered by: a person through the pi channel",  # never who: local:1000 is private
         "Continue the task with this answer.",
     ]
+    assert "local:1000" not in due.content
     assert db.read(lambda c: turns.due_turns(c, "another-session", db.clock.now_ms())) == []
     assert count(db, "SELECT count(*) FROM turn_intents") == 1
 

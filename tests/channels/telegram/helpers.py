@@ -34,11 +34,10 @@ from adapters.telegram.fake.fixtures import updates_of as fixture_updates
 from channels import inbox
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
-from channels.decisions import workflows as decision_service
+from channels.decisions import workflows
 from channels.decisions.choices import text_input
 from channels.decisions.request import channel_request_document
-from channels.telegram import identity
-from channels.telegram import poll as worker
+from channels.telegram import identity, poll
 from channels.telegram.buttons import callback_token
 from channels.telegram.card import card_parts
 from state.database import Database
@@ -138,7 +137,7 @@ def _plan_steps(count: int) -> str:
 def open_decision(
     db: Database, *, title: str = "Approve the plan?", parts: int = 1,
     choices: Mapping[str, Any] | None = None, audience: str = AUDIENCE,
-) -> decision_service.AskHandle:
+) -> workflows.AskHandle:
     """Open an ask decision (run lease released, as after `ask` without --wait).
 
     `parts` > 1 adds enough plan text for the delivery to need that many Telegram parts.
@@ -149,27 +148,27 @@ def open_decision(
         for index in range(1, parts + 1 if parts > 1 else 1)]
     presentation = {"schema": "pi-workflows.decision-presentation.v1",
                     "summary": f"{title} Review the plan.", "blocks": blocks}
-    spec = decision_service.AskSpec(title=title, presentation=presentation,
+    spec = workflows.AskSpec(title=title, presentation=presentation,
                                     choices=dict(choices or CHOICES), audience=audience)
-    handle = decision_service.create_ask(db, spec, decision_service.new_owner_id(db, "test"))
-    decision_service.release_run(db, handle.run.lease)
+    handle = workflows.create_ask(db, spec, workflows.new_owner_id(db, "test"))
+    workflows.release_run(db, handle.run.lease)
     assert len(delivery_texts(handle)) == parts, "the presentation did not split as asked"
     return handle
 
 
-def open_decision_now(**kwargs: Any) -> decision_service.AskHandle:
+def open_decision_now(**kwargs: Any) -> workflows.AskHandle:
     """`open_decision` on a writer opened (and closed) for this one call."""
     with Database.open_writer() as db:
         return open_decision(db, **kwargs)
 
 
-def delivery_texts(handle: decision_service.AskHandle) -> list[str]:
+def delivery_texts(handle: workflows.AskHandle) -> list[str]:
     """The Telegram texts a delivery of this decision sends, part by part."""
     return [part.text for part in card_parts(channel_request_document(handle.request),
                                              int(time.time() * 1000))]
 
 
-def button_data(handle: decision_service.AskHandle, choice: str) -> str:
+def button_data(handle: workflows.AskHandle, choice: str) -> str:
     """The callback_data of a choice's button."""
     return callback_token(handle.decision_id, handle.request.request_digest, choice)
 
@@ -178,7 +177,7 @@ def button_data(handle: decision_service.AskHandle, choice: str) -> str:
 
 
 def press_button(
-    fake: FakeControls, handle: decision_service.AskHandle, choice: str, message_id: int, *,
+    fake: FakeControls, handle: workflows.AskHandle, choice: str, message_id: int, *,
     user: int = USER, chat: int = USER, message_text: str = "decision",
 ) -> int:
     """Push a recorded button press on a delivered message; returns its update_id."""
@@ -189,7 +188,7 @@ def press_button(
 
 
 def press_update(
-    handle: decision_service.AskHandle, choice: str, message_id: int, *, update_id: int,
+    handle: workflows.AskHandle, choice: str, message_id: int, *, update_id: int,
     user: int = USER, chat: int = USER, data: str | None = None,
     callback_id: str | None = None,
 ) -> dict[str, Any]:
@@ -310,12 +309,12 @@ def reap(proc: subprocess.Popen[str]) -> None:
 
 
 def poll_in_process(db: Database, profile: str | None = None,
-                    window_seconds: float = 0.0) -> list[worker.ChannelReport]:
+                    window_seconds: float = 0.0) -> list[poll.ChannelReport]:
     """One pass of the real poll cycle in this process, with the real Bot API client."""
     config = load_config()
     assert config is not None, "no channel is configured"
-    options = worker.PollOptions(window_seconds=window_seconds, profile=profile)
-    return asyncio.run(worker.poll(db, config, telegram_cli.bot_api, options))
+    options = poll.PollOptions(window_seconds=window_seconds, profile=profile)
+    return asyncio.run(poll.poll(db, config, telegram_cli.bot_api, options))
 
 
 # -- database state ----------------------------------------------------------------------------

@@ -24,12 +24,10 @@ from adapters.telegram.fake import BotError, FakeBotApi, Fault
 from channels import inbox, store
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
-from channels.decisions import records, views
-from channels.decisions import workflows as decision_service
+from channels.decisions import records, views, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.presentation import fingerprint
-from channels.telegram import deliveries, identity, inbound
-from channels.telegram import poll as worker
+from channels.telegram import deliveries, identity, inbound, poll
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from tests.channels.telegram.helpers import is_outcome
@@ -46,33 +44,33 @@ class Flow:
     home: Path
     server: FakeBotApi
     db: Database
-    reports: list[worker.ChannelReport] = field(default_factory=list)
+    reports: list[poll.ChannelReport] = field(default_factory=list)
 
-    def poll(self, **options: Any) -> worker.ChannelReport:
+    def poll(self, **options: Any) -> poll.ChannelReport:
         config = load_config()
         assert config is not None
-        self.reports = asyncio.run(worker.poll(self.db, config, telegram_cli.bot_api,
-                                               worker.PollOptions(**options)))
+        self.reports = asyncio.run(poll.poll(self.db, config, telegram_cli.bot_api,
+                                               poll.PollOptions(**options)))
         return self.reports[0]
 
     def ask(self, *, title: str = "Approve?", blocks: list[dict[str, Any]] | None = None,
             timeout_ms: int | None = None, audience: str = "operator"
-            ) -> decision_service.AskHandle:
-        spec = decision_service.AskSpec(
+            ) -> workflows.AskHandle:
+        spec = workflows.AskSpec(
             title=title, audience=audience, timeout_ms=timeout_ms,
             presentation={"schema": "pi-workflows.decision-presentation.v1",
                           "summary": "Review it.", "blocks": blocks or []},
             choices={"continue": {"label": "Continue"}, "stop": {"label": "Stop"},
                      "replan": {"label": "Replan",
                                 "input": text_input("text", "What should change?", 1, 50)}})
-        handle = decision_service.create_ask(self.db, spec, "owner")
-        decision_service.release_run(self.db, handle.run.lease)
+        handle = workflows.create_ask(self.db, spec, "owner")
+        workflows.release_run(self.db, handle.run.lease)
         return handle
 
     def sends(self) -> list[dict[str, Any]]:
         return [r.params for r in self.server.requests("sendMessage")]
 
-    def press(self, handle: decision_service.AskHandle, choice: str, *, user: int = USER,
+    def press(self, handle: workflows.AskHandle, choice: str, *, user: int = USER,
               chat: int = CHAT, message_id: int | None = None, data: str | None = None,
               callback_id: str | None = None) -> int:
         if message_id is None:
@@ -98,7 +96,7 @@ class Flow:
         return {eid: inbox.inbox_result(self.db.conn, CHANNEL, eid)
                 for (eid,) in self.rows("SELECT external_event_id FROM channel_inbox")}
 
-    def view(self, handle: decision_service.AskHandle) -> views.DecisionView:
+    def view(self, handle: workflows.AskHandle) -> views.DecisionView:
         return self.db.read(lambda c: views.view(c, handle.decision_id))
 
     def effect_statuses(self, effect_type: str) -> list[str]:
@@ -539,7 +537,7 @@ def test_a_refused_token_never_uses_up_the_settlement_attempts(flow: Flow) -> No
 def test_cancellation_settles_telegram_too(flow: Flow) -> None:
     handle = flow.ask()
     flow.poll()
-    decision_service.cancel_decision(flow.db, handle.decision_id, "obsolete", "op")
+    workflows.cancel_decision(flow.db, handle.decision_id, "obsolete", "op")
     flow.poll()
     [post] = [s for s in flow.sends() if s["text"].startswith("Cancelled at ")]
     assert re.fullmatch(r"Cancelled at \d\d:\d\d UTC: obsolete\nApprove\?\nDecision \w{12}",

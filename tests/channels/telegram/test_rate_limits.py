@@ -14,10 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.telegram.fake import FakeBotApi, Fault
-from state.clock import CLOCK_OFFSET_ENV, SystemClock
 from state.database import Database
 from tests.channels.telegram.helpers import (
-    CLI,
     ROOT,
     TOKEN,
     USER,
@@ -35,6 +33,7 @@ from tests.channels.telegram.helpers import (
     send_count,
 )
 from tests.conftest import child_env
+from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV, ShiftedClock
 
 DELIVER, SETTLE = "telegram.deliver", "telegram.settle"
 
@@ -47,7 +46,7 @@ def holds_row() -> dict[str, Any]:
 
 def advance(db: Database, ms: int) -> None:
     """Move the database's clock forward (holds, retry times and leases all follow it)."""
-    assert isinstance(db.clock, SystemClock)
+    assert isinstance(db.clock, ShiftedClock)
     db.clock.offset_ms += ms
 
 
@@ -60,7 +59,7 @@ def next_attempt_in(decision_id: str, effect_type: str) -> int:
 def test_a_429_holds_its_chat_for_every_pending_delivery_and_across_passes(home: Path) -> None:
     with FakeBotApi(token=TOKEN) as fake:
         configure_telegram_profile(home, fake.base_url)
-        with Database.open_writer() as db:
+        with Database.open_writer(clock=ShiftedClock(0)) as db:
             handles = [open_decision(db, title=f"Plan {i}?") for i in range(3)]
             fake.inject("sendMessage", Fault.too_many_requests(30))
             poll_in_process(db)
@@ -90,7 +89,7 @@ def test_a_settlement_outlasts_long_retry_afters_and_transient_errors_for_every_
 ) -> None:
     with FakeBotApi(token=TOKEN) as fake:
         configure_telegram_profile(home, fake.base_url)
-        with Database.open_writer() as db:
+        with Database.open_writer(clock=ShiftedClock(0)) as db:
             handle = open_decision(db)
             poll_in_process(db)  # delivered
             ref = int(message_parts(handle.decision_id)[-1].message_ref or 0)
@@ -130,7 +129,7 @@ def test_a_settlement_outlasts_long_retry_afters_and_transient_errors_for_every_
 def _poll(home: Path, *args: str, offset_ms: int = 0) -> tuple[int, list[str]]:
     env = child_env(home)
     env[CLOCK_OFFSET_ENV] = str(offset_ms)
-    done = subprocess.run([*CLI, "poll", *args], cwd=ROOT, env=env, capture_output=True,
+    done = subprocess.run([*CLI_SHIFTED, "poll", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
     return done.returncode, done.stderr.splitlines()
 

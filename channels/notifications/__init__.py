@@ -1,0 +1,1 @@
+"""Notifications: what a run says about its progress and result, and their deliveries."""
