@@ -171,7 +171,11 @@ def cmd_bridge(args: argparse.Namespace) -> int:
     # The secret pipe is read first, while the extension that made it is surely still there.
     found = binding.read_binding(args.secret_fd)
     with Database.open_writer() as db:
-        return serving.run(db, workflows.new_owner_id(db, "pi-bridge"), found,
+        # Bound to the Pi (the extension) that spawned it: that window keeps the session while
+        # it lives. Only a parent that says it is Pi is taken as one (other parents: as before).
+        pi_parent = os.environ.get("PIW_PI_WINDOW") == str(os.getppid())
+        window = os.getppid() if found.secret is not None and pi_parent else None
+        return serving.run(db, workflows.new_owner_id(db, "pi-bridge", window), found,
                           tick_seconds=args.tick)
 
 

@@ -275,7 +275,7 @@ def register(sub: Any) -> None:
     mode.add_argument("--once", action="store_true",
                       help="one pass with a short getUpdates (the default)")
     mode.add_argument("--for", dest="for_seconds", type=_seconds, metavar="SECONDS",
-                      help="keep long-polling for this many seconds (cron: --for 55)")
+                      help="keep long-polling for this many seconds (cron: --for 65)")
     p.add_argument("--profile", help="only this Telegram profile")
     p.add_argument("--alert-after", type=_minutes, default=10.0, metavar="MINUTES",
                    help="report an unreachable Bot API after this many minutes without a"

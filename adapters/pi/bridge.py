@@ -34,6 +34,7 @@ it (stdin, ticks, signals) is `adapters.pi.serving`.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -292,8 +293,7 @@ class Bridge:
             if held is None or not held.is_live(self._now()):
                 self.lease = self.db.write(lambda c: store.claim(
                     c, channel_id, self.owner_id, self._now(), self.db.entropy))
-            elif held.owner_id and workflows.owner_process_gone(held.owner_id):
-                # A killed bridge (or a /reload's old one) cannot release: do not wait out its TTL.
+            elif held.owner_id and self._may_take_over(held.owner_id):
                 dead = held.owner_id
                 self.lease = self.db.write(lambda c: leases.take_over(
                     c, resource, dead, "channel", self.owner_id, self._now(), self.db.entropy))
@@ -308,6 +308,17 @@ class Bridge:
         lease = self.lease
         self.db.write(lambda c: settlement.recover_settlements(c, lease, channel_id, self._now()))
         self.sync()
+
+    def _may_take_over(self, owner: str) -> bool:
+        """A live lease is taken over from a bridge whose process is gone (killed, or the old
+        one of a /reload, which kept the lease for its window's next bridge: do not wait out
+        its TTL), unless it served another Pi window that still lives: a second window on the
+        session waits until the first has gone, and never takes its answers or its turns."""
+        window = workflows.owner_window(owner)
+        if window is not None and window != workflows.owner_window(self.owner_id) and \
+                not workflows.process_gone(window):
+            return False
+        return workflows.owner_process_gone(owner)
 
     def _needs_channel(self) -> bool:
         """Does this session need its channel: it has one already (it was opened before), or
@@ -339,8 +350,9 @@ class Bridge:
             with contextlib.suppress(StateError, ChannelsError):
                 self.sync()  # settle the cancelled calls' decisions in Pi
         lease, self.lease = self.lease, None
-        if lease is None:
-            return
+        window = workflows.owner_window(self.owner_id)
+        if lease is None or (window is not None and window == os.getppid()):
+            return  # our Pi lives (a /reload): its next bridge takes the lease over, no other
         try:
             self.db.write(lambda c: leases.release(c, lease, self._now()))
         except StateError as exc:

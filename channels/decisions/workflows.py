@@ -34,9 +34,31 @@ ASK_NODE = "decision"
 LOCAL_WORKFLOWS = (ASK_WORKFLOW, GATE_WORKFLOW)
 
 
-def new_owner_id(db: Database, role: str) -> str:
-    """A private, unique owner id for this process."""
-    return f"{role}:{socket.gethostname()}:{os.getpid()}:{db.entropy.token_bytes(6).hex()}"
+def new_owner_id(db: Database, role: str, window: int | None = None) -> str:
+    """A private, unique owner id for this process; `window`: the pid of the Pi process this
+    one serves (a Pi bridge), kept in the id so other Pi windows wait while it lives."""
+    tag = f"w{window}." if window else ""  # a dot: the id never looks like a bot token
+    return f"{role}:{socket.gethostname()}:{os.getpid()}:{tag}{db.entropy.token_bytes(6).hex()}"
+
+
+def owner_window(owner_id: str) -> int | None:
+    """The Pi process an owner id (as `new_owner_id` makes it) serves, if it names one."""
+    parts = owner_id.split(":")
+    if len(parts) != 4 or parts[1] != socket.gethostname() or not parts[3].startswith("w"):
+        return None
+    pid = parts[3][1:].split(".", 1)[0]
+    return int(pid) if pid.isdigit() else None
+
+
+def process_gone(pid: int) -> bool:
+    """True when no process `pid` exists on this host (unsure means False)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it exists (perhaps as another user's process)
+    return False
 
 
 def owner_process_gone(owner_id: str) -> bool:
@@ -45,13 +67,7 @@ def owner_process_gone(owner_id: str) -> bool:
     parts = owner_id.split(":")
     if len(parts) != 4 or parts[1] != socket.gethostname() or not parts[2].isdigit():
         return False
-    try:
-        os.kill(int(parts[2]), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # it exists (perhaps as another user's process): wait for the expiry
-    return False
+    return process_gone(int(parts[2]))
 
 
 # What holds a run, by the role in its owner id (`new_owner_id`), and how it lets go.

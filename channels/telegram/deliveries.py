@@ -56,9 +56,10 @@ def has_unreserved(conn: apsw.Connection, channel: Channel, decision_ids: Iterab
 
 def reserve_deliveries(
     conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str], worker: Actor, now: int
-) -> int:
-    """Reserve one delivery effect per decision for this channel (adopting existing ones)."""
-    reserved = 0
+) -> list[str]:
+    """Reserve one delivery effect per decision for this channel (adopting existing ones);
+    the ids of the effects reserved now."""
+    reserved: list[str] = []
     for decision_id in decision_ids:
         resource_id = records.decision_resource(decision_id)
         existing = effects.effect_id_for(resource_id, DELIVER, channel.channel_id)
@@ -72,7 +73,7 @@ def reserve_deliveries(
                      "recipients": list(channel.recipients)},
             owner_scope="channel", actor=worker, now=now,
         )
-        reserved += 1
+        reserved.append(existing)
     return reserved
 
 

@@ -62,7 +62,6 @@ BACKGROUND_TYPES = (DELIVER, REMIND, NOTIFY)  # deliveries, reminders, notificat
 NOT_SENT_BACKOFF_MS = 5_000
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
 
-
 @dataclass
 class Outbound:
     """Applies this channel's due effects (one worker, one channel lease)."""
@@ -88,11 +87,10 @@ class Outbound:
     def _actor(self) -> Actor:
         return Actor("channel", self.owner_id)
 
-    async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1
-                        ) -> int:
+    async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1) -> int:
         """Apply every due effect of this channel (of `types`), up to `concurrency` at once
-        (each under its own lease; every write is its own short transaction); return how
-        many were attempted. The first error is raised once all have finished."""
+        (each under its own lease; every write its own short transaction); how many were
+        attempted. The first error is raised once all have finished."""
         due = self.db.read(lambda c: effects.list_due(c, types, self._now(),
                                                       scope=self.channel.channel_id))
         self.unauthorized = False  # the token may work again (a getUpdates just succeeded)
@@ -101,7 +99,7 @@ class Outbound:
             for effect in due:
                 if self.unauthorized:
                     break
-                if self._blocked(effect):
+                if self.blocked(effect):
                     continue  # held by a 429, or no slot before the deadline: no attempt
                 await self.apply(effect)
                 applied += 1
@@ -121,7 +119,7 @@ class Outbound:
                 raise outcome
         return sum(1 for outcome in outcomes if outcome is True)
 
-    def _blocked(self, effect: Effect) -> bool:
+    def blocked(self, effect: Effect) -> bool:
         """Nothing of this effect could go before the deadline (a 429 holds the bot or all
         its chats, or no slot comes in time): it stays due, unattempted."""
         if self.pacer is None:
@@ -130,8 +128,10 @@ class Outbound:
             self.db.read(lambda c: effects.payload(c, effect))  # a settlement's chats: later
         return self.pacer.blocked(p, int((self.deadline() - time.time()) * 1000))
 
-    async def apply(self, effect: Effect) -> None:
-        with sending_as(NORMAL if effect.effect_type in BACKGROUND_TYPES else URGENT):
+    async def apply(self, effect: Effect, level: int | None = None) -> None:
+        """Apply one effect, its sends at `level` (default: deliveries NORMAL, the rest URGENT)."""
+        with sending_as(NORMAL if level is None and effect.effect_type in BACKGROUND_TYPES
+                        else URGENT if level is None else level):
             if effect.effect_type != NOTIFY or await notifying.ready(self, effect, self._apply):
                 await self._apply(effect)
 

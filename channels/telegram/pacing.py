@@ -4,7 +4,8 @@ The limits (the Bot FAQ; telegram-ptb-apsw-facts A9): about one message a second
 at most 20 a minute to one group, about 30 a second for the whole bot. One `Pacer` serves a
 channel's pass (one bot), across the concurrent sends of that pass: a send asks for a slot,
 and the slots that must wait are granted in priority order, what presses caused (their
-callback answers, prompts and settlements) ahead of new deliveries.
+callback answers, prompts and settlements) ahead of a decision asked just now, and that ahead
+of the other deliveries (a backlog).
 
 A 429 holds its chat (the whole bot for a call bound to no chat) for `retry_after`; while a
 hold lasts, nothing goes to that chat by any method, and a send that could only go after
@@ -31,7 +32,8 @@ from channels.telegram.holds import BOT, Hold
 from channels.transport import REJECTED, BotApi, ProviderResult
 
 URGENT: Final = 0  # callback answers, prompts, settlements: what a press caused
-NORMAL: Final = 1  # new deliveries
+FRESH: Final = 1  # a decision asked just now, while the pass runs: ahead of a backlog
+NORMAL: Final = 2  # the other deliveries (a backlog)
 CHAT_INTERVAL_MS: Final = 1_000  # one message a second to one chat
 GROUP_PER_MINUTE: Final = 20  # to one group (a negative chat id)
 BOT_PER_SECOND: Final = 30  # for the whole bot

@@ -28,6 +28,7 @@ from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, fa
 from channels.telegram import (
     alerts,
     deliveries,
+    ended,
     holds,
     identity,
     inbound,
@@ -42,6 +43,7 @@ from channels.telegram.deliveries import SETTLE
 from channels.telegram.delivering import Deliverer
 from channels.telegram.identity import Channel
 from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, URGENT_TYPES, Outbound
+from channels.telegram.reports import LONG_POLL_SECONDS, ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
@@ -58,7 +60,6 @@ from state.leases import Lease
 from state.resources import Actor
 
 ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi]]
-LONG_POLL_SECONDS = 20
 ONCE_DEADLINE_SECONDS = 15
 INBOX_BATCH = 100
 # Callback answers in flight at once, right after their batch commits, in press order: 100
@@ -66,45 +67,12 @@ INBOX_BATCH = 100
 ANSWER_CONCURRENCY = 16
 SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
+# Waiting for the lease ends with this much window left (more than a holder has at its end).
+HANDOVER_MIN_SECONDS = MIN_LONG_POLL_SECONDS + 2
 
 
 # State errors that are one row's own: its data contradicts what is stored.
 _ROW_FAULTS = (EffectConflict, BlobMismatch, StaleRevision)
-
-
-@dataclass(frozen=True, slots=True)
-class PollOptions:
-    """`poll --once` (the default) or `poll --for SECONDS`, optionally one profile."""
-
-    window_seconds: float = 0.0
-    profile: str | None = None
-    long_poll_seconds: int = LONG_POLL_SECONDS
-    alert_after_ms: int = alerts.DEFAULT_ALERT_AFTER_MS
-
-    @property
-    def once(self) -> bool:
-        return self.window_seconds <= 0
-
-
-@dataclass
-class ChannelReport:
-    """What one channel's pass did (counts and codes only: no ids)."""
-
-    channel: str
-    status: str = "polled"  # polled|busy|conflict|unauthorized|bad_batch|shared_bot|failed
-    updates: int = 0
-    processed: int = 0
-    effects: int = 0
-    message: str = ""
-    errors: list[dict[str, Any]] = field(default_factory=list)
-    updates_ok_at: int | None = None  # the last successful getUpdates of this pass
-    updates_error: dict[str, Any] | None = None  # the last getUpdates, when it failed
-    alerts: alerts.AlertReport | None = None  # what needs a person (None: not polled)
-    exit_code: int = 0  # of a failed pass (status "failed")
-    failure: Failure | None = None  # why the pass failed (status "failed")
-    problems: list[Failure] = field(default_factory=list)  # rows and effects that failed alone
-    # Settlements refused for good (a keyboard that cannot come off): a line each, this pass.
-    refused: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def poll(
@@ -172,7 +140,7 @@ class _ChannelPoll:
 
     async def run(self, api_factory: ApiFactory) -> ChannelReport:
         try:
-            self.lease = self.db.write(self._claim)
+            self.lease = await self._claim_or_wait()
         except LeaseHeld:
             self.report.status = "busy"
             self.report.message = "another poller holds this channel; skipped"
@@ -191,6 +159,20 @@ class _ChannelPoll:
         finally:
             self._release()
         return self.report
+
+    async def _claim_or_wait(self) -> Lease:
+        """Claim the lease; a `--for` pass finding it held waits to take over at its release."""
+        def ends() -> bool:
+            return self.end - self.wall_clock() < HANDOVER_MIN_SECONDS
+
+        while True:
+            try:
+                return self.db.write(self._claim)
+            except LeaseHeld:
+                if self.options.once or ends():
+                    raise
+            await wakeups.until_free(self.db, self.channel.channel_id,
+                                     workflows.owner_process_gone, ends)
 
     def _claim(self, conn: Any) -> Lease:
         now = self._now()
@@ -285,11 +267,13 @@ class _ChannelPoll:
         first = True
         while not self._long_hold:
             self._renew()
-            if self.db.read(self._undelivered):
-                self.db.write(self._reserve_deliveries)
-            # Retries of prompts and settlements first; deliveries only once the presses
-            # that came with this getUpdates are answered, so no press waits behind them
-            # (the pass's first getUpdates is short when deliveries are due).
+            fresh = self.db.write(self._reserve_deliveries) \
+                if self.db.read(self._undelivered) else []
+            if not self.options.once:  # a few new ones go at once (a pass's start: the newest)
+                deliverer.rush(fresh, newest=first)
+            # Retries of prompts and settlements first; the other deliveries only once the
+            # presses that came with this getUpdates are answered, so no press waits behind
+            # them (the pass's first getUpdates is short when deliveries are due).
             self.report.effects += await outbound.apply_due(URGENT_TYPES)
             if self._long_hold or not await self._receive(
                     api, short=first and self.db.read(self._due_deliveries)):
@@ -341,16 +325,15 @@ class _ChannelPoll:
             return
         if self.db.read(self._undelivered):
             self._renew()
-            self.db.write(self._reserve_deliveries)
-            deliverer.kick()
+            deliverer.rush(self.db.write(self._reserve_deliveries))  # ahead of a backlog
         elif self.db.read(lambda c: notifying.any_due(c, self.channel.channel_id, self._now())):
             deliverer.kick()  # a notification's effects are reserved by its producer
 
-    def _reserve_deliveries(self, conn: Any) -> None:
+    def _reserve_deliveries(self, conn: Any) -> list[str]:
         now = self._now()
         leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
         wanted = deliveries.open_routed_decisions(conn, self.channel, now)
-        deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
+        return deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
 
     async def _receive(self, api: BotApi, short: bool = False) -> bool:
         """One getUpdates (`short`: with no long poll) and its ingest; False when this
@@ -404,35 +387,18 @@ class _ChannelPoll:
 
     def _refuse(self, res: ProviderResult, offset: int | None) -> bool:
         """A getUpdates answer that is not a batch: nothing stored, the cursor stays."""
-        self.report.status = "bad_batch"
-        self.report.errors.append({"method": "getUpdates", **describe(res)})
-        self.report.message = (f"getUpdates returned a response that is not a batch of updates"
-                               f" ({res.description}); nothing was stored and the cursor stays"
-                               f" at {offset if offset is not None else 'the start'}")
-        return False
+        return self._ended(*ended.refused(res, offset))
 
     def _unconfirmable(self, count: int) -> bool:
-        """A batch whose items carry no usable update_id past the cursor: they were recorded
-        (and are processed, as ignored), but no offset can confirm them, so Telegram sends
-        them again at once: this pass ends after processing."""
-        self.report.status = "bad_batch"
-        self.report.message = (
-            f"getUpdates returned {count} update(s) without a usable update_id past the"
-            " cursor; they were recorded as ignored, and the cursor moves on when a later"
-            " update arrives")
-        self.report.errors.append({"method": "getUpdates", "outcome": "unconfirmable",
-                                   "description": self.report.message})
-        return True
+        """A batch with no usable update_id past the cursor: processed, and the pass ends."""
+        return not self._ended(*ended.unconfirmable(count))  # the batch is processed
 
     def _conflict(self, res: ProviderResult) -> bool:
-        self.report.status = "conflict"
-        self.report.errors.append({"method": "getUpdates", **describe(res)})
-        webhook = "webhook" in (res.description or "").lower()
-        self.report.message = (
-            "a webhook is active for this bot; remove it (Bot API deleteWebhook) to poll"
-            if webhook else
-            "another getUpdates poller is using this bot token; run only one poller per bot"
-        )
+        return self._ended(*ended.conflict(res))
+
+    def _ended(self, status: str, message: str, error: dict[str, Any]) -> bool:
+        self.report.status, self.report.message = status, message
+        self.report.errors.append(error)
         return False
 
     async def _process_inbox(self, api: BotApi) -> int:
@@ -498,3 +464,6 @@ class _ChannelPoll:
         while self._answering:
             pending, self._answering = self._answering, set()
             await asyncio.gather(*pending)
+
+
+__all__ = ["LONG_POLL_SECONDS", "ChannelReport", "PollOptions", "poll"]

@@ -14,18 +14,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 
+from channels import store
+from state import leases
 from state.database import Database
 
 WATCH_SECONDS = 0.15  # how often the watcher reads data_version during a window
+HANDOVER_WATCH_SECONDS = 0.05  # how often a pass waiting for the lease reads data_version
 
 
 async def watch(db: Database, changed: Callable[[], None]) -> None:
-    """Call `changed` after each look that finds another connection's commit (until
-    cancelled)."""
+    """Call `changed` once at the start, then after each look that finds another
+    connection's commit (until cancelled)."""
     with Database.open_reader(db.path, clock=db.clock) as reader:
         seen = _version(reader)
+        # A commit made after the pass last looked but before this baseline moved nothing
+        # that this watcher sees: look once now (a read; nothing written if nothing is new).
+        changed()
         while True:
             await asyncio.sleep(WATCH_SECONDS)
             version = _version(reader)
@@ -46,8 +53,33 @@ async def stop(task: asyncio.Future[None] | None) -> None:
         await task
 
 
+async def until_free(db: Database, channel_id: str, owner_gone: Callable[[str], bool],
+                     give_up: Callable[[], bool]) -> None:
+    """Return once the channel's lease looks free (released, expired, or its owner's process
+    gone), or `give_up()` says so. Looks at the lease row only after another connection
+    committed (data_version moved; a release is a commit) and once a second otherwise (an
+    expiry or a killed owner commits nothing): reads only, no lock, nothing written."""
+    with Database.open_reader(db.path, clock=db.clock) as reader:
+        seen, looked = _version(reader), time.monotonic()
+        while not give_up():
+            await asyncio.sleep(HANDOVER_WATCH_SECONDS)
+            version = _version(reader)
+            if version == seen and time.monotonic() - looked < 1.0:
+                continue
+            seen, looked = version, time.monotonic()
+            if lease_free(reader, channel_id, owner_gone):
+                return
+
+
+def lease_free(reader: Database, channel_id: str, owner_gone: Callable[[str], bool]) -> bool:
+    held = reader.read(lambda c: leases.read(c, store.channel_resource(channel_id)))
+    now = reader.clock.now_ms()
+    return held is None or not held.is_live(now) or not held.owner_id or \
+        owner_gone(held.owner_id)
+
+
 def _version(reader: Database) -> int:
     return int(reader.conn.execute("PRAGMA data_version").get)
 
 
-__all__ = ["WATCH_SECONDS", "stop", "watch"]
+__all__ = ["HANDOVER_WATCH_SECONDS", "WATCH_SECONDS", "lease_free", "stop", "until_free", "watch"]

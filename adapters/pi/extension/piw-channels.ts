@@ -234,8 +234,11 @@ class Bridge {
 		// believes only a pipe whose write end its parent (this Pi) holds, and only a hello that
 		// repeats the secret. The write end stays open for as long as the bridge runs.
 		const secret = randomBytes(32).toString("hex");
+		// PIW_PI_WINDOW names this Pi process: the session's lease belongs to this window while
+		// it lives (a /reload's next bridge takes it over; another window waits).
 		this.child = spawn(bin, ["pi", "bridge", "--secret-fd", "3"], {
 			stdio: ["pipe", "pipe", "pipe", "pipe"],
+			env: { ...process.env, PIW_PI_WINDOW: String(process.pid) },
 		}) as ChildProcessWithoutNullStreams;
 		this.secretPipe = this.child.stdio[3] as Writable;
 		this.secretPipe.on("error", () => undefined);

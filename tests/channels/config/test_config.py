@@ -814,9 +814,9 @@ def test_shipped_examples_load_once_token_paths_exist(files: Files, tmp_path: Pa
     assert loaded.read_token("local-bot-api") == "14:telegram-local-token"
 
 
-def test_shipped_crontab_polls_every_minute_for_55_seconds() -> None:
+def test_shipped_crontab_starts_a_65_second_poll_every_minute_so_runs_overlap() -> None:
     lines = (EXAMPLES / "crontab").read_text().splitlines()
-    assert "* * * * * piw-channels poll --for 55" in lines
+    assert "* * * * * piw-channels poll --for 65" in lines
 
 
 # --- errors --------------------------------------------------------------------------------

@@ -98,9 +98,11 @@ def test_two_concurrent_pollers_on_one_profile_one_polls_and_the_other_skips_qui
     assert resolutions(handle.decision_id) == [("accepted", "human", str(press))]
 
 
-def test_a_poller_started_while_another_polls_exits_at_once_with_no_output(
+def test_a_poller_started_while_another_polls_skips_with_no_output_once_or_when_its_window_ends(
     home: Path, fake: FakeBotApi,
 ) -> None:
+    """`--once` skips at once; a `--for` pass waits for the lease, and ends quietly when its
+    window closes before the holder releases (it never polled)."""
     open_decision_now()
     first = start_cli(home, "poll", "--for", "10")
     others: list[subprocess.Popen[str]] = []
@@ -108,9 +110,9 @@ def test_a_poller_started_while_another_polls_exits_at_once_with_no_output(
         # The first one holds the lease: its 2nd getUpdates is the long poll (the 1st is short,
         # a delivery being due).
         assert fake.wait_received("getUpdates", 2, timeout=30)
-        others = [start_cli(home, "poll", "--for", "5"), start_cli(home, "poll", "--once")]
+        others = [start_cli(home, "poll", "--for", "4"), start_cli(home, "poll", "--once")]
         skipped = [finish(p, timeout=30) for p in others]
-        assert first.poll() is None, "the skipping pollers waited for the first one"
+        assert first.poll() is None, "the skipping pollers waited for the first one to end"
         polled = finish(first, timeout=60)
     finally:
         for p in [first, *others]:
@@ -120,3 +122,62 @@ def test_a_poller_started_while_another_polls_exits_at_once_with_no_output(
     assert fake.overlaps() == []
     assert _lease_claims() == 1
     assert len(fake.requests("sendMessage")) == 1
+
+
+def test_a_poller_started_while_another_polls_takes_over_at_its_release_losing_nothing(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    """Cron runs that overlap hand over: the second waits (without polling the bot) and
+    takes the lease the moment the first releases it; a decision asked and a press made
+    after the hand-over are served by the second, each exactly once."""
+    first_decision = open_decision_now(title="Before the hand-over?")
+    [first_text] = delivery_texts(first_decision)
+    first = start_cli(home, "poll", "--for", "3")
+    second: subprocess.Popen[str] | None = None
+    try:
+        wait_until(lambda: bool(message_parts(first_decision.decision_id))
+                   and message_parts(first_decision.decision_id)[-1].message_ref is not None,
+                   "the first run's delivery")
+        second = start_cli(home, "poll", "--for", "7")
+        assert finish(first, timeout=30) == (0, "", "")
+        assert second.poll() is None, "the second run ended with the first"
+        wait_until(lambda: _lease_claims() == 2, "the second run to take the lease over")
+        after = open_decision_now(title="After the hand-over?")
+        [after_text] = delivery_texts(after)
+        wait_until(lambda: send_count(fake, after_text) == 1, "the second run's delivery")
+        press = press_button(fake, first_decision, "continue",
+                             int(message_parts(first_decision.decision_id)[-1].message_ref or 0))
+        wait_until(lambda: bool(resolutions(first_decision.decision_id)), "the press to count")
+        assert finish(second, timeout=30) == (0, "", "")
+    finally:
+        for p in [first, *([second] if second else [])]:
+            reap(p)
+    assert fake.overlaps() == []  # never two getUpdates at once (Telegram would answer 409)
+    assert _lease_claims() == 2
+    assert (send_count(fake, first_text), send_count(fake, after_text)) == (1, 1)
+    assert inbox_results() == [(press, "callback", "won")]
+    assert resolutions(first_decision.decision_id) == [("accepted", "human", str(press))]
+
+
+def test_a_decision_asked_while_a_backlog_drains_goes_out_ahead_of_it(
+    home: Path, fake: FakeBotApi,
+) -> None:
+    """Deliveries drain at one message a second to a chat; a decision asked meanwhile takes
+    the chat's next slot (ahead of the rest of the backlog), and every card goes out once."""
+    backlog = [open_decision_now(title=f"Backlog #{i}?") for i in range(6)]
+    texts = [delivery_texts(h)[0] for h in backlog]
+    poller = start_cli(home, "poll", "--for", "30")
+    try:
+        assert fake.wait_received("sendMessage", 1, timeout=30)
+        late = open_decision_now(title="Asked during the backlog?")
+        [late_text] = delivery_texts(late)
+        wait_until(lambda: send_count(fake, late_text) == 1, "the late decision's delivery")
+        wait_until(lambda: all(send_count(fake, t) == 1 for t in texts), "the backlog")
+    finally:
+        poller.terminate()
+        reap(poller)
+    order = [r.params.get("text") for r in fake.requests("sendMessage")]
+    assert sorted(order, key=str) == sorted([*texts, late_text])  # each exactly once
+    # The late one goes right after the send under way when it was asked (2nd or 3rd: the
+    # watcher looks every 0.15 s), before the rest of the backlog (queued, it was 7th).
+    assert order.index(late_text) <= 2, order

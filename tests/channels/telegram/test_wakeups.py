@@ -7,12 +7,14 @@ and on rows in the database, never on durations."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 from adapters.telegram.fake import FakeBotApi, Fault
+from channels.telegram import wakeups
 from state.database import Database
 from tests.channels.telegram.helpers import (
     TOKEN,
@@ -213,3 +215,21 @@ def test_in_a_window_a_notice_to_a_person_is_sent(home: Path) -> None:
         finally:
             reap(proc)
     assert message_statuses(handle.decision_id) == ["confirmed"]
+
+
+def test_the_watcher_looks_once_as_it_starts_so_a_commit_just_before_its_baseline_is_not_missed(
+        home: Path) -> None:
+    """A pass looks for new decisions, then starts its watcher: a decision committed between
+    the two moves data_version before the watcher's baseline, so only a first look finds it
+    (found at a cron hand-over: a delivery waited for the next long poll to end)."""
+    calls: list[int] = []
+
+    async def watch_a_while() -> None:
+        with Database.open_writer() as db:
+            open_decision(db)  # committed before the watcher starts; nothing commits after
+            task = asyncio.ensure_future(wakeups.watch(db, lambda: calls.append(1)))
+            await asyncio.sleep(3 * wakeups.WATCH_SECONDS)
+            await wakeups.stop(task)
+
+    asyncio.run(watch_a_while())
+    assert calls == [1]

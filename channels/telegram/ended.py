@@ -1,0 +1,39 @@
+"""Why a poll pass ends early on a getUpdates answer: its status, line and error (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.transport import ProviderResult, describe
+
+Ending = tuple[str, str, dict[str, Any]]  # (status, message, error)
+
+
+def refused(res: ProviderResult, offset: int | None) -> Ending:
+    """An answer that is not a batch: nothing was stored and the cursor stays."""
+    return ("bad_batch",
+            f"getUpdates returned a response that is not a batch of updates"
+            f" ({res.description}); nothing was stored and the cursor stays"
+            f" at {offset if offset is not None else 'the start'}",
+            {"method": "getUpdates", **describe(res)})
+
+
+def unconfirmable(count: int) -> Ending:
+    """A batch whose items carry no usable update_id past the cursor: they were recorded (and
+    are processed, as ignored), but no offset can confirm them, so Telegram sends them again
+    at once: the pass ends after processing."""
+    message = (f"getUpdates returned {count} update(s) without a usable update_id past the"
+               " cursor; they were recorded as ignored, and the cursor moves on when a later"
+               " update arrives")
+    return "bad_batch", message, {"method": "getUpdates", "outcome": "unconfirmable",
+                                  "description": message}
+
+
+def conflict(res: ProviderResult) -> Ending:
+    """A 409: a webhook, or another poller on the same token."""
+    webhook = "webhook" in (res.description or "").lower()
+    return ("conflict",
+            "a webhook is active for this bot; remove it (Bot API deleteWebhook) to poll"
+            if webhook else
+            "another getUpdates poller is using this bot token; run only one poller per bot",
+            {"method": "getUpdates", **describe(res)})
