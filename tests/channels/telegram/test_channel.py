@@ -33,6 +33,7 @@ from state.database import Database
 from tests.channels.telegram.helpers import is_outcome
 from tests.conftest import child_env
 from tests.paths import ROOT
+from tests.shifted_clock import ShiftedClock
 
 TOKEN = "424242:channel-test-token_abcdefghijklmnop"
 USER, CHAT, CHAT2, STRANGER = 5123456789, 5123456789, -1001987654321, 999
@@ -116,7 +117,7 @@ def _configure(home: Path, url: str, chats: list[str]) -> None:
 def flow(home: Path) -> Iterator[Flow]:
     with FakeBotApi(token=TOKEN) as server:
         _configure(home, server.base_url, [str(CHAT)])
-        with Database.open_writer() as db:
+        with Database.open_writer(clock=ShiftedClock(0)) as db:
             yield Flow(home, server, db)
 
 
@@ -447,11 +448,12 @@ def test_an_unbound_reply_is_ignored(flow: Flow) -> None:
 
 
 def test_a_press_after_the_deadline_is_answered_as_expired(flow: Flow) -> None:
-    handle = flow.ask(timeout_ms=300)
+    handle = flow.ask(timeout_ms=60_000)
     flow.poll()
-    import time
-
-    time.sleep(0.35)
+    # The deadline passes on the database's clock, not by sleeping: a loaded machine once took
+    # longer than a short real deadline to deliver the card at all.
+    assert isinstance(flow.db.clock, ShiftedClock)
+    flow.db.clock.offset_ms += 61_000
     update = flow.press(handle, "continue")
     flow.poll()
     # The poll's expire step resolves it first (no default: expired), then the press is late.
