@@ -32,6 +32,8 @@ def snapshot(db: Database) -> tuple[int, ...]:
 def test_interactive_view_answers_with_arrow_keys_and_checks_the_text(
         db: Database, home: Path) -> None:
     ask(db, "First question")
+    assert isinstance(db.clock, ManualClock)
+    db.clock.advance(1)  # listed oldest first; at one instant the order would be the ids'
     second = ask(db, "Second question")
     term = PtyCli(home, "pi")
     term.expect("Open decisions:")
