@@ -234,3 +234,13 @@ def test_no_module_imports_form_a_circle() -> None:
     # A package's __init__ that re-exports its modules is not a circle with them.
     real = [c for c in circles if not any(m == c[0].rsplit(".", 1)[0] for m in c[1:])]
     assert real == []
+
+
+def test_the_readmes_layout_names_every_module() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## How the code is laid out")
+    layout = readme[start:readme.index("\n## ", start + 1)]
+    unnamed = [path.relative_to(ROOT).as_posix() for path in python_files()
+               if path.name != "__init__.py"
+               and not re.search(rf"\b{re.escape(path.stem)}\b", layout)]
+    assert unnamed == []
