@@ -8,11 +8,8 @@ import shlex
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from adapters.telegram.fake import FakeBotApi
 from channels import messages, store
@@ -72,16 +69,6 @@ def _delivery_status(db: Database, session_id: str, decision_id: str) -> str | N
     row = db.read(lambda c: messages.get_message(
         c, deliveries.delivery_message_id(channel_id, decision_id)))
     return None if row is None else row.status
-
-
-@pytest.fixture
-def model(home: Path) -> Iterator[MockModel]:
-    server = MockModel([])
-    server.write_agent_dir(home / ".pi" / "agent")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def test_a_decision_that_arrives_during_a_turn_is_shown_after_it(

@@ -48,16 +48,6 @@ RM = "rm -rf build && echo build-removed"
 
 
 @pytest.fixture
-def model(home: Path) -> Iterator[MockModel]:
-    server = MockModel([])
-    server.write_agent_dir(home / ".pi" / "agent")
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture
 def fake(home: Path) -> Iterator[FakeBotApi]:
     with FakeBotApi(token=TOKEN) as server:
         configure_telegram_profile(home, server.base_url)  # operator -> pi, telegram:ops

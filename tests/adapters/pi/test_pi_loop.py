@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from adapters.telegram.fake import FakeBotApi
 from channels.decisions import records, resolution, views, workflows
@@ -35,16 +32,6 @@ pytestmark = needs_pi
 
 CHOICES = [{"id": "ship", "label": "Ship"},
            {"id": "hold", "label": "Hold", "text_prompt": "Why hold?", "max_length": 200}]
-
-
-@pytest.fixture
-def model(home: Path) -> Iterator[MockModel]:
-    server = MockModel([])
-    server.write_agent_dir(home / ".pi" / "agent")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def is_turn(message: dict[str, Any]) -> bool:

@@ -5,11 +5,8 @@ and a decision resolved while Pi was closed is marked decided when the session i
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from channels.decisions import records, resolution
 from channels.decisions.resolution import HumanAnswer
@@ -26,16 +23,6 @@ from tests.adapters.pi.rpc import (
 )
 
 pytestmark = needs_pi
-
-
-@pytest.fixture
-def model(home: Path) -> Iterator[MockModel]:
-    server = MockModel([])
-    server.write_agent_dir(home / ".pi" / "agent")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def answer_in_terminal(db: Database, decision_id: str) -> None:

@@ -5,10 +5,7 @@ after (the file's header names the session)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from channels import inbox
 from channels.pi import sessions
@@ -23,16 +20,6 @@ from tests.adapters.pi.test_pi_defects import (
 )
 
 pytestmark = needs_pi
-
-
-@pytest.fixture
-def model(home: Path) -> Iterator[MockModel]:
-    server = MockModel([])
-    server.write_agent_dir(home / ".pi" / "agent")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def test_a_real_pi_session_passes_the_session_check_before_and_after_its_file_is_written(

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from channels.decisions import workflows
 from state.database import Database
@@ -20,16 +17,6 @@ from tests.adapters.pi.rpc import RpcClient, bridge_command, is_notice, needs_pi
 from tests.adapters.pi.test_pi_defects import _answer_through_decision, _owner_of
 
 pytestmark = needs_pi
-
-
-@pytest.fixture
-def model(home: Path) -> Iterator[MockModel]:
-    server = MockModel([])
-    server.write_agent_dir(home / ".pi" / "agent")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def _window(db: Database, session_id: str) -> int | None:
