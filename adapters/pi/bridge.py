@@ -98,6 +98,8 @@ class Bridge:
     seen_version: int = -1
     last_sync: float = 0.0
     desk: GateDesk | None = None  # the tool-call gate's waiting calls
+    # Set by `bye`: the extension said why it stops. None: stdin closed without a word.
+    leaving_for: str | None = None
 
     def __post_init__(self) -> None:
         self.desk = GateDesk(self.db, self.out, self.owner_id)
@@ -130,6 +132,10 @@ class Bridge:
         kind = message["type"]
         if kind == "hello":
             self._hello(message)
+            return
+        if kind == "bye":
+            reason = message.get("reason")
+            self.leaving_for = reason if isinstance(reason, str) and reason else "quit"
             return
         if kind not in ("delivered", "answer", "ask", "turned", "gate", "gate_cancel",
                         "gate_state"):
@@ -350,13 +356,20 @@ class Bridge:
             with contextlib.suppress(StateError, ChannelsError):
                 self.sync()  # settle the cancelled calls' decisions in Pi
         lease, self.lease = self.lease, None
-        window = workflows.owner_window(self.owner_id)
-        if lease is None or (window is not None and window == os.getppid()):
+        if lease is None or self._window_keeps_the_lease():
             return  # our Pi lives (a /reload): its next bridge takes the lease over, no other
         try:
             self.db.write(lambda c: leases.release(c, lease, self._now()))
         except StateError as exc:
             print(f"piw-channels pi bridge: could not release the lease: {exc}", file=sys.stderr)
+
+    def _window_keeps_the_lease(self) -> bool:
+        # Only a /reload keeps the session in this window. Pi says so in `bye`; without one
+        # (an older extension, a crash) a parent still alive is taken to be a reload.
+        if self.leaving_for is not None:
+            return self.leaving_for == "reload"
+        window = workflows.owner_window(self.owner_id)
+        return window is not None and window == os.getppid()
 
     # -- periodic work -------------------------------------------------------------------------
 

@@ -297,7 +297,9 @@ class Bridge {
 		if (!this.stopped) this.onExit(notice, permanent);
 	}
 
-	stop(): void {
+	stop(reason?: string): void {
+		// Why Pi stops ("quit", "reload", "new", ...): only a reload keeps the lease in this window.
+		if (reason) this.send({ type: "bye", reason });
 		this.stopped = true;
 		if (this.timer) clearTimeout(this.timer);
 		this.child.stdin.end(); // the bridge releases its lease when stdin closes
@@ -664,10 +666,10 @@ class Supervisor {
 		this.bridge?.pump(ctx);
 	}
 
-	stop(): void {
+	stop(reason?: string): void {
 		if (this.restart) clearTimeout(this.restart);
 		this.restart = undefined;
-		this.bridge?.stop();
+		this.bridge?.stop(reason);
 		this.bridge = undefined;
 	}
 
@@ -896,8 +898,8 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			ctx.ui.notify(lines.join("\n"), "info");
 		},
 	});
-	pi.on("session_shutdown", async () => {
-		supervisor?.stop();
+	pi.on("session_shutdown", async (event) => {
+		supervisor?.stop(event.reason);
 		supervisor = undefined;
 	});
 	pi.on("agent_end", async (event, ctx) => {

@@ -128,7 +128,8 @@ class PtyCli:
 class BridgeProcess:
     """A real `piw-channels pi bridge` child with pipes, read line by line."""
 
-    def __init__(self, home: Path, *, tick: float = 0.05, secret: str | None = None) -> None:
+    def __init__(self, home: Path, *, tick: float = 0.05, secret: str | None = None,
+                 window: bool = False) -> None:
         # As the extension does: a socket pair made by this process (the bridge's parent),
         # carrying a secret that `hello` repeats (added to every hello sent through `send`,
         # with `session_file` null unless the test gives one).
@@ -137,7 +138,9 @@ class BridgeProcess:
         read_end, self.secret_pipe = theirs.detach(), ours.detach()
         self.proc = subprocess.Popen(
             [*CLI, "pi", "bridge", "--tick", str(tick), "--secret-fd", str(read_end)], cwd=ROOT,
-            env=child_env(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            # `window`: as started by the extension, with this process as its Pi window.
+            env={**child_env(home), **({"PIW_PI_WINDOW": str(os.getpid())} if window else {})},
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, pass_fds=(read_end,))
         os.close(read_end)
         os.write(self.secret_pipe, self.secret.encode() + b"\n")

@@ -257,6 +257,32 @@ def test_stdin_closed_mid_conversation_releases_the_lease(home: Path, db: Databa
     assert channel_lease_is_free(db)
 
 
+@pytest.mark.parametrize(("bye", "kept"), [
+    ({"type": "bye", "reason": "quit"}, False),
+    ({"type": "bye", "reason": "new"}, False),  # the window moves on to another session
+    ({"type": "bye", "reason": "reload"}, True),
+    (None, True),  # no word, and the window lives: taken for a reload
+])
+def test_the_window_s_bridge_keeps_the_lease_only_for_a_reload(
+        home: Path, db: Database, decision: AskHandle, bye: dict[str, str] | None,
+        kept: bool) -> None:
+    # Pi quitting outlives its bridge for a moment: the bridge must not take that for a
+    # /reload and hold the session's lease until it expires (60 s).
+    bridge = BridgeProcess(home, window=True)
+    try:
+        bridge.send({"type": "hello", "session_id": SESSION, "pi_version": "0.73.1",
+                     "mode": "tui"})
+        shown = bridge.read()
+        assert shown is not None and shown["type"] == "deliver"
+        if bye is not None:
+            bridge.send(bye)
+        bridge.close_stdin()
+        assert bridge.wait() == 0
+    finally:
+        bridge.kill()
+    assert channel_lease_is_free(db) is not kept
+
+
 def test_a_second_bridge_for_the_session_waits_for_the_lease(
         home: Path, db: Database, clock: ManualClock, decision: AskHandle) -> None:
     conversation = Conversation(home, {"session_id": SESSION, **names_for(decision)}, {})
