@@ -51,6 +51,7 @@ from adapters.pi.framing import (
     text_field,
 )
 from adapters.pi.gatedesk import GateDesk
+from adapters.pi.lines import deliver_message, settle_message
 from adapters.pi.session_file import check_session
 from channels import store
 from channels.config import loading
@@ -60,7 +61,6 @@ from channels.decisions import views, workflows
 from channels.errors import ChannelsError
 from channels.pi import answers, deliveries, sessions, settlement, turns
 from channels.pi.answers import AnswerEvent
-from channels.pi.deliveries import Delivery
 from channels.pi.settlement import Settlement
 from state import leases
 from state.database import Database
@@ -492,15 +492,3 @@ class Bridge:
     def _now(self) -> int:
         return self.db.clock.now_ms()
 
-
-def deliver_message(item: Delivery) -> dict[str, Any]:
-    """The `deliver` line of one decision."""
-    decision = item.decision.to_json()
-    return {"type": "deliver", "message_id": item.message_id, **decision}
-
-
-def settle_message(item: Settlement) -> dict[str, Any]:
-    """The `settle` line of one resolved decision."""
-    return {"type": "settle", "decision_id": item.decision_id, "outcome": item.outcome,
-            "provenance": item.provenance, "text": item.text, "title": item.title,
-            "channel": item.channel, "terminal": item.terminal}
