@@ -304,11 +304,8 @@ class Outbound:
             wait_ms = int(float(res.retry_after or 1) * 1000)
             self._finish(attempt, "rejected", error=describe(res), retry_in_ms=wait_ms)
             return {"status": "rate_limited"}
-        status: dict[str, Any] = {"index": r, "status": "rejected", **describe(res)}
-        if res.migrate_to_chat_id is not None:
-            # Reported, never guessed: the operator must allowlist the new chat id.
-            status["migrateToChatId"] = res.migrate_to_chat_id
-        return status
+        # A migrated group's new chat id (in `describe`) is reported, never guessed.
+        return {"index": r, "status": "rejected", "method": method, **describe(res)}
 
     def _ambiguous(self, attempt: Attempt, message_id: str, error: dict[str, Any]) -> None:
         def command(c: Any) -> None:

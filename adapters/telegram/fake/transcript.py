@@ -185,7 +185,8 @@ class Transcript:
         if event.method == "sendMessage":
             return self._sent(event, params)
         if event.method == "sendDocument" and event.status == 200:
-            file = params.get("document") if isinstance(params.get("document"), dict) else {}
+            file = params.get("document")
+            file = file if isinstance(file, dict) else {}
             caption = str(params.get("caption", ""))
             return [f"{clock(event.started_at)} {self.bot} sent a file,"
                     f" {file.get('file_name', '?')}:", *_indented(caption)]
