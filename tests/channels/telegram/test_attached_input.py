@@ -189,3 +189,18 @@ def test_the_whole_input_keeps_control_characters_while_the_card_shows_them_visi
     assert attached is not None and attached.data == HEREDOC.encode()
     assert "\x1b" not in gating.preview_of(gating.shown_input(call))
     assert "\\x1b" in gating.preview_of(gating.shown_input(call))
+
+
+def test_a_press_on_a_card_whose_last_part_was_lost_confirms_that_part_not_the_file(
+        bot: Bot) -> None:
+    handle = gate(GatedCall("bash", {"command": HEREDOC}, "/w/app"))
+    bot.fake.inject("sendMessage", Fault.lose())  # the card is one part: the keyboard's
+    assert bot.poll()[0] == 75
+    assert [r.method for r in sends(bot.fake)] == ["sendDocument", "sendMessage"]
+    [card] = [m for m in bot.fake.sent_messages(USER) if "reply_markup" in m]
+    press_button(bot.fake, handle, gating.DENY, card["message_id"])
+    assert bot.poll()[0] == 0  # the press proves the card arrived
+    document_ref = str(bot.fake.requests("sendDocument")[0].result["message_id"])
+    assert [(p.part, p.message_ref) for p in message_parts(handle.decision_id)] == [
+        (0, document_ref), (1, str(card["message_id"]))]
+    assert bot.fake.keyboards() == []  # settled: its buttons are gone
