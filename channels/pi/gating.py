@@ -182,7 +182,8 @@ def presentation(call: GatedCall, rule: str | None, where: context.Context) -> d
     if attached is not None and len(attached.data) > MAX_ATTACHED_BYTES:
         raise TooLong(f"its input is {len(attached.data):,} bytes long, more than a decision"
                       f" attaches ({MAX_ATTACHED_BYTES:,})")
-    blocks: list[Block] = [{"kind": "preformatted", "text": piece} for piece in chunks(shown)]
+    blocks: list[Block] = [{"kind": "preformatted", "text": piece}
+                           for piece in (chunks(shown) if attached is None else [])]
     items: list[FieldItem] = [
         {"label": "Tool", "value": call.tool},
         {"label": "Working directory", "value": context.clean(call.cwd) or "?"},
@@ -203,7 +204,9 @@ def presentation(call: GatedCall, rule: str | None, where: context.Context) -> d
 def preview_of(shown: str) -> str:
     """The first lines of a long input: at most PREVIEW_LINES, PREVIEW_UNITS units."""
     head = "\n".join(shown.split("\n", PREVIEW_LINES)[:PREVIEW_LINES])
-    return chunks(head, PREVIEW_UNITS)[0].rstrip("\n") or head[:1]
+    preview = chunks(head, PREVIEW_UNITS)[0].rstrip("\n")
+    # A block must not be blank: input that starts with blank lines shows its first text.
+    return preview if preview.strip() else chunks(shown.strip(), PREVIEW_UNITS)[0]
 
 
 def describe(attached: Attachment) -> str:

@@ -126,3 +126,11 @@ def test_the_grant_lookup_reads_through_indexes(db: Database) -> None:
     plan = [str(row[3]) for row in db.conn.execute(
         f"EXPLAIN QUERY PLAN {sql}", {"low": "gate-", "high": "gate-\uffff", "subject": b""})]
     assert not [line for line in plan if re.match(r"SCAN (r|d|x)\b", line)], plan
+
+
+def test_an_attached_input_that_starts_blank_still_shows_its_first_text() -> None:
+    content = " \n" * 50 + "payload\n" * 10_000
+    document = normalize_presentation(gating.presentation(
+        GatedCall("write", {"path": "f.txt", "content": content}, "/w"), None, WHERE))
+    [pre] = [b["text"] for b in document["blocks"] if b["kind"] == "preformatted"]
+    assert pre.startswith("payload\npayload") and utf16_len(pre) <= gating.PREVIEW_UNITS
