@@ -191,8 +191,8 @@ def presentation(call: GatedCall, rule: str | None, where: context.Context) -> d
     if attached is not None:
         preview = preview_of(shown)  # the attachment goes with every Telegram delivery
         blocks = [{"kind": "preformatted", "text": preview}, {"kind": "paragraph", "text": (
-            "Above: the beginning of the input. The whole input, exactly what will run, is"
-            f" the attached file {attached.name}.")}]
+            "Above: the beginning of the input. The whole input, exactly what will run, comes"
+            f" with this card on Telegram as the file {attached.name}.")}]
         items.append({"label": "Attached", "value": describe(attached)})
     fields: FieldsBlock = {"kind": "fields", "items": items}
     blocks.append(fields)
