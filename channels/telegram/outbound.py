@@ -57,6 +57,7 @@ from state.errors import StaleLease, StateError, WriteRejected
 from state.resources import Actor
 
 NOT_SENT_BACKOFF_MS = 5_000
+BEGIN_MARGIN_MS = 500
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
 
 @dataclass
@@ -123,7 +124,9 @@ class Outbound:
             return False
         p = None if effect.effect_type == SETTLE else \
             self.db.read(lambda c: effects.payload(c, effect))  # a settlement's chats: later
-        return self.pacer.blocked(p, int((self.deadline() - time.time()) * 1000))
+        # Less the time an attempt takes to begin, or it is begun for a slot it then misses.
+        left_ms = int((self.deadline() - time.time()) * 1000) - BEGIN_MARGIN_MS
+        return self.pacer.blocked(p, left_ms)
 
     async def apply(self, effect: Effect, level: int | None = None) -> None:
         """Apply one effect, its sends at `level` (default: deliveries NORMAL, settlements
