@@ -3,7 +3,8 @@ turn of the session reaches the phone.
 
     bridge -> extension                          extension -> bridge
     notify {notification_id, kind, title,        notified {notification_id, entry_id, adopted}
-            text, run_id, context}               post {event_id, kind, text, run_id?}
+            text, run_id, context}               post {event_id, kind, text, run_id?,
+                                                      session_name?, cwd?}
     posted {event_id, notification_id, run_id,
             adopted, delivered_to}
 
@@ -138,7 +139,9 @@ class NoteDesk:
         if run_id is not None and (not isinstance(run_id, str) or run_id not in self.runs):
             raise ProtocolError("malformed", "post.run_id must name a run this bridge posted to")
         name = session_name or session_id[:8]
-        found = context.automatic(Path.cwd(), name)
+        cwd = message.get("cwd")  # Pi's own folder: the project the card names
+        found = context.automatic(Path(cwd) if isinstance(cwd, str) and cwd.startswith("/")
+                                  else Path.cwd(), name)
         spec = producing.NotifySpec(
             kind=cast(NotificationType, kind), text=text, run_id=run_id,
             title=f"Pi session {name}",

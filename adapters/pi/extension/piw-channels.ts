@@ -473,14 +473,15 @@ class Bridge {
 	}
 
 	/** Post this session's own notification (`/notify on`); the reply names its run. */
-	post(kind: "progress" | "final", text: string, runId: string | undefined, sessionName: string | undefined): Promise<Reply | undefined> {
+	post(kind: "progress" | "final", text: string, runId: string | undefined, ctx: ExtensionContext): Promise<Reply | undefined> {
 		return this.request({
 			type: "post",
 			event_id: `post.${randomUUID()}`,
 			kind,
 			text,
 			run_id: runId ?? null,
-			session_name: sessionName ?? null,
+			session_name: sessionName(ctx) ?? null,
+			cwd: ctx.cwd,
 		});
 	}
 
@@ -1055,7 +1056,7 @@ export default function piwChannels(pi: ExtensionAPI): void {
 	const postInTurn = (current: NonNullable<typeof turn>, kind: "progress" | "final", text: string, ctx: ExtensionContext): void => {
 		current.chain = current.chain.then(async () => {
 			const bridge = running();
-			const reply = bridge ? await bridge.post(kind, text, current.runId, sessionName(ctx)) : undefined;
+			const reply = bridge ? await bridge.post(kind, text, current.runId, ctx) : undefined;
 			if (reply?.type === "posted") current.runId = reply.run_id;
 			else if (ctx.hasUI) ctx.ui.notify(`piw-channels notify: the ${kind} notification was not posted (${reply?.type === "error" ? reply.message : downText()})`, "warning");
 		});
