@@ -52,6 +52,11 @@ def pending_count(conn: apsw.Connection, session_id: str) -> int:
     return len(records.for_session(conn, session_id, ("pending", "applying")))
 
 
+def open_attempts(conn: apsw.Connection, session_id: str) -> list[str]:
+    """The session's notifications with an attempt open (shown, or about to be)."""
+    return [n.notification_id for n in records.for_session(conn, session_id, ("applying",))]
+
+
 def begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: PiNote,
                owner_id: str, now: int, entropy: Entropy) -> Attempt:
     """The intent, before the line goes out: the channel's owner opens an attempt on the
@@ -123,4 +128,4 @@ def note_receipt(conn: apsw.Connection, notification_id: str) -> dict[str, Any] 
 
 
 __all__ = ["PiNote", "begin_note", "confirm_note", "due_notes", "note_receipt",
-           "pending_count", "recover_notes", "renew_note"]
+           "open_attempts", "pending_count", "recover_notes", "renew_note"]

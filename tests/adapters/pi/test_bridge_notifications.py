@@ -5,12 +5,17 @@ it adopted the entry the session already has."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 from channels.notifications import producing
 from channels.notifications.producing import NotifySpec
 from channels.pi import notes
+from state import effects
+from state.clock import ManualClock
 from state.database import Database
 from tests.adapters.pi.helpers import SESSION, BridgeProcess, count
 
@@ -131,3 +136,37 @@ def test_a_second_bridge_of_the_session_never_offers_what_the_first_has_open(
         first.kill()
         second.kill()
     assert _attempts(db, n.effect_id) == [(1, "applied")]
+
+
+def test_an_attempt_of_a_live_owner_is_left_alone_and_reopened_once_its_process_is_gone(
+        home: Path, db: Database, clock: ManualClock) -> None:
+    clock.now = time.time_ns() // 1_000_000  # the attempt's lease is live for the bridge too
+    first = _notify(db, "First.").notification
+    second = _notify(db, "Second.").notification
+    # Another bridge (a process that still runs) has the second one's attempt open: it lost
+    # the session's lease while it lived.
+    owner = subprocess.Popen(["sleep", "120"])
+    owner_id = f"pi-bridge:{socket.gethostname()}:{owner.pid}:x"
+    db.write(lambda c: effects.begin_attempt(c, second.effect_id, "channel", owner_id,
+                                             clock.now_ms(), db.entropy))
+    bridge = BridgeProcess(home)
+    try:
+        bridge.send(HELLO)
+        line = bridge.read()
+        assert line is not None and line["notification_id"] == first.notification_id
+        assert bridge.read(timeout=1) is None  # the live owner's attempt is not touched
+        owner.kill()
+        owner.wait()
+        # The next look (every few seconds) finds its owner gone and offers it again.
+        line = bridge.read(timeout=20)
+        assert line is not None and line["notification_id"] == second.notification_id
+        for n in (first, second):
+            bridge.send({"type": "notified", "notification_id": n.notification_id,
+                         "entry_id": "5d4c3b2a", "adopted": False})
+        bridge.close_stdin()
+        assert bridge.wait() == 0
+    finally:
+        owner.kill()
+        bridge.kill()
+    assert _attempts(db, first.effect_id) == [(1, "applied")]
+    assert _attempts(db, second.effect_id) == [(1, "interrupted"), (2, "applied")]
