@@ -74,8 +74,8 @@ class NoteDesk:
         """Send each due notification once, its attempt written first. An attempt this
         bridge does not know of (left by a bridge that lost the lease while it lived) is
         reopened once its lease has run out."""
-        if any(i not in self.attempts for i in self.db.read(
-                lambda c: notes.open_attempts(c, session_id))):
+        if any(i not in self.attempts for i in self.db.read(lambda c: notes.reopenable(
+                c, session_id, self.owner_id, self._now(), workflows.owner_process_gone))):
             self.db.write(lambda c: notes.recover_notes(
                 c, lease, channel_id, session_id, self._now(), workflows.owner_process_gone))
         due = self.db.read(lambda c: notes.due_notes(c, session_id, self._now()))

@@ -52,11 +52,6 @@ def pending_count(conn: apsw.Connection, session_id: str) -> int:
     return len(records.for_session(conn, session_id, ("pending", "applying")))
 
 
-def open_attempts(conn: apsw.Connection, session_id: str) -> list[str]:
-    """The session's notifications with an attempt open (shown, or about to be)."""
-    return [n.notification_id for n in records.for_session(conn, session_id, ("applying",))]
-
-
 def begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: PiNote,
                owner_id: str, now: int, entropy: Entropy) -> Attempt:
     """The intent, before the line goes out: the channel's owner opens an attempt on the
@@ -92,26 +87,38 @@ def confirm_note(conn: apsw.Connection, lease: Lease, channel_id: str, session_i
     return True
 
 
+def reopenable(conn: apsw.Connection, session_id: str, owner_id: str, now: int,
+               owner_gone: Callable[[str], bool]) -> list[str]:
+    """The session's open attempts that no live bridge will finish: their lease ran out, or
+    their owner's process is gone (never this owner's own)."""
+    found = []
+    for n in records.for_session(conn, session_id, ("applying",)):
+        held = leases.read(conn, effects.get(conn, n.effect_id).resource_id)
+        if held is not None and held.is_live(now) and (
+                held.owner_id == owner_id or not held.owner_id or not owner_gone(held.owner_id)):
+            continue  # its bridge still lives: it finishes the attempt itself
+        found.append(n.notification_id)
+    return found
+
+
 def recover_notes(conn: apsw.Connection, lease: Lease, channel_id: str, session_id: str,
                   now: int, owner_gone: Callable[[str], bool]) -> list[str]:
-    """A new owner of the session's channel reopens the attempts an earlier bridge left open
-    (its lease expired, or its process is gone): they are closed as interrupted and the
-    notifications are due again. Offering one again is not blind: the extension finds an
-    entry that arrived in the branch and reports it (the receipt then says `adopted`), so it
-    is shown at most once. Returns the notification ids reopened."""
+    """The owner of the session's channel reopens the attempts no live bridge will finish
+    (`reopenable`): they are closed as interrupted and the notifications are due again.
+    Offering one again is not blind: the extension finds an entry that arrived in the branch
+    and reports it (the receipt then says `adopted`), so it is shown at most once. Returns the
+    notification ids reopened."""
     store.verify(conn, lease, channel_id, now)
     actor = Actor("channel", lease.owner_id)
-    reopened = []
-    for n in records.for_session(conn, session_id, ("applying",)):
-        effect = effects.get(conn, n.effect_id)
+    reopened = reopenable(conn, session_id, lease.owner_id, now, owner_gone)
+    for notification_id in reopened:
+        found = records.get(conn, notification_id)
+        assert found is not None
+        effect = effects.get(conn, found.effect_id)
         held = leases.read(conn, effect.resource_id)
         if held is not None and held.is_live(now):
-            if held.owner_id == lease.owner_id or not held.owner_id or \
-                    not owner_gone(held.owner_id):
-                continue  # its bridge still lives: it finishes the attempt itself
-            leases.clear_row(conn, effect.resource_id)
+            leases.clear_row(conn, effect.resource_id)  # its process is gone
         effects.interrupt(conn, effect, actor, now, provably_unsent=True)
-        reopened.append(n.notification_id)
     return reopened
 
 
@@ -128,4 +135,4 @@ def note_receipt(conn: apsw.Connection, notification_id: str) -> dict[str, Any] 
 
 
 __all__ = ["PiNote", "begin_note", "confirm_note", "due_notes", "note_receipt",
-           "open_attempts", "pending_count", "recover_notes", "renew_note"]
+           "pending_count", "recover_notes", "renew_note", "reopenable"]
