@@ -63,21 +63,24 @@ class NoteDesk:
     def recover(self, lease: Lease, channel_id: str, session_id: str) -> None:
         """On claiming the session's channel: reopen what an earlier bridge left applying."""
         self.attempts.clear()
-        self.db.write(lambda c: notes.recover_notes(
-            c, lease, channel_id, session_id, self._now(), workflows.owner_process_gone))
+        self._reopen(lease, channel_id, session_id)
 
     def forget(self) -> None:
         """The channel's lease is lost: the next owner recovers the attempts left open."""
         self.attempts.clear()
 
-    def offer(self, lease: Lease, channel_id: str, session_id: str) -> None:
-        """Send each due notification once, its attempt written first. An attempt this
-        bridge does not know of (left by a bridge that lost the lease while it lived) is
-        reopened once its lease has run out."""
+    def _reopen(self, lease: Lease, channel_id: str, session_id: str) -> None:
+        # A read first: the write happens only when an attempt can be reopened.
         if any(i not in self.attempts for i in self.db.read(lambda c: notes.reopenable(
                 c, session_id, self.owner_id, self._now(), workflows.owner_process_gone))):
             self.db.write(lambda c: notes.recover_notes(
                 c, lease, channel_id, session_id, self._now(), workflows.owner_process_gone))
+
+    def offer(self, lease: Lease, channel_id: str, session_id: str) -> None:
+        """Send each due notification once, its attempt written first. An attempt this
+        bridge does not know of (left by a bridge that lost the lease while it lived) is
+        reopened once its lease has run out or its process is gone."""
+        self._reopen(lease, channel_id, session_id)
         due = self.db.read(lambda c: notes.due_notes(c, session_id, self._now()))
         for note in due:
             notification_id = note.notification.notification_id
