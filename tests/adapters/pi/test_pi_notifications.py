@@ -119,9 +119,9 @@ def test_a_closed_session_gets_its_notification_on_continue_exactly_once(
     never_sent_to_the_model(model)
 
 
-def crashing_bridge(tmp_path: Path, marker: Path) -> Path:
+def crashing_bridge(tmp_path: Path, marker: Path, *, with_pi: bool = False) -> Path:
     """The real bridge, killed (SIGKILL) the first time a receipt reaches it: after the
-    notification was shown, before the receipt was written."""
+    notification was shown, before the receipt was written (`with_pi`: Pi too, first)."""
     code = tmp_path / "crash_at_receipt.py"
     code.write_text(
         "import os, signal, sys\n"
@@ -133,6 +133,7 @@ def crashing_bridge(tmp_path: Path, marker: Path) -> Path:
         "def crash_at_receipt(self, raw):\n"
         "    if b'\"notified\"' in raw and not marker.exists():\n"
         "        marker.touch()\n"
+        f"        if {with_pi!r}: os.kill(os.getppid(), signal.SIGKILL)\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    handle(self, raw)\n"
         "bridge.Bridge.handle_line = crash_at_receipt\n"
@@ -164,3 +165,39 @@ def test_a_bridge_killed_between_the_show_and_the_receipt_never_shows_it_twice(
     got = receipt(db, notification_id)
     assert got is not None and got["adopted"] is True
     assert attempts(db, notification_id) == [(1, "interrupted"), (2, "applied")]
+
+
+def test_pi_killed_between_the_show_and_the_receipt_shows_it_once_after_continue(
+        home: Path, db: Database, tmp_path: Path, model: MockModel) -> None:
+    marker = tmp_path / "crashed"
+    client = RpcClient(home, crashing_bridge(tmp_path, marker, with_pi=True), session=())
+    try:
+        session_id = client.session_id()
+        model.add(say("Started the import."))  # Pi writes the session file with this reply
+        client.send({"id": "go", "type": "prompt", "message": "Start the import."})
+        client.wait_for(lambda m: m.get("type") == "agent_end", "the first turn")
+        notification_id = notify(db, session_id)
+        client.wait_for(is_note, "the notification in the session")
+        wait_until(marker.exists, "the bridge and Pi killed at the receipt")
+        wait_until(lambda: client.proc.poll() is not None, "Pi gone")
+    finally:
+        client.close()
+    assert receipt(db, notification_id) is None  # the receipt never came
+
+    client = RpcClient(home, bridge_command(tmp_path), session=("--continue",))
+    try:
+        assert client.session_id() == session_id
+        wait_until(lambda: receipt(db, notification_id) is not None, "the receipt", timeout=30)
+        client.quiet(is_note, 1)
+    finally:
+        assert client.close() == 0
+    got = receipt(db, notification_id)
+    session_file = next((home / ".pi" / "agent" / "sessions").rglob(f"*{session_id}.jsonl"))
+    entries = [json.loads(line) for line in session_file.read_text().splitlines()]
+    mine = [e for e in entries if e.get("customType") == NOTE_TYPE]
+    # One entry in the session, whichever way it went: found there (adopted) if Pi had written
+    # it before it was killed, else shown once now.
+    assert got is not None and [e["id"] for e in mine] == [got["entryId"]]
+    assert got["adopted"] is (sum(1 for m in client.seen if is_note(m)) == 0)
+    assert attempts(db, notification_id) == [(1, "interrupted"), (2, "applied")]
+    never_sent_to_the_model(model)
