@@ -11,7 +11,7 @@ import re
 import apsw
 
 from channels import store
-from channels.telegram.deadline import clock_time
+from channels.decisions.deadline import clock_time
 from state.leases import Lease
 
 MUTE_CURSOR = "progress_muted"
