@@ -72,6 +72,13 @@ class BotApi(Protocol):
         deadline: float | None = None,
     ) -> ProviderResult: ...
 
+    async def send_document(
+        self, chat_id: int | str, file_name: str, data: bytes, *, caption: str | None = None,
+        disable_notification: bool = False, deadline: float | None = None,
+    ) -> ProviderResult:
+        """`sendDocument` with `data` uploaded (multipart) as `file_name`."""
+        ...
+
     async def edit_message_reply_markup(
         self, chat_id: int | str, message_id: int, *, deadline: float | None = None
     ) -> ProviderResult: ...

@@ -80,6 +80,10 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
         return (f"{decision}: group {f.get('chat')} became supergroup {f.get('newChat')};"
                 f" replace {f.get('chat')} with {f.get('newChat')} in {chats}, then run:"
                 f" {resend}")
+    if f.get("method") == "sendDocument":  # the card's attached file, its buttons after it
+        return (f"{decision}: its attached file was refused for chat {f.get('chat')}"
+                f" ({_error(f)}), so the card's buttons were not sent; answer it in Pi, or"
+                f" once that is fixed run: {resend}")
     return (f"{decision} was refused for chat {f.get('chat')} ({_error(f)}); unblock the"
             f" bot or start it in that chat (or remove the chat from {chats}), then run:"
             f" {resend}")

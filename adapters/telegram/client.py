@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from adapters.telegram.errors import ClientClosedError, InvalidTokenFormat
-from adapters.telegram.http import HttpPool
+from adapters.telegram.http import Files, HttpPool
 from adapters.telegram.redaction import (
     Secret,
     install_log_redaction,
@@ -254,6 +254,20 @@ class TelegramClient:
         }
         return await self._call("sendMessage", params, deadline)
 
+    async def send_document(
+        self, chat_id: int | str, file_name: str, data: bytes, *, caption: str | None = None,
+        disable_notification: bool = False, deadline: float | None = None,
+    ) -> CallResult:
+        """``sendDocument``: ``data`` uploaded as ``file_name`` (multipart/form-data,
+        ``text/plain; charset=utf-8``), with a plain caption (no parse mode)."""
+        params: JSONDict = {
+            "chat_id": chat_id,
+            "caption": caption,
+            "disable_notification": True if disable_notification else None,
+        }
+        files = {"document": (file_name, data, "text/plain; charset=utf-8")}
+        return await self._call("sendDocument", params, deadline, files=files)
+
     async def set_my_commands(
         self, commands: Sequence[tuple[str, str]], *, deadline: float | None = None
     ) -> CallResult:
@@ -304,7 +318,7 @@ class TelegramClient:
 
     async def _call(
         self, method: str, params: Mapping[str, object], deadline: float | None,
-        extra_read: float = 0.0,
+        extra_read: float = 0.0, files: Files | None = None,
     ) -> CallResult:  # fmt: skip
         """One Bot API call with retries of not-sent attempts and 429s, up to the deadline."""
         if self._closed:
@@ -317,7 +331,7 @@ class TelegramClient:
         attempts = 0
         while True:
             attempts += 1
-            result = await self._attempt(method, form, extra_read)
+            result = await self._attempt(method, form, extra_read, files)
             if not _is_retryable(result, self._retry_rate_limited) or \
                     attempts >= self._max_attempts:
                 break
@@ -333,10 +347,13 @@ class TelegramClient:
         )  # fmt: skip
         return replace(result, attempts=attempts)
 
-    async def _attempt(self, method: str, form: dict[str, str], extra_read: float) -> CallResult:
+    async def _attempt(self, method: str, form: dict[str, str], extra_read: float,
+                       files: Files | None = None) -> CallResult:
         """Send once and classify; nothing raised here may carry the URL out."""
         request = self._updates_request if method == "getUpdates" else self._request
         connect, read, write, pool = self._timeouts
+        # An upload may take longer to write: a second more per 100 kB (over a slow link).
+        write += sum(len(data) for _, data, _ in (files or {}).values()) / 100_000
         token = self._secret.reveal()
         try:
             status, payload = await request.do_request(
@@ -347,6 +364,7 @@ class TelegramClient:
                 write_timeout=write,
                 connect_timeout=connect,
                 pool_timeout=pool,
+                files=files,
             )
         except Exception as exc:  # classified; the exception (and its URL) stays here
             result = classify_exception(method, exc)

@@ -16,6 +16,7 @@ import httpx
 from state.version import VERSION
 
 USER_AGENT = f"piw-channels/{VERSION} (httpx)"
+Files = dict[str, tuple[str, bytes, str]]
 
 
 class HttpPool:
@@ -42,13 +43,14 @@ class HttpPool:
 
     async def do_request(self, *, url: str, method: str, fields: dict[str, str],
                          read_timeout: float, write_timeout: float, connect_timeout: float,
-                         pool_timeout: float) -> tuple[int, bytes]:
-        """POST the fields form-encoded; (HTTP status, body). Raises RuntimeError before
-        sending when shut down, else what httpx raises."""
+                         pool_timeout: float, files: Files | None = None) -> tuple[int, bytes]:
+        """POST the fields form-encoded (multipart with `files`: name -> (file name, bytes,
+        content type)); (HTTP status, body). Raises RuntimeError before sending when shut
+        down, else what httpx raises."""
         if self._client.is_closed:
             raise RuntimeError("the HTTP pool is shut down")
         timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=write_timeout,
                                 pool=pool_timeout)
-        res = await self._client.request(method, url, data=fields, timeout=timeout,
-                                         headers={"User-Agent": USER_AGENT})
+        res = await self._client.request(method, url, data=fields, files=files or None,
+                                         timeout=timeout, headers={"User-Agent": USER_AGENT})
         return res.status_code, res.content

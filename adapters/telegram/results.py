@@ -176,6 +176,7 @@ _EXPECTED: Final[Mapping[str, Callable[[object], bool]]] = {
     "getMe": _is_user,
     "getUpdates": _is_list,
     "sendMessage": _is_message,
+    "sendDocument": _is_message,
     "editMessageReplyMarkup": _is_message_or_true,
     "answerCallbackQuery": _is_true,
     "deleteWebhook": _is_true,
@@ -191,6 +192,11 @@ def classify_response(
         body = load_body(payload, scrub)
     except ValueError:
         body = None
+    if not isinstance(body, dict) and status == 413:
+        # The proxy in front of the Bot API refused the body's size (nginx's own page): the
+        # request never reached the Bot API, so nothing was done.
+        return CallResult(method, CallOutcome.REJECTED, error_code=413,
+                          description="Request Entity Too Large")
     if not isinstance(body, dict):
         return _ambiguous(method, status, f"unreadable response (HTTP {status})")
     if body.get("ok") is True:

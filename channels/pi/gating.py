@@ -2,8 +2,10 @@
 
 The subject is the call's exact input with the tool name and the working directory, so the
 request digest binds an answer to exactly that input. The card shows the whole input (the
-command, the edit as a diff, the written content) in preformatted blocks, never cut short: an
-input too long for one decision is refused before anyone is asked. Runs are named
+command, the edit as a diff, the written content) in preformatted blocks, never cut short; an
+input too long for the card's parts is attached whole as a file (`attachment`: the card shows
+its first lines and says what is attached), and one over `MAX_ATTACHED_BYTES` is refused
+before anyone is asked. Runs are named
 `gate-<session hash>-<subject hash>-<random>`, so "allowed for this session" is found again by
 a range of the runs' primary key (no new table, no new index). Pure functions.
 """
@@ -42,11 +44,27 @@ CHOICES: dict[str, Any] = {
 ALLOWING = (ALLOW, ALLOW_SESSION)
 # Room kept for the summary, the fields and the context block within the 64,000 total.
 INPUT_BUDGET = MAX_CODE_UNITS - 2_000
+# An attached input's upper bound: Pi's bridge carries a tool call on one line of at most
+# 1 MiB (adapters/pi/framing.py), with JSON escapes; Telegram takes 50 MB, a phone reads less.
+MAX_ATTACHED_BYTES = 500_000
+PREVIEW_LINES, PREVIEW_UNITS = 40, 3_000  # what the card shows of an attached input
 _UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class TooLong(Exception):
-    """The input cannot be shown in full on one decision."""
+    """The input is too long even for an attached file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A gated call's whole input as a file: `data` is the input itself, UTF-8."""
+
+    name: str
+    data: bytes
+
+    @property
+    def lines(self) -> int:
+        return self.data.count(b"\n") + (0 if self.data.endswith(b"\n") else 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +112,22 @@ def title(call: GatedCall) -> str:
 
 def shown_input(call: GatedCall) -> str:
     """The whole input as a person reads it (control characters written as \\xNN)."""
+    text = _UNSHOWABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", _whole_input(call))
+    return text if text.strip() else repr(text)
+
+
+def attachment(call: GatedCall) -> Attachment | None:
+    """The file a card attaches: the input exactly as it will run (control characters kept;
+    a lone surrogate, which UTF-8 cannot hold, written as `\\udXXX`), when it is too long
+    for the card's parts; None when the parts show it whole."""
+    if utf16_len(shown_input(call)) <= INPUT_BUDGET:
+        return None
+    name = {"bash": "input.txt", "edit": "edit.diff", "write": "content.txt"}.get(
+        call.tool, "input.json")
+    return Attachment(name, _whole_input(call).encode("utf-8", "backslashreplace"))
+
+
+def _whole_input(call: GatedCall) -> str:
     data = call.input
     if call.tool == "bash" and isinstance(data.get("command"), str):
         text = str(data["command"])
@@ -103,8 +137,7 @@ def shown_input(call: GatedCall) -> str:
         text = _diff(str(data.get("path", "")), data["edits"])
     else:
         text = json.dumps(dict(data), ensure_ascii=False, indent=2, sort_keys=True)
-    text = _UNSHOWABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    return text if text.strip() else repr(text)
+    return text
 
 
 def _diff(path: str, edits: list[Any]) -> str:
@@ -142,22 +175,43 @@ def _fit(text: str, limit: int) -> int:
 
 
 def presentation(call: GatedCall, rule: str | None, where: context.Context) -> dict[str, Any]:
-    """Summary, the input in preformatted blocks, the fields, and the context last."""
+    """Summary, the input in preformatted blocks (or its first lines and what is attached),
+    the fields, and the context last."""
     shown = shown_input(call)
-    size = utf16_len(shown)
-    if size > INPUT_BUDGET:
-        raise TooLong(f"its input is {size} characters long, more than one decision can show"
-                      f" in full ({INPUT_BUDGET})")
-    blocks: list[Block] = [{"kind": "preformatted", "text": piece} for piece in chunks(shown)]
+    attached = attachment(call)
+    if attached is not None and len(attached.data) > MAX_ATTACHED_BYTES:
+        raise TooLong(f"its input is {len(attached.data):,} bytes long, more than a decision"
+                      f" attaches ({MAX_ATTACHED_BYTES:,})")
+    blocks: list[Block] = [{"kind": "preformatted", "text": piece}
+                           for piece in (chunks(shown) if attached is None else [])]
     items: list[FieldItem] = [
         {"label": "Tool", "value": call.tool},
         {"label": "Working directory", "value": context.clean(call.cwd) or "?"},
         {"label": "Rule that matched", "value": context.clean(rule or "") or "the policy"}]
+    if attached is not None:
+        preview = preview_of(shown)  # the attachment goes with every Telegram delivery
+        blocks = [{"kind": "preformatted", "text": preview}, {"kind": "paragraph", "text": (
+            "Above: the beginning of the input. The whole input, exactly what will run, comes"
+            f" with this card on Telegram as the file {attached.name}.")}]
+        items.append({"label": "Attached", "value": describe(attached)})
     fields: FieldsBlock = {"kind": "fields", "items": items}
     blocks.append(fields)
     line = title(call)
     document = {"schema": SCHEMA, "summary": line, "blocks": blocks}
     return context.with_context(document, where)
+
+
+def preview_of(shown: str) -> str:
+    """The first lines of a long input: at most PREVIEW_LINES, PREVIEW_UNITS units."""
+    head = "\n".join(shown.split("\n", PREVIEW_LINES)[:PREVIEW_LINES])
+    preview = chunks(head, PREVIEW_UNITS)[0].rstrip("\n")
+    # A block must not be blank: input that starts with blank lines shows its first text.
+    return preview if preview.strip() else chunks(shown.strip(), PREVIEW_UNITS)[0]
+
+
+def describe(attached: Attachment) -> str:
+    """`input.txt: 4,012 lines, 112,345 bytes (UTF-8)`: what a card says is attached."""
+    return f"{attached.name}: {attached.lines:,} lines, {len(attached.data):,} bytes (UTF-8)"
 
 
 def outcome_text(outcome: str, provenance: str, choice: str | None, text: str | None,
@@ -197,5 +251,6 @@ def _minutes(value: float) -> str:
 
 
 __all__ = ["ALLOW", "ALLOWING", "ALLOW_SESSION", "CHOICES", "DENY", "DENY_REASON",
-           "GatedCall", "TooLong", "chunks", "outcome_text", "presentation", "run_id",
+           "MAX_ATTACHED_BYTES", "Attachment", "GatedCall", "TooLong", "attachment", "chunks",
+           "describe", "outcome_text", "presentation", "preview_of", "run_id",
            "session_prefix", "shown_input", "subject_prefix", "title", "where_answered"]

@@ -259,7 +259,9 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
             else:
                 found[f"rejected:{decision_id}:{chat}"] = ("rejected", now, {
                     **base, "chat": chat, "errorCode": recipient.get("errorCode"),
-                    "description": recipient.get("description")})
+                    "description": recipient.get("description"),
+                    **({"method": "sendDocument"} if recipient.get("method") == "sendDocument"
+                       else {})})  # the card's attached file was the part refused
     found.update(notification_conditions(conn, channel_id, now))
     for decision_id, resource_id in views.open_without_delivery(conn, channel_id):
         if why := deliveries.delivery_failure(conn, channel_id, resource_id):

@@ -16,7 +16,7 @@ from channels.decisions import records, resolution, views
 from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
-from channels.telegram import outcomes
+from channels.telegram import documents, outcomes
 from channels.telegram.buttons import TOKEN_RE, ButtonIndex
 from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
@@ -221,7 +221,8 @@ def _reconcile(
         return
     recipient = recipients.index(chat)
     texts = [part.text for part in card_parts(channel_request_document(decision.request), now)]
-    last = len(texts) - 1
+    # The keyboard's part is the last; an attached file is one part before it.
+    last = len(texts) - (documents.attachment_of(decision.request) is None)
     intents = [p for p in messages.parts(conn, message_id)
                if (p.recipient_index, p.part_index) == (recipient, last) and p.is_intent]
     if intents:
@@ -230,8 +231,8 @@ def _reconcile(
         copy_id = messages.message_id_for(channel.channel_id, "delivery", decision.decision_id,
                                           "copy", chat, message_ref)
         messages.ensure_message(conn, copy_id, channel.channel_id, decision.decision_id,
-                                "delivery", texts[last], now)
-        messages.write_part_intent(conn, copy_id, recipient, last, texts[last], now)
+                                "delivery", texts[-1], now)
+        messages.write_part_intent(conn, copy_id, recipient, last, texts[-1], now)
         messages.confirm_part(conn, copy_id, recipient, last, chat, message_ref)
         messages.set_message_status(conn, copy_id, "confirmed", now)
     _settle_again(conn, channel, decision, f"{chat}:{message_ref}", now, worker)

@@ -1,11 +1,10 @@
 """Applying Telegram effects: deliveries, prompts, settlements (notifications: `notifying`).
-The rules that keep a message from ever being sent twice blindly:
-- before each part is sent its row is committed without provider references (the intent);
-- a confirmed send writes the references; a provably unsent try (connection refused, pool
-  timeout, an error response) removes the intent in the transaction that records the try;
-- a part left as an intent (a crash, a timeout after the request left) is ambiguous and is
-  never re-sent automatically; only an explicit operator resend re-sends it (no transaction
-  is held while a request is on the wire).
+Nothing is sent twice blindly: before each part (a message, or an attached file) is sent its
+row is committed without provider references (the intent); a confirmed send writes the
+references; a provably unsent try (connection refused, pool timeout, an error response)
+removes the intent in the transaction that records the try; a part left as an intent (a crash,
+a timeout after the request left) is ambiguous and never re-sent automatically, only by an
+explicit operator resend. No transaction is held while a request is on the wire.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
-from channels.telegram import giving_up, notifying, outcomes, reminders
+from channels.telegram import documents, giving_up, notifying, outcomes, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
@@ -204,7 +203,9 @@ class Outbound:
         decision = self.db.read(lambda c: records.load(c, decision_id))
         document = channel_request_document(decision.request)
         try:
-            parts = card_parts(document, self._now())
+            found = documents.attachment_of(decision.request)  # a gated call's long input
+            parts = documents.with_document(card_parts(document, self._now()), None if found
+                                            is None else documents.document_part(found, document))
         except DecisionError as exc:
             self._finish(attempt, "rejected", error={"description": str(exc)})
             return
@@ -263,10 +264,9 @@ class Outbound:
                 return {"status": "ambiguous", "recipient": r, "part": index,
                         "reason": "unsettled_intent"}, attempt
             attempt = self._write_intent(attempt, d.message_id, r, index, part.text, row is None)
-            res = await self.api.send_message(
-                chat, part.text, d.markup if part.last else None, entities=part.entities,
-                disable_notification=part.silent, deadline=self._until(attempt))
-            status = self._part_result(attempt, d.message_id, r, index, chat, res)
+            method, res = await documents.send(self.api, chat, part, d.markup if part.last
+                                               else None, self._until(attempt))
+            status = self._part_result(attempt, d.message_id, r, index, chat, res, method)
             if status is not None:
                 return status, attempt
         return {"index": r, "status": "confirmed"}, attempt
@@ -281,13 +281,13 @@ class Outbound:
         return self.db.write(command)
 
     def _part_result(self, attempt: Attempt, message_id: str, r: int, p: int, chat: str,
-                     res: ProviderResult) -> dict[str, Any] | None:
+                     res: ProviderResult, method: str = "sendMessage") -> dict[str, Any] | None:
         """Record one send; None to go on with the next part, else the recipient's status."""
         if res.outcome == OK and res.message_id is not None:
             ref = str(res.message_id)
             self.db.write(lambda c: messages.confirm_part(c, message_id, r, p, chat, ref))
             return None
-        self._note_error("sendMessage", res)
+        self._note_error(method, res)
         if maybe_acted(res):  # the caller records it (a delivery goes on to other chats)
             return {"status": "ambiguous", "recipient": r, "part": p, **describe(res)}
         self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, p))
@@ -302,11 +302,8 @@ class Outbound:
             wait_ms = int(float(res.retry_after or 1) * 1000)
             self._finish(attempt, "rejected", error=describe(res), retry_in_ms=wait_ms)
             return {"status": "rate_limited"}
-        status: dict[str, Any] = {"index": r, "status": "rejected", **describe(res)}
-        if res.migrate_to_chat_id is not None:
-            # Reported, never guessed: the operator must allowlist the new chat id.
-            status["migrateToChatId"] = res.migrate_to_chat_id
-        return status
+        # A migrated group's new chat id (in `describe`) is reported, never guessed.
+        return {"index": r, "status": "rejected", "method": method, **describe(res)}
 
     def _ambiguous(self, attempt: Attempt, message_id: str, error: dict[str, Any]) -> None:
         def command(c: Any) -> None:

@@ -278,6 +278,13 @@ class PacedApi:
             chat_id, text, reply_markup, message_thread_id, entities=entities,
             deadline=deadline, **more))
 
+    async def send_document(self, chat_id: int | str, file_name: str, data: bytes, *,
+                            caption: str | None = None, disable_notification: bool = False,
+                            deadline: float | None = None) -> ProviderResult:
+        return await self._paced(str(chat_id), True, deadline, lambda: self._api.send_document(
+            chat_id, file_name, data, caption=caption,
+            disable_notification=disable_notification, deadline=deadline))
+
     async def edit_message_reply_markup(self, chat_id: int | str, message_id: int, *,
                                         deadline: float | None = None) -> ProviderResult:
         return await self._paced(str(chat_id), True, deadline, lambda: (

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.telegram import outcomes
-from channels.telegram.card import CardPart
+from channels.telegram.documents import Part
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +24,7 @@ class Settlement:
 class Delivery:
     decision_id: str
     message_id: str
-    parts: list[CardPart]
+    parts: list[Part]  # the card's messages, and its attached file if it has one
     markup: dict[str, Any]
     recipients: list[str]
     resend: bool

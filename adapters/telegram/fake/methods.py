@@ -4,10 +4,13 @@
 ``answerCallbackQuery``, ``deleteWebhook`` and ``getWebhookInfo`` answer like the Bot API,
 including a field python-telegram-bot does not know, so clients prove they tolerate one.
 ``getUpdates`` long-polls the queue, and a newer ``getUpdates`` ends it with 409.
+``sendDocument`` takes an uploaded file (multipart) and keeps it: ``uploaded(params)`` gives a
+recorded request's bytes back.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -17,17 +20,23 @@ from adapters.telegram.fake.bot_state import BotState
 from adapters.telegram.fake.constants import (
     DESC_BAD_ENTITIES,
     DESC_BAD_MARKUP,
+    DESC_CAPTION_TOO_LONG,
     DESC_CHAT_ID_EMPTY,
     DESC_CHAT_NOT_FOUND,
     DESC_CONFLICT_POLL,
     DESC_EDIT_NOT_FOUND,
+    DESC_FILE_EMPTY,
     DESC_METHOD_NOT_FOUND,
+    DESC_NO_FILE,
     DESC_NOT_MODIFIED,
     DESC_QUERY_TOO_OLD,
     DESC_TEXT_EMPTY,
     DESC_TEXT_TOO_LONG,
+    DESC_TOO_LARGE,
     LONG_POLL_MAX_TIMEOUT,
+    MAX_CAPTION_LENGTH,
     MAX_TEXT_LENGTH,
+    MAX_UPLOAD_BYTES,
     UNKNOWN_FIELD,
 )
 from adapters.telegram.fake.records import Entry
@@ -39,6 +48,7 @@ from adapters.telegram.fake.wire import (
     error_reply,
     ok_reply,
     updates_reply,
+    uploaded,
 )
 
 _Method = Callable[[dict[str, Any], int, Exchange], Reply | None]
@@ -53,6 +63,7 @@ class BotMethods:
             "getMe": lambda p, s, e: ok_reply(state.bot_user),
             "getUpdates": self._get_updates,
             "sendMessage": lambda p, s, e: self._send_message(p),
+            "sendDocument": lambda p, s, e: self._send_document(p),
             "editMessageReplyMarkup": lambda p, s, e: self._edit_reply_markup(p),
             "editMessageText": lambda p, s, e: self._edit_text(p),
             "answerCallbackQuery": lambda p, s, e: self._answer_callback(p),
@@ -133,6 +144,38 @@ class BotMethods:
             message = self._build_message(message_id, chat_id, text, markup, thread_id)
             if entities:
                 message["entities"] = entities
+            self._state.messages.setdefault(chat_id, {})[message_id] = message
+        return ok_reply(message)
+
+    def _send_document(self, params: dict[str, Any]) -> Reply:
+        """An uploaded file as a document message (a file id or URL is not taken here)."""
+        chat_id = as_int(params.get("chat_id"))
+        if params.get("chat_id") in (None, ""):
+            return error_reply(400, DESC_CHAT_ID_EMPTY)
+        if chat_id is None:
+            return error_reply(400, DESC_CHAT_NOT_FOUND)
+        data = uploaded(params)
+        if data is None:
+            return error_reply(400, DESC_NO_FILE)
+        if not data:
+            return error_reply(400, DESC_FILE_EMPTY)
+        if len(data) > MAX_UPLOAD_BYTES:
+            return error_reply(413, DESC_TOO_LARGE)
+        caption = params.get("caption")
+        if isinstance(caption, str) and len(caption) > MAX_CAPTION_LENGTH:
+            return error_reply(400, DESC_CAPTION_TOO_LONG)
+        digest = hashlib.sha256(data).hexdigest()
+        with self._state.cond:
+            message_id = self._state.new_message_id(chat_id)
+            message = self._build_message(message_id, chat_id, "", None, None)
+            message.pop("text")
+            message["document"] = {
+                "file_name": params["document"]["file_name"],
+                "mime_type": params["document"]["mime_type"].split(";")[0] or "text/plain",
+                "file_id": f"BQACAgQAAx{digest[:40]}", "file_unique_id": f"AgAD{digest[:12]}",
+                "file_size": len(data)}
+            if isinstance(caption, str) and caption:
+                message["caption"] = caption
             self._state.messages.setdefault(chat_id, {})[message_id] = message
         return ok_reply(message)
 

@@ -184,6 +184,12 @@ class Transcript:
             return []  # Telegram answered 401; nothing reached any chat
         if event.method == "sendMessage":
             return self._sent(event, params)
+        if event.method == "sendDocument" and event.status == 200:
+            file = params.get("document")
+            file = file if isinstance(file, dict) else {}
+            caption = str(params.get("caption", ""))
+            return [f"{clock(event.started_at)} {self.bot} sent a file,"
+                    f" {file.get('file_name', '?')}:", *_indented(caption)]
         if event.status != 200:
             return [f"{clock(event.started_at)} × {event.method} failed"
                     f" ({_outcome(event)}); the chat does not change"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ NESTED_FIELDS: Final = frozenset(
 _KNOWN_METHODS: Final = {
     name.lower(): name
     for name in (
-        "getMe", "getUpdates", "sendMessage", "editMessageReplyMarkup",
+        "getMe", "getUpdates", "sendMessage", "sendDocument", "editMessageReplyMarkup",
         "answerCallbackQuery", "deleteWebhook", "getWebhookInfo", "setMyCommands",
     )
 }  # fmt: skip
@@ -87,6 +88,8 @@ def decode_params(
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """Wire fields and decoded params from a query string plus a form or JSON body."""
     fields = dict(parse_qsl(query, keep_blank_values=True))
+    if content_type.startswith("multipart/form-data"):
+        return _multipart(body, content_type, fields)
     if body and content_type.startswith("application/json"):
         loaded = json.loads(body.decode("utf-8"))
         if not isinstance(loaded, dict):
@@ -99,6 +102,43 @@ def decode_params(
             parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
         )
     return fields, {key: _decode_nested(key, value) for key, value in fields.items()}
+
+
+def _multipart(body: bytes, content_type: str,
+               fields: dict[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
+    """A multipart/form-data body: text fields as a form's; an uploaded file as
+    `{"file_name", "mime_type", "data"}` (data base64, so a record stays JSON), exactly as
+    uploaded. Raises ValueError for a body that is not well formed."""
+    found = re.search(r'boundary="?([^";]+)"?', content_type)
+    if found is None:
+        raise ValueError("multipart body without a boundary")
+    delimiter = b"\r\n--" + found[1].encode("latin-1")
+    sections = (b"\r\n" + body).split(delimiter)
+    if len(sections) < 2 or sections[0] or not sections[-1].startswith(b"--"):
+        raise ValueError("multipart body is not well formed")
+    files: dict[str, Any] = {}
+    for section in sections[1:-1]:
+        head, blank, data = section.removeprefix(b"\r\n").partition(b"\r\n\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (
+            line.partition(":") for line in head.decode("utf-8").split("\r\n"))}
+        disposition = headers.get("content-disposition", "")
+        name = re.search(r'\bname="([^"]*)"', disposition)
+        if not blank or name is None:
+            raise ValueError("multipart section without a name")
+        file_name = re.search(r'\bfilename="([^"]*)"', disposition)
+        if file_name is None:
+            fields[name[1]] = data.decode("utf-8")
+        else:
+            files[name[1]] = {"file_name": file_name[1], "data": base64.b64encode(data).decode(),
+                              "mime_type": headers.get("content-type", "")}
+    return fields, {**{k: _decode_nested(k, v) for k, v in fields.items()}, **files}
+
+
+def uploaded(params: Mapping[str, Any], name: str = "document") -> bytes | None:
+    """The bytes of a file uploaded as `name` (see `_multipart`), or None."""
+    found = params.get(name)
+    return base64.b64decode(found["data"]) if isinstance(found, dict) and "data" in found \
+        else None
 
 
 def _decode_nested(key: str, value: str) -> Any:

@@ -15,6 +15,7 @@ import pytest
 
 from adapters.pi.gatedesk import ESCAPE
 from adapters.telegram.fake import FakeBotApi
+from adapters.telegram.fake.wire import uploaded
 from channels.config import gate as gate_config
 from channels.decisions import records
 from channels.pi import gating
@@ -416,3 +417,31 @@ def test_the_models_attempts_to_answer_cancel_or_erase_a_decision_are_blocked(
     assert db.conn.execute("SELECT count(*) FROM human_decisions").get == 1
     assert not (config_dir(home) / "gate.json").exists()
     assert gate_decisions(db) == []
+
+
+def test_a_gated_100000_character_heredoc_is_asked_with_the_whole_input_attached(
+        home: Path, db: Database, tmp_path: Path, model: MockModel, fake: FakeBotApi) -> None:
+    body = "".join(f"row {i:05d}: the data the agent writes\n" for i in range(2_710))
+    heredoc = f"cat > {home}/out.txt <<'EOF'\n{body}EOF"
+    assert len(heredoc) >= 100_000
+    enable_gate(home, tools=("bash",))  # every bash call is asked
+    client = start(home, tmp_path, model, call("bash", command=heredoc), say("Done."))
+    try:
+        [decision_id] = wait_for_decisions(db)  # asked, not denied for its length
+        poll(home)
+        [document] = fake.requests("sendDocument")
+        assert uploaded(document.params) == heredoc.encode()  # the whole input, exactly
+        assert document.params["document"]["file_name"] == "input.txt"
+        card = card_text(fake)
+        assert "Attached: input.txt: 2,712 lines" in card and f"cat > {home}/out.txt" in card
+        stored = db.read(lambda c: records.load(c, decision_id))
+        assert stored.request.document["subject"]["input"]["command"] == heredoc
+        assert not (home / "out.txt").exists()  # nothing ran yet
+        press(fake, db, decision_id, gating.ALLOW)
+        poll(home)
+        done = tool_end(client)
+        assert not done["isError"] and "Allowed on Telegram" in result_text(done)
+    finally:
+        assert client.close() == 0
+    assert (home / "out.txt").read_text() == body
+    assert resolution_row(db, decision_id) == ("accepted", "human", "telegram:ops", None)

@@ -41,9 +41,17 @@ def test_chunks_never_split_a_surrogate_pair() -> None:
     assert "".join(pieces) == text and all(utf16_len(p) <= 5 for p in pieces)
 
 
-def test_an_input_too_long_for_one_decision_is_refused_not_cut() -> None:
-    with pytest.raises(gating.TooLong, match="more than one decision can show in full"):
-        gating.presentation(GatedCall("write", {"path": "big.txt", "content": "x" * 70_000},
+def test_an_input_too_long_for_the_parts_is_attached_whole_and_one_too_big_refused() -> None:
+    content = "\n".join(f"row {i}" for i in range(12_000))  # 93,889 characters
+    call = GatedCall("write", {"path": "big.txt", "content": content}, "/w")
+    document = normalize_presentation(gating.presentation(call, None, WHERE))
+    [pre] = [b["text"] for b in document["blocks"] if b["kind"] == "preformatted"]
+    assert pre == "\n".join(f"row {i}" for i in range(gating.PREVIEW_LINES))  # the first lines
+    assert {"label": "Attached", "value": f"content.txt: 12,000 lines, {len(content):,} bytes"
+            " (UTF-8)"} in document["blocks"][-2]["items"]  # type: ignore[typeddict-item]
+    assert gating.attachment(call) == gating.Attachment("content.txt", content.encode())
+    with pytest.raises(gating.TooLong, match="more than a decision attaches"):
+        gating.presentation(GatedCall("write", {"path": "big.txt", "content": "x" * 500_001},
                                       "/w"), None, WHERE)
 
 
@@ -118,3 +126,11 @@ def test_the_grant_lookup_reads_through_indexes(db: Database) -> None:
     plan = [str(row[3]) for row in db.conn.execute(
         f"EXPLAIN QUERY PLAN {sql}", {"low": "gate-", "high": "gate-\uffff", "subject": b""})]
     assert not [line for line in plan if re.match(r"SCAN (r|d|x)\b", line)], plan
+
+
+def test_an_attached_input_that_starts_blank_still_shows_its_first_text() -> None:
+    content = " \n" * 50 + "payload\n" * 10_000
+    document = normalize_presentation(gating.presentation(
+        GatedCall("write", {"path": "f.txt", "content": content}, "/w"), None, WHERE))
+    [pre] = [b["text"] for b in document["blocks"] if b["kind"] == "preformatted"]
+    assert pre.startswith("payload\npayload") and utf16_len(pre) <= gating.PREVIEW_UNITS
