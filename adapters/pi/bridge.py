@@ -3,18 +3,11 @@
 Framing is strict JSON lines: one compact JSON object per line, LF only (a trailing CR is
 stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits on them.
 
-    extension -> bridge                    bridge -> extension
-    hello {secret, session_id,             deliver {message_id, decision_id, request_digest,
-           session_file, pi_version, mode}          title, text, choices, deadline_at}
-    delivered {message_id, entry_id}       settle {decision_id, outcome, provenance, text,
-    answer {decision_id, request_digest,           title, channel}
-            choice, input, event_id,       result {event_id, decision_id, result, message,
-            source}                                outcome, choice, label, reason, duplicate}
-    ask {event_id, title, summary?,        asked {event_id, decision_id, delivered_to}
-         blocks?, choices, audience?,      turn {turn_intent_id, decision_id, content}
-         timeout_minutes?, default_choice?} error {code, message, event_id?}
-    turned {turn_intent_id, entry_id}
-    gate, gate_cancel, gate_state          gated, gate_result, gate_state (adapters.pi.gatedesk)
+    extension -> bridge: hello {secret, session_id, session_file, pi_version, mode},
+        delivered, answer, ask, turned, gate, gate_cancel, gate_state, notified, post, bye
+    bridge -> extension: deliver, settle, result, asked, turn, error; gated, gate_result,
+        gate_state (adapters.pi.gatedesk); notify, posted (adapters.pi.notifying)
+    (every field: the protocol table of adapters/pi/README.md)
 
 After `hello` the bridge claims the lease of the session's channel (`pi-` + hash of the
 session id), registering the channel first once the session needs one (a decision to show,
@@ -26,9 +19,9 @@ are recorded and rejected), dedupes them by `<session_id>:<event_id>`, and sends
 for every decision it showed once it is resolved anywhere. `ask` opens a decision in a
 waiting run bound to the session (`run_bindings`); once it is resolved, the session gets a
 `turn` (a `turn_intents` row) until the extension reports the Pi entry that received it
-(`turned`). Malformed lines get an `error` reply and are never fatal. It notices other writers
-through `PRAGMA data_version` (a counter read without touching any table). The process around
-it (stdin, ticks, signals) is `adapters.pi.serving`.
+(`turned`); a notification for the session is shown until its entry is reported (`notified`).
+Malformed lines get an `error` reply and are never fatal. It notices other writers through
+`PRAGMA data_version`. The process around it (stdin, ticks, signals) is `adapters.pi.serving`.
 """
 
 from __future__ import annotations
@@ -52,6 +45,7 @@ from adapters.pi.framing import (
 )
 from adapters.pi.gatedesk import GateDesk
 from adapters.pi.lines import deliver_message, settle_message
+from adapters.pi.notifying import NoteDesk
 from adapters.pi.session_file import check_session
 from channels import store
 from channels.config import loading
@@ -98,11 +92,13 @@ class Bridge:
     seen_version: int = -1
     last_sync: float = 0.0
     desk: GateDesk | None = None  # the tool-call gate's waiting calls
+    notes: NoteDesk = field(init=False)  # the notifications shown in the session, its posts
     # Set by `bye`: the extension said why it stops. None: stdin closed without a word.
     leaving_for: str | None = None
 
     def __post_init__(self) -> None:
         self.desk = GateDesk(self.db, self.out, self.owner_id)
+        self.notes = NoteDesk(self.db, self.out, self.owner_id)
 
     # -- inbound lines -------------------------------------------------------------------------
 
@@ -138,11 +134,11 @@ class Bridge:
             self.leaving_for = reason if isinstance(reason, str) and reason else "quit"
             return
         if kind not in ("delivered", "answer", "ask", "turned", "gate", "gate_cancel",
-                        "gate_state"):
+                        "gate_state", "notified", "post"):
             raise ProtocolError("unknown_type", f"unknown message type {kind!r}")
         if self.session_id is None:
             raise ProtocolError("hello_required", "send hello {session_id, pi_version, mode} first")
-        if self.lease is None and kind in ("ask", "gate"):
+        if self.lease is None and kind in ("ask", "gate", "post"):
             self._try_claim(needed=True)  # a session that asks needs its channel now
         if kind == "gate_cancel":  # the run's lease is the desk's, not the channel's
             self._desk().cancel(message)
@@ -162,7 +158,10 @@ class Bridge:
             return
         if self.lease is None:
             raise ProtocolError("not_ready", "another bridge still serves this Pi session")
-        if kind == "delivered":
+        if kind in ("notified", "post"):
+            self.notes.handle(message, self._owner(), lambda: (*self._config(),
+                                                                 self.config_problem))
+        elif kind == "delivered":
             self._delivered(message)
         elif kind == "ask":
             self._ask(message)
@@ -277,6 +276,7 @@ class Bridge:
 
     # -- lease ---------------------------------------------------------------------------------
 
+
     def _desk(self) -> GateDesk:
         assert self.desk is not None
         return self.desk
@@ -313,6 +313,7 @@ class Bridge:
         self.waiting_announced = False
         lease = self.lease
         self.db.write(lambda c: settlement.recover_settlements(c, lease, channel_id, self._now()))
+        self.notes.recover(lease, channel_id, session_id)
         self.sync()
 
     def _may_take_over(self, owner: str) -> bool:
@@ -346,6 +347,7 @@ class Bridge:
     def _lost(self) -> None:
         # Suspended past the TTL and another bridge took over: wait like a newcomer.
         self.lease = None
+        self.notes.forget()
         self.error("lease_lost", "this bridge lost the session's lease; waiting for it")
 
     def close(self) -> None:
@@ -386,6 +388,7 @@ class Bridge:
             self._renew()
             if self.lease is None:
                 return
+            self.notes.tick()
             self._apply_deadlines()
             if self._changed():
                 self.sync()
@@ -427,6 +430,7 @@ class Bridge:
             self._deliver(config)
         self._settle()
         self._offer_turns()
+        self.notes.offer(*self._owner())
 
     def _deliver(self, config: ChannelsConfig | None) -> None:
         lease, channel_id, session_id = self._owner()

@@ -93,6 +93,21 @@ def for_run(conn: apsw.Connection, run_id: str) -> list[Notification]:
     return _load(conn, rows)
 
 
+def for_session(conn: apsw.Connection, session_id: str, statuses: tuple[str, ...],
+                now: int | None = None) -> list[Notification]:
+    """The notifications targeted at one Pi session whose own effect (`pi.notify`) is in one
+    of `statuses`, oldest first; with `now`, only those due by then."""
+    marks = ", ".join("?" for _ in statuses)
+    due = "" if now is None else " AND (e.next_attempt_at IS NULL OR e.next_attempt_at <= ?)"
+    rows = conn.execute(
+        f"SELECT {', '.join('n.' + c.strip() for c in _COLUMNS.split(','))}"
+        " FROM notifications n JOIN effects e ON e.effect_id = n.effect_id"
+        f" WHERE n.target_session_id = ? AND e.status IN ({marks}){due}"
+        " ORDER BY n.created_at, n.notification_index",
+        (session_id, *statuses, *(() if now is None else (now,)))).fetchall()
+    return _load(conn, rows)
+
+
 def runs_with_notifications(conn: apsw.Connection, limit: int) -> list[str]:
     """The runs that made notifications, newest first (for `status`)."""
     rows = conn.execute(
@@ -101,5 +116,6 @@ def runs_with_notifications(conn: apsw.Connection, limit: int) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-__all__ = ["NO_SESSION", "Notification", "NotificationType", "for_run", "get", "insert",
+__all__ = ["NO_SESSION", "Notification", "NotificationType", "for_run", "for_session", "get",
+           "insert",
            "next_index", "notification_id_for", "runs_with_notifications"]

@@ -31,6 +31,7 @@ from channels.telegram.deliveries import (
 )
 from channels.telegram.identity import Channel
 from channels.telegram.limits import CALLBACK_TEXT_LIMIT
+from channels.telegram.muting import MUTE_USAGE, parse_mute, set_mute
 from channels.telegram.text_answers import MAX_LISTED, choice_named, hint, pending_list
 from channels.text import utf16_len
 from state import effects
@@ -61,7 +62,7 @@ def process(
     elif row.event_type == "reply":
         processed = _reply(conn, channel, row, now, lease.actor)
     elif row.payload.get("kind") == "command":
-        processed = _command(conn, channel, row, now, lease.actor)
+        processed = _command(conn, channel, row, now, lease)
     else:
         # Extra fields (a migrated chat's new id, a chat the bot left) stay readable in the result.
         extra = {k: v for k, v in row.payload.items() if k != "kind"}
@@ -340,15 +341,24 @@ def _card_reply(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow,
 
 
 def _command(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow, now: int,
-             worker: Actor) -> Processed:
+             lease: Lease) -> Processed:
     """`/pending` in an allowlisted chat: the open decisions, numbered, then their cards again
-    (a copy each, with live buttons)."""
-    p = row.payload
+    (a copy each, with live buttons). `/mute 1h`: no progress cards in that chat for an hour."""
+    p, worker = row.payload, lease.actor
     user, chat, message = p.get("userId"), p.get("chatId"), p.get("messageId")
     if user is None or chat is None or message is None:
         return Processed(_ignored("malformed"))
     if not channel.profile.allows(str(user), str(chat)):
         return Processed(_ignored("not_allowed"))
+    if p.get("command") == "mute":
+        ms = parse_mute(str(p.get("args") or ""))
+        said = MUTE_USAGE if ms is None else \
+            set_mute(conn, lease, channel.channel_id, str(chat), ms, now)
+        reserve_notice(conn, channel, None, str(chat), message, said,
+                       f"command:{chat}:{message}", worker, now)
+        if ms is None:
+            return Processed(_ignored("bad_duration"))
+        return Processed({"result": "muted" if ms else "unmuted"})
     if p.get("command") != "pending":
         return Processed(_ignored("unknown_command"))
     waiting = [records.load(conn, d) for d in open_routed_decisions(conn, channel, now)]

@@ -28,6 +28,7 @@ from channels.notifications import records
 from channels.notifications.producing import TELEGRAM_NOTIFY
 from channels.telegram.card import CardPart, note_parts
 from channels.telegram.identity import Channel
+from channels.telegram.muting import muted_chats
 from channels.telegram.settling import maybe_acted, token_rejected
 from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects
@@ -286,7 +287,7 @@ class _Sender:
         """Settle the attempt from each recipient's status."""
         statuses = {entry["status"] for entry in report}
         unknown = "ambiguous" in statuses
-        done = statuses & {"confirmed", "edited", "card_unknown"}
+        done = statuses & {"confirmed", "edited", "card_unknown", "muted"}
         status: messages.MessageStatus = "ambiguous" if unknown else \
             "confirmed" if done else "failed"
         outcome: effects.AttemptOutcome = "ambiguous" if unknown else \
@@ -309,8 +310,13 @@ class _Sender:
         """Send the card to each chat that has none; edit it where it is."""
         report: list[dict[str, Any]] = []
         rows = self._rows(self.message_id)
+        channel_id = self.out.channel.channel_id
+        muted = self.out.db.read(lambda c: muted_chats(c, channel_id, self._now()))
         for r, chat in enumerate(self.recipients):
             row = rows.get((r, 0))
+            if chat in muted:  # `/mute` in that chat: no card, sent or edited, for now
+                report.append({"index": r, "status": "muted"})
+                continue
             if row is not None and row.is_intent:
                 report.append({"index": r, "status": "card_unknown"})  # never sent twice
                 continue

@@ -75,8 +75,11 @@ def to_event(update: Any) -> InboundEvent:
 
 
 def _command(name: str, message: dict[str, Any]) -> dict[str, Any]:
-    """A bot command (`/pending`): processed like an answer, through the allowlist."""
-    return {"kind": "command", "command": name, "messageId": _int(message.get("message_id")),
+    """A bot command (`/pending`, `/mute 1h`: its words after the name in `args`): processed
+    like an answer, through the allowlist."""
+    said = (_text(message.get("text")) or "").split(None, 1)
+    return {"kind": "command", "command": name, "args": said[1].strip()[:64] if len(said) > 1
+            else "", "messageId": _int(message.get("message_id")),
             "userId": _int(_object(message.get("from")).get("id")),
             "chatId": _int(_object(message.get("chat")).get("id")),
             "threadId": _int(message.get("message_thread_id"))}

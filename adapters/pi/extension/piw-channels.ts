@@ -13,9 +13,14 @@
  * That message carries the turn intent's id in `details`; the session is searched for it
  * before anything is sent, so a restart or `/reload` never delivers an answer twice.
  *
- * Protocol (see adapters/pi/bridge.py):
- *   to the bridge:   hello (with the session file), delivered, answer, ask, turned
- *   from the bridge: deliver, settle, result, asked, turn, error
+ * A run's notification for this session is shown as a message for the person (not sent to the
+ * model, no turn), its row id in `details`, looked for in the branch before it is shown.
+ * `/notify on` posts a long agent turn's progress and its end to the phone (the bridge writes
+ * the notifications).
+ *
+ * Protocol (see adapters/pi/README.md):
+ *   to the bridge:   hello (with the session file), delivered, answer, ask, turned, notified, post
+ *   from the bridge: deliver, settle, result, asked, turn, notify, posted, error
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -28,6 +33,13 @@ const CUSTOM_TYPE = "piw-channels-decision";
 const TURN_TYPE = "piw-channels-answer";
 const SETTLED_TYPE = "piw-channels-settled";
 const GATE_STATE_TYPE = "piw-channels-gate";
+const NOTE_TYPE = "piw-channels-notification";
+const NOTIFY_STATE_TYPE = "piw-channels-notify";
+const NOTIFY_AFTER_MS = 120_000; // `/notify on`: a turn longer than this is reported
+const PROGRESS_EVERY_MS = 60_000; // at most one progress post a minute while a long turn runs
+const PROGRESS_CHECK_MS = 15_000;
+const FINAL_LINES = 6;
+const FINAL_CHARS = 800;
 const RESULT_TIMEOUT_MS = 15_000;
 const STDERR_KEPT = 4096;
 const IDLE_POLL_MS = 100;
@@ -87,6 +99,24 @@ interface Turn {
 	by_person?: boolean;
 }
 
+interface Notify {
+	type: "notify";
+	notification_id: string;
+	kind: "progress" | "final";
+	title: string | null;
+	text: string;
+	run_id: string;
+}
+
+interface Posted {
+	type: "posted";
+	event_id: string;
+	notification_id: string;
+	run_id: string;
+	adopted: boolean;
+	delivered_to: string[];
+}
+
 interface Settle {
 	type: "settle";
 	decision_id: string;
@@ -142,13 +172,15 @@ type Inbound =
 	| Result
 	| Asked
 	| Turn
+	| Notify
+	| Posted
 	| Settle
 	| Gated
 	| GateResult
 	| GateState
 	| Failure;
 
-type Reply = Result | Asked | Gated | GateState | Failure;
+type Reply = Result | Asked | Gated | GateState | Posted | Failure;
 
 function piVersion(): string {
 	return typeof VERSION === "string" && VERSION ? VERSION : "unknown";
@@ -203,6 +235,7 @@ class Bridge {
 	readonly open = new Map<string, Deliver>();
 	private readonly queue: Deliver[] = [];
 	private readonly turns: Turn[] = [];
+	private readonly notes: Notify[] = [];
 	private readonly settled: { decision_id: string; notice: string }[] = [];
 	/** Open `/decision` dialogs by decision: closed when the decision is settled elsewhere. */
 	readonly dialogs = new Map<string, { controller: AbortController; settledBy?: string }>();
@@ -375,10 +408,11 @@ class Bridge {
 		if (ctx) this.ctx = ctx;
 		if (this.stopped) return;
 		this.reportTurns();
-		if (this.queue.length === 0 && this.turns.length === 0 && this.settled.length === 0) return;
+		if (this.queue.length === 0 && this.turns.length === 0 && this.settled.length === 0 && this.notes.length === 0) return;
 		if (this.ctx.isIdle() && this.turnSent === undefined) {
 			this.showDecisions();
 			this.showSettled();
+			this.showNotes();
 			this.startTurn();
 		} else if (this.turnSent && this.ctx.isIdle() && Date.now() - this.turnSent.at > this.turnRetryMs) {
 			// Idle, and the answer never reached the session (the turn could not start, for
@@ -389,7 +423,7 @@ class Bridge {
 			this.turnRetryMs = Math.min(this.turnRetryMs * 2, TURN_RETRY_MAX_MS);
 			this.turnSent = undefined;
 		}
-		if (this.queue.length > 0 || this.turns.length > 0 || this.settled.length > 0) {
+		if (this.queue.length > 0 || this.turns.length > 0 || this.settled.length > 0 || this.notes.length > 0) {
 			this.timer ??= setTimeout(() => {
 				this.timer = undefined;
 				this.pump();
@@ -413,6 +447,42 @@ class Bridge {
 			}
 			if (entryId !== undefined) this.send({ type: "delivered", message_id: item.message_id, entry_id: entryId });
 		}
+	}
+
+	/** Show each run's notification once: the branch is searched for its id first (a bridge
+	 * started again offers it again), and the receipt says whether it was found there. */
+	private showNotes(): void {
+		while (this.notes.length > 0) {
+			const item = this.notes.shift() as Notify;
+			let entryId = this.findEntry(NOTE_TYPE, "notificationId", item.notification_id);
+			const adopted = entryId !== undefined;
+			if (entryId === undefined) {
+				const head = `${item.kind === "final" ? "Finished" : "In progress"}${item.title ? `: ${item.title}` : ""}`;
+				this.pi.sendMessage({
+					customType: NOTE_TYPE,
+					content: `${head}\n\n${item.text}`,
+					display: true,
+					details: { notificationId: item.notification_id, runId: item.run_id, kind: item.kind },
+				});
+				entryId = this.findEntry(NOTE_TYPE, "notificationId", item.notification_id);
+			}
+			if (entryId !== undefined) {
+				this.send({ type: "notified", notification_id: item.notification_id, entry_id: entryId, adopted });
+			}
+		}
+	}
+
+	/** Post this session's own notification (`/notify on`); the reply names its run. */
+	post(kind: "progress" | "final", text: string, runId: string | undefined, ctx: ExtensionContext): Promise<Reply | undefined> {
+		return this.request({
+			type: "post",
+			event_id: `post.${randomUUID()}`,
+			kind,
+			text,
+			run_id: runId ?? null,
+			session_name: sessionName(ctx) ?? null,
+			cwd: ctx.cwd,
+		});
 	}
 
 	/** Mark decisions shown here as decided, in the session itself (the message that asked
@@ -467,7 +537,7 @@ class Bridge {
 	/** The entry of ours that carries this id (a restarted bridge may send it again). */
 	private findEntry(
 		customType: string,
-		key: "messageId" | "turnIntentId" | "settledDecisionId" | "decisionId",
+		key: "messageId" | "turnIntentId" | "settledDecisionId" | "decisionId" | "notificationId",
 		id: string,
 	): string | undefined {
 		const branch = this.ctx.sessionManager.getBranch();
@@ -542,6 +612,10 @@ class Bridge {
 				}
 				break;
 			}
+			case "notify":
+				if (!this.notes.some((note) => note.notification_id === message.notification_id)) this.notes.push(message);
+				this.pump();
+				break;
 			case "turn":
 				if (!this.turns.some((turn) => turn.turn_intent_id === message.turn_intent_id)) this.turns.push(message);
 				this.pump();
@@ -550,6 +624,7 @@ class Bridge {
 			case "asked":
 			case "gated":
 			case "gate_state":
+			case "posted":
 				this.reply(message.event_id, message);
 				break;
 			case "gate_result": {
@@ -738,6 +813,52 @@ function sessionGate(ctx: ExtensionContext): "on" | "off" | undefined {
 	return undefined;
 }
 
+/** This session's `/notify` switch (kept in the session, so /reload and --continue keep it). */
+function sessionNotify(ctx: ExtensionContext): { on: boolean; afterMs: number } {
+	const branch = ctx.sessionManager.getBranch();
+	for (let i = branch.length - 1; i >= 0; i--) {
+		const entry = branch[i] as { type: string; customType?: string; data?: { notify?: unknown; afterMs?: unknown } };
+		if (entry.type === "custom" && entry.customType === NOTIFY_STATE_TYPE) {
+			const afterMs = typeof entry.data?.afterMs === "number" && entry.data.afterMs >= 0 ? entry.data.afterMs : NOTIFY_AFTER_MS;
+			return { on: entry.data?.notify === "on", afterMs };
+		}
+	}
+	return { on: false, afterMs: NOTIFY_AFTER_MS };
+}
+
+/** "90s", "2m", "1h" (a bare number is minutes) in ms, or undefined. */
+function parseDuration(text: string): number | undefined {
+	const found = /^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?$/.exec(text.trim().toLowerCase());
+	if (!found) return undefined;
+	const unit = found[2] ?? "m";
+	const scale = unit.startsWith("s") ? 1_000 : unit === "h" ? 3_600_000 : 60_000;
+	return Math.round(Number(found[1]) * scale);
+}
+
+/** "2 min 10 s", "45 s", "1 h 5 min". */
+function spoken(ms: number): string {
+	const seconds = Math.max(0, Math.round(ms / 1000));
+	if (seconds < 60) return `${seconds} s`;
+	const minutes = Math.floor(seconds / 60);
+	if (minutes < 60) return seconds % 60 ? `${minutes} min ${seconds % 60} s` : `${minutes} min`;
+	return minutes % 60 ? `${Math.floor(minutes / 60)} h ${minutes % 60} min` : `${Math.floor(minutes / 60)} h`;
+}
+
+/** The first lines of the agent's last reply, as a notification may carry them. */
+function firstLines(message: unknown): string {
+	const content = (message as { content?: unknown } | undefined)?.content;
+	const text = typeof content === "string"
+		? content
+		: Array.isArray(content)
+			? content.filter((part) => (part as { type?: string }).type === "text").map((part) => String((part as { text?: unknown }).text ?? "")).join("\n")
+			: "";
+	// Only tab and line feed pass: the notification refuses other control characters.
+	const lines = text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, " ").split("\n").filter((line) => line.trim());
+	let shown = lines.slice(0, FINAL_LINES).join("\n");
+	if (lines.length > FINAL_LINES || shown.length > FINAL_CHARS) shown = `${shown.slice(0, FINAL_CHARS).trimEnd()}…`;
+	return shown || "(the agent's last message has no text)";
+}
+
 /** The session's name when the person gave it one, else undefined (the bridge uses the id). */
 function sessionName(ctx: ExtensionContext): string | undefined {
 	const manager = ctx.sessionManager as unknown as { getSessionName?: () => string | undefined };
@@ -857,11 +978,13 @@ export default function piwChannels(pi: ExtensionAPI): void {
 		return { content: [{ type: "text" as const, text: `[${note}]` }, ...event.content] };
 	});
 
-	// Decision cards and "Decided" markers are for the person: the model sees only answers.
+	// Decision cards, "Decided" markers and notifications are for the person: the model sees
+	// only answers.
+	const personOnly = new Set([CUSTOM_TYPE, SETTLED_TYPE, NOTE_TYPE]);
 	pi.on("context", async (event) => ({
 		messages: event.messages.filter((message) => {
 			const custom = message as { role?: string; customType?: string };
-			return !(custom.role === "custom" && (custom.customType === CUSTOM_TYPE || custom.customType === SETTLED_TYPE));
+			return !(custom.role === "custom" && personOnly.has(custom.customType ?? ""));
 		}),
 	}));
 
@@ -898,7 +1021,71 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			ctx.ui.notify(lines.join("\n"), "info");
 		},
 	});
+	pi.registerCommand("notify", {
+		description: "/notify on [2m] | off: post this session's agent turns longer than 2 min to the phone (progress, then the end)",
+		handler: async (args, ctx) => {
+			const [wanted = "", after] = args.trim().toLowerCase().split(/\s+/);
+			if (wanted === "on" || wanted === "off") {
+				const afterMs = after === undefined ? NOTIFY_AFTER_MS : parseDuration(after);
+				if (afterMs === undefined) {
+					ctx.ui.notify("Usage: /notify on [AFTER, for example 90s, 5m], /notify off", "warning");
+					return;
+				}
+				pi.appendEntry(NOTIFY_STATE_TYPE, { notify: wanted, afterMs });
+				ctx.ui.notify(
+					wanted === "on"
+						? `piw-channels notify: on for this session (agent turns longer than ${spoken(afterMs)} are posted)`
+						: "piw-channels notify: off for this session",
+					"info",
+				);
+				return;
+			}
+			if (wanted) {
+				ctx.ui.notify("Usage: /notify on [AFTER, for example 90s, 5m], /notify off", "warning");
+				return;
+			}
+			const state = sessionNotify(ctx);
+			ctx.ui.notify(state.on ? `piw-channels notify: on (agent turns longer than ${spoken(state.afterMs)})` : "piw-channels notify: off (/notify on)", "info");
+		},
+	});
+
+	// `/notify on`: a long agent turn is posted as it runs (progress) and when it ends (final),
+	// in one run, so the phone shows one status card and then the result. Posts go one after
+	// another: the first one's reply names the run the later ones join.
+	let turn: { startedAt: number; toolCalls: number; runId?: string; lastProgressAt?: number; chain: Promise<void>; timer?: ReturnType<typeof setInterval> } | undefined;
+	const postInTurn = (current: NonNullable<typeof turn>, kind: "progress" | "final", text: string, ctx: ExtensionContext): void => {
+		current.chain = current.chain.then(async () => {
+			const bridge = running();
+			const reply = bridge ? await bridge.post(kind, text, current.runId, ctx) : undefined;
+			if (reply?.type === "posted") current.runId = reply.run_id;
+			else if (ctx.hasUI) ctx.ui.notify(`piw-channels notify: the ${kind} notification was not posted (${reply?.type === "error" ? reply.message : downText()})`, "warning");
+		});
+	};
+	const progress = (ctx: ExtensionContext): void => {
+		const current = turn;
+		if (!current) return;
+		const state = sessionNotify(ctx);
+		const now = Date.now();
+		if (!state.on || now - current.startedAt < state.afterMs) return;
+		if (current.lastProgressAt !== undefined && now - current.lastProgressAt < PROGRESS_EVERY_MS) return;
+		current.lastProgressAt = now;
+		const calls = `${current.toolCalls} tool call${current.toolCalls === 1 ? "" : "s"} so far`;
+		postInTurn(current, "progress", `Working for ${spoken(now - current.startedAt)}: ${calls}`, ctx);
+	};
+	pi.on("agent_start", async (_event, ctx) => {
+		if (turn?.timer) clearInterval(turn.timer);
+		turn = { startedAt: Date.now(), toolCalls: 0, chain: Promise.resolve() };
+		turn.timer = setInterval(() => progress(ctx), PROGRESS_CHECK_MS);
+	});
+	pi.on("tool_execution_end", async (_event, ctx) => {
+		if (!turn) return;
+		turn.toolCalls += 1;
+		progress(ctx);
+	});
+
 	pi.on("session_shutdown", async (event) => {
+		if (turn?.timer) clearInterval(turn.timer);
+		turn = undefined;
 		supervisor?.stop(event.reason);
 		supervisor = undefined;
 	});
@@ -908,6 +1095,18 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			| undefined;
 		const bridge = running();
 		if (bridge) bridge.stoppedByPerson = last?.stopReason === "aborted";
+		const ended = turn;
+		turn = undefined;
+		if (ended) {
+			if (ended.timer) clearInterval(ended.timer);
+			const state = sessionNotify(ctx);
+			const took = Date.now() - ended.startedAt;
+			if (state.on && took >= state.afterMs) {
+				const how = last?.stopReason === "aborted" ? "Stopped" : last?.stopReason === "error" ? "Failed" : "Done";
+				const calls = `${ended.toolCalls} tool call${ended.toolCalls === 1 ? "" : "s"}`;
+				postInTurn(ended, "final", `${how} after ${spoken(took)} (${calls}).\n\n${firstLines(last)}`, ctx);
+			}
+		}
 		supervisor?.pump(ctx);
 	});
 
@@ -916,6 +1115,7 @@ export default function piwChannels(pi: ExtensionAPI): void {
 		[CUSTOM_TYPE, "Decision for you", "accent"],
 		[TURN_TYPE, "Answer to a question", "success"],
 		[SETTLED_TYPE, "Decided", "muted"],
+		[NOTE_TYPE, "Notification", "accent"],
 	];
 	for (const [customType, label, color] of labels) {
 		pi.registerMessageRenderer(customType, (message, _options, theme) => {

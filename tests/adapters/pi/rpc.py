@@ -26,6 +26,8 @@ EXTENSION = ROOT / "adapters" / "pi" / "extension" / "piw-channels.ts"
 # A test-only extension: `/test-reload` reloads extensions as Pi's own `/reload` does (RPC mode
 # has no built-in slash commands).
 RELOAD_EXTENSION = Path(__file__).with_name("reload-ext.ts")
+# Test-only: the tool `test_clock_advance` moves Pi's clock ahead (a long turn, no waiting).
+CLOCK_EXTENSION = Path(__file__).with_name("clock-ext.ts")
 CUSTOM_TYPE = "piw-channels-decision"
 TURN_TYPE = "piw-channels-answer"
 SETTLED_TYPE = "piw-channels-settled"
@@ -48,12 +50,14 @@ class RpcClient:
     """Pi in RPC mode: strict JSON lines on its stdin and stdout."""
 
     def __init__(self, home: Path, bridge_bin: Path, *, session: Sequence[str] = ("--no-session",),
-                 offline: bool = True, extra_env: dict[str, str] | None = None) -> None:
+                 offline: bool = True, extra_env: dict[str, str] | None = None,
+                 extensions: Sequence[Path] = ()) -> None:
         assert PI is not None
         env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / ".pi/agent"),
                "PIW_CHANNELS_BIN": str(bridge_bin), **(extra_env or {})}
         argv = [PI, "--mode", "rpc", *session, *(["--offline"] if offline else []),
-                "--no-extensions", "-e", str(EXTENSION), "-e", str(RELOAD_EXTENSION)]
+                "--no-extensions", "-e", str(EXTENSION), "-e", str(RELOAD_EXTENSION),
+                *[arg for path in extensions for arg in ("-e", str(path))]]
         self.proc = subprocess.Popen(argv, cwd=home, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self._buffer = b""

@@ -1,0 +1,171 @@
+"""The bridge's notification lines: what a run says reaches its Pi session, and a long agent
+turn of the session reaches the phone.
+
+    bridge -> extension                          extension -> bridge
+    notify {notification_id, kind, title,        notified {notification_id, entry_id, adopted}
+            text, run_id, context}               post {event_id, kind, text, run_id?,
+                                                      session_name?, cwd?}
+    posted {event_id, notification_id, run_id,
+            adopted, delivered_to}
+
+`notify` goes out for each pending `pi.notify` of the session once its attempt is written
+(`channels.pi.notes`: the intent before the line, never a second line for an open attempt);
+`notified` is its receipt (the Pi entry id; `adopted` when the extension found the entry in
+the branch already). `post` is the extension's own notification (`/notify on`): a row made
+with `channels.notifications.producing`, for the audience's Telegram chats (a session is not
+told about its own turn).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, cast
+
+import apsw
+
+from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, text_field
+from channels.config.model import ChannelsConfig
+from channels.decisions import context, workflows
+from channels.notifications import producing
+from channels.notifications.records import NotificationType
+from channels.pi import notes
+from channels.pi.notes import PiNote
+from state import effects, leases
+from state.database import Database
+from state.effects import Attempt
+from state.errors import LeaseHeld, WriteRejected
+from state.leases import Lease
+
+
+def notify_line(note: PiNote) -> dict[str, Any]:
+    """The `notify` line of one notification (pure)."""
+    n = note.notification
+    return {"type": "notify", "notification_id": n.notification_id, "kind": n.notification_type,
+            "title": note.title, "text": n.text, "run_id": n.run_id, "context": note.context}
+
+
+@dataclass
+class NoteDesk:
+    """The notifications of one session's bridge: attempts open, runs it posted to."""
+
+    db: Database
+    out: LineWriter
+    owner_id: str
+    attempts: dict[str, Attempt] = field(default_factory=dict)  # notification id -> attempt
+    runs: set[str] = field(default_factory=set)  # the runs of this session's own posts
+
+    def _now(self) -> int:
+        return self.db.clock.now_ms()
+
+    def recover(self, lease: Lease, channel_id: str, session_id: str) -> None:
+        """On claiming the session's channel: reopen what an earlier bridge left applying."""
+        self.attempts.clear()
+        self._reopen(lease, channel_id, session_id)
+
+    def forget(self) -> None:
+        """The channel's lease is lost: the next owner recovers the attempts left open."""
+        self.attempts.clear()
+
+    def _reopen(self, lease: Lease, channel_id: str, session_id: str) -> None:
+        # A read first: the write happens only when an attempt can be reopened.
+        if any(i not in self.attempts for i in self.db.read(lambda c: notes.reopenable(
+                c, session_id, self.owner_id, self._now(), workflows.owner_process_gone))):
+            self.db.write(lambda c: notes.recover_notes(
+                c, lease, channel_id, session_id, self._now(), workflows.owner_process_gone))
+
+    def offer(self, lease: Lease, channel_id: str, session_id: str) -> None:
+        """Send each due notification once, its attempt written first. An attempt this
+        bridge does not know of (left by a bridge that lost the lease while it lived) is
+        reopened once its lease has run out or its process is gone."""
+        self._reopen(lease, channel_id, session_id)
+        due = self.db.read(lambda c: notes.due_notes(c, session_id, self._now()))
+        for note in due:
+            notification_id = note.notification.notification_id
+            if notification_id in self.attempts:
+                continue
+            try:
+                attempt = self.db.write(partial(
+                    notes.begin_note, lease=lease, channel_id=channel_id, note=note,
+                    owner_id=self.owner_id, now=self._now(), entropy=self.db.entropy))
+            except (WriteRejected, LeaseHeld):
+                continue  # another path has it: the database decided, this one stays out
+            self.attempts[notification_id] = attempt
+            if not self.out.send(notify_line(note)):
+                # The pipe is closed: the line provably did not go out; due again.
+                self.attempts.pop(notification_id)
+                self.db.write(partial(_unsent, attempt=attempt, now=self._now()))
+                return
+
+    def handle(self, message: dict[str, Any], owner: tuple[Lease, str, str],
+               config_of: Callable[[], tuple[bool, ChannelsConfig | None, str | None]]) -> None:
+        """A `notified` or a `post` line (the bridge holds the session's channel)."""
+        lease, channel_id, session_id = owner
+        if message["type"] == "notified":
+            self.notified(message, lease, channel_id, session_id)
+            return
+        usable, config, problem = config_of()
+        if not usable:
+            raise ProtocolError("config_invalid", f"cannot route notifications: {problem}")
+        name = message.get("session_name")
+        self.post(message, session_id, config, name if isinstance(name, str) and name else None)
+
+    def notified(self, message: dict[str, Any], lease: Lease, channel_id: str,
+                 session_id: str) -> None:
+        """The receipt: the Pi entry that shows the notification."""
+        notification_id = identifier_field(message, "notification_id")
+        entry_id = identifier_field(message, "entry_id")
+        adopted = message.get("adopted") is True
+        attempt = self.attempts.get(notification_id)
+        try:
+            self.db.write(lambda c: notes.confirm_note(
+                c, lease, channel_id, session_id, attempt, notification_id, entry_id, adopted,
+                self._now()))
+        except KeyError:
+            raise ProtocolError("unknown_notification", f"{notification_id} is not a"
+                                " notification this bridge offered to this session") from None
+        self.attempts.pop(notification_id, None)
+
+    def tick(self) -> None:
+        """Renew the attempts whose line waits in the extension (Pi busy with a turn)."""
+        for notification_id, attempt in list(self.attempts.items()):
+            if attempt.lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
+                continue
+            self.attempts[notification_id] = self.db.write(
+                partial(notes.renew_note, attempt=attempt, now=self._now()))
+
+    def post(self, message: dict[str, Any], session_id: str, config: ChannelsConfig | None,
+             session_name: str | None) -> None:
+        """Write the extension's own notification and say where it went."""
+        event_id = identifier_field(message, "event_id")
+        kind = text_field(message, "kind")
+        if kind not in ("progress", "final"):
+            raise ProtocolError("malformed", "post.kind must be progress or final")
+        text = text_field(message, "text")
+        run_id = message.get("run_id")
+        if run_id is not None and (not isinstance(run_id, str) or run_id not in self.runs):
+            raise ProtocolError("malformed", "post.run_id must name a run this bridge posted to")
+        name = session_name or session_id[:8]
+        cwd = message.get("cwd")  # Pi's own folder: the project the card names
+        found = context.automatic(Path(cwd) if isinstance(cwd, str) and cwd.startswith("/")
+                                  else Path.cwd(), name)
+        spec = producing.NotifySpec(
+            kind=cast(NotificationType, kind), text=text, run_id=run_id,
+            title=f"Pi session {name}",
+            context={"project": found.project, "session": found.session, "host": found.host})
+        done = producing.notify(self.db, spec, config, self.owner_id)
+        self.runs.add(done.notification.run_id)
+        self.out.send({"type": "posted", "event_id": event_id,
+                       "notification_id": done.notification.notification_id,
+                       "run_id": done.notification.run_id, "adopted": done.adopted,
+                       "delivered_to": [r for r in done.channels if r != "pi"]})
+
+
+def _unsent(conn: apsw.Connection, attempt: Attempt, now: int) -> None:
+    effects.finish_attempt(conn, attempt, "rejected", now,
+                           error={"description": "the extension's pipe is closed"}, retry_at=now)
+
+
+__all__ = ["NoteDesk", "notify_line"]

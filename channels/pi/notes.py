@@ -1,0 +1,138 @@
+"""Notifications in a Pi session: the session's bridge applies the `pi.notify` effects of the
+notifications targeted at its session, under its channel lease.
+
+Each delivery is an effect attempt begun before the line goes out (the write-ahead intent:
+the effect's own lease and status decide, so at most one path has an attempt open at a
+time) and finished with the Pi entry id the extension reports (the terminal receipt). The
+extension looks for the notification's id in the session's branch before it shows one, so a
+line offered again after an attempt was abandoned (a bridge killed between the show and the
+receipt, a /reload, a lease taken over) is never shown twice: the retry adopts the entry that
+is there and its receipt says so (`adopted`). The rows belong to `channels.notifications`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from channels import store
+from channels.notifications import records
+from channels.notifications.records import Notification
+from state import effects, leases
+from state.clock import Entropy
+from state.effects import Attempt, EffectStatus
+from state.leases import Lease
+from state.resources import Actor
+
+
+@dataclass(frozen=True, slots=True)
+class PiNote:
+    """A notification to show in the session, with what its line says."""
+
+    notification: Notification
+    title: str | None
+    context: dict[str, Any]
+
+
+def due_notes(conn: apsw.Connection, session_id: str, now: int) -> list[PiNote]:
+    """The session's notifications waiting to be shown, oldest first."""
+    found = []
+    for n in records.for_session(conn, session_id, ("pending",), now):
+        payload = effects.payload(conn, effects.get(conn, n.effect_id))
+        title = payload.get("title")
+        found.append(PiNote(n, str(title) if title else None, dict(payload.get("context") or {})))
+    return found
+
+
+def pending_count(conn: apsw.Connection, session_id: str) -> int:
+    """How many notifications wait for this session (shown or not, no receipt yet)."""
+    return len(records.for_session(conn, session_id, ("pending", "applying")))
+
+
+def begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: PiNote,
+               owner_id: str, now: int, entropy: Entropy) -> Attempt:
+    """The intent, before the line goes out: the channel's owner opens an attempt on the
+    notification's effect (WriteRejected or LeaseHeld when another path has it)."""
+    store.verify(conn, lease, channel_id, now)
+    return effects.begin_attempt(conn, note.notification.effect_id, "channel", owner_id, now,
+                                 entropy)
+
+
+def renew_note(conn: apsw.Connection, attempt: Attempt, now: int) -> Attempt:
+    """Keep an attempt alive while the extension waits for Pi to be idle."""
+    return effects.renew_attempt(conn, attempt, now)
+
+
+def confirm_note(conn: apsw.Connection, lease: Lease, channel_id: str, session_id: str,
+                 attempt: Attempt | None, notification_id: str, entry_id: str, adopted: bool,
+                 now: int) -> bool:
+    """Record the Pi entry id as the receipt of this bridge's attempt. False when the effect
+    was settled already (a repeated receipt changes nothing); KeyError when the notification
+    is not this session's, or this bridge has no attempt open for it."""
+    store.verify(conn, lease, channel_id, now)
+    found = records.get(conn, notification_id)
+    if found is None or found.target_session_id != session_id:
+        raise KeyError(notification_id)
+    effect = effects.get(conn, found.effect_id)
+    if effect.status.settled:
+        return False
+    if attempt is None or attempt.effect.effect_id != effect.effect_id:
+        raise KeyError(notification_id)
+    effects.finish_attempt(conn, attempt, "applied", now,
+                           result={"entryId": entry_id, "adopted": adopted},
+                           external_ref=entry_id)
+    return True
+
+
+def reopenable(conn: apsw.Connection, session_id: str, owner_id: str, now: int,
+               owner_gone: Callable[[str], bool]) -> list[str]:
+    """The session's open attempts that no live bridge will finish: their lease ran out, or
+    their owner's process is gone (never this owner's own)."""
+    found = []
+    for n in records.for_session(conn, session_id, ("applying",)):
+        held = leases.read(conn, effects.get(conn, n.effect_id).resource_id)
+        if held is not None and held.is_live(now) and (
+                held.owner_id == owner_id or not held.owner_id or not owner_gone(held.owner_id)):
+            continue  # its bridge still lives: it finishes the attempt itself
+        found.append(n.notification_id)
+    return found
+
+
+def recover_notes(conn: apsw.Connection, lease: Lease, channel_id: str, session_id: str,
+                  now: int, owner_gone: Callable[[str], bool]) -> list[str]:
+    """The owner of the session's channel reopens the attempts no live bridge will finish
+    (`reopenable`): they are closed as interrupted and the notifications are due again.
+    Offering one again is not blind: the extension finds an entry that arrived in the branch
+    and reports it (the receipt then says `adopted`), so it is shown at most once. Returns the
+    notification ids reopened."""
+    store.verify(conn, lease, channel_id, now)
+    actor = Actor("channel", lease.owner_id)
+    reopened = reopenable(conn, session_id, lease.owner_id, now, owner_gone)
+    for notification_id in reopened:
+        found = records.get(conn, notification_id)
+        assert found is not None
+        effect = effects.get(conn, found.effect_id)
+        held = leases.read(conn, effect.resource_id)
+        if held is not None and held.is_live(now):
+            leases.clear_row(conn, effect.resource_id)  # its process is gone
+        effects.interrupt(conn, effect, actor, now, provably_unsent=True)
+    return reopened
+
+
+def note_receipt(conn: apsw.Connection, notification_id: str) -> dict[str, Any] | None:
+    """{entryId, adopted} of a notification shown in its session, once its effect is applied."""
+    found = records.get(conn, notification_id)
+    if found is None:
+        return None
+    effect = effects.get(conn, found.effect_id)
+    if effect.status is not EffectStatus.APPLIED:
+        return None
+    result = effects.result_of(conn, found.effect_id)
+    return dict(result) if isinstance(result, dict) else None
+
+
+__all__ = ["PiNote", "begin_note", "confirm_note", "due_notes", "note_receipt",
+           "pending_count", "recover_notes", "renew_note", "reopenable"]
