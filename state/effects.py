@@ -165,6 +165,16 @@ def get(conn: apsw.Connection, effect_id: str) -> Effect:
     return Effect.from_row(found)
 
 
+def find(conn: apsw.Connection, source_resource_id: str, effect_type: str,
+         idempotency_key: str) -> Effect | None:
+    """The effect of this cause (its unique key), or None when none was reserved."""
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM effects WHERE source_resource_id = ? AND effect_type = ?"
+        " AND idempotency_key = ?", (source_resource_id, effect_type, idempotency_key),
+    ).fetchone()
+    return None if row is None else Effect.from_row(row)
+
+
 def exists(conn: apsw.Connection, effect_id: str) -> bool:
     """Whether an effect with this id was ever reserved."""
     return conn.execute("SELECT 1 FROM effects WHERE effect_id = ?", (effect_id,)).get is not None
@@ -275,9 +285,11 @@ def begin_attempt(
         " started_at) VALUES (?, ?, ?, ?, ?)",
         (effect_id, number, owner_id, lease.generation, now),
     )
+    # No event payload: the attempt's number and owner are its `effect_attempts` row, and the
+    # event names the claim's generation (a payload would be a blob reference per event).
     resources.bump_current(
         conn, effect.resource_id, "effect.attempt_started", lease.actor, now,
-        payload={"attempt": number}, lease_generation=lease.generation,
+        lease_generation=lease.generation,
     )
     return Attempt(get(conn, effect_id), number, lease)
 
@@ -325,7 +337,7 @@ def finish_attempt(
     event = "effect.retry_scheduled" if retry_at is not None else f"effect.{outcome}"
     resources.bump_current(
         conn, attempt.effect.resource_id, event, attempt.lease.actor, now,
-        payload={"attempt": attempt.attempt_number}, lease_generation=attempt.lease.generation,
+        lease_generation=attempt.lease.generation,
     )
     return get(conn, effect_id)
 
@@ -353,7 +365,7 @@ def apply_locally(
         {"n": number, "result": result_hash, "now": now, "id": effect.effect_id},
     )
     resources.bump_current(conn, effect.resource_id, "effect.applied", lease.actor, now,
-                           payload={"attempt": number}, lease_generation=lease.generation)
+                           lease_generation=lease.generation)
     return get(conn, effect.effect_id)
 
 

@@ -182,12 +182,15 @@ def count_open(conn: apsw.Connection) -> int:
     return int(conn.execute(f"SELECT count(*){_OPEN}").get)
 
 
-def open_unexpired(conn: apsw.Connection, now: int) -> list[tuple[str, str]]:
-    """(decision_id, audience) of unresolved decisions whose deadline has not passed."""
+def open_unexpired(conn: apsw.Connection, now: int, *,
+                   asked_before: int | None = None) -> list[tuple[str, str]]:
+    """(decision_id, audience) of unresolved decisions whose deadline has not passed (and,
+    with `asked_before`, asked at or before that time)."""
     return [(str(a), str(b)) for a, b in conn.execute(
         f"SELECT d.decision_id, d.audience{_OPEN}"
         " AND (d.deadline_at IS NULL OR d.deadline_at > ?)"
-        " ORDER BY d.created_at, d.decision_id", (now,))]
+        " AND (? IS NULL OR d.created_at <= ?)"
+        " ORDER BY d.created_at, d.decision_id", (now, asked_before, asked_before))]
 
 
 def overdue_decision_ids(conn: apsw.Connection, now: int) -> list[str]:

@@ -146,25 +146,61 @@ def reserve_copy(conn: apsw.Connection, channel: Channel, decision_id: str, chat
         owner_scope="channel", actor=worker, now=now)
 
 
-def reserve_reminder(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
-                     after: int, number: int, worker: Actor, now: int) -> bool:
-    """The decision's next reminder on this channel, due at its time (a delayed effect; the
-    resolution cancels it). False when the audience wants none or none is left."""
+def _reminder_at(channel: Channel, decision: records.StoredDecision, after: int) -> int | None:
+    """When the decision's next reminder on this channel is due after `after` (None when the
+    audience wants none or none is left)."""
     audience = channel.config.audiences.get(decision.audience)
     if audience is not None and not audience.reminders:
-        return False
-    at = reminders.next_reminder(decision.created_at, decision.deadline_at, after,
-                                 audience.quiet_hours if audience is not None else None)
-    if at is None:
-        return False
-    effects.reserve(
-        conn, source_resource_id=decision.resource_id,
-        source_revision=resource_revision(conn, decision.resource_id), effect_type=REMIND,
-        idempotency_key=f"{channel.channel_id}:{number}",
-        payload={"decisionId": decision.decision_id, "channelId": channel.channel_id,
-                 "number": number, "at": at},
-        owner_scope="channel", actor=worker, now=now, available_at=at)
-    return True
+        return None
+    return reminders.next_reminder(decision.created_at, decision.deadline_at, after,
+                                   audience.quiet_hours if audience is not None else None)
+
+
+def due_reminders(conn: apsw.Connection, channel: Channel,
+                  now: int) -> list[tuple[records.StoredDecision, int, int]]:
+    """(decision, number, time) of each reminder whose time has come on this channel: the
+    card delivered, no reminder outstanding, the last one sent. A reminder is reserved only
+    once it is due, so a decision answered before (most are) never has one: no effect, no
+    resource, no events. Its time counts from the card's delivery, then from the last
+    reminder sent (as before: the same times). A refused or ambiguous reminder ends them."""
+    found = []
+    asked_before = now - reminders.EARLIEST_MS
+    for decision_id, _ in views.open_unexpired(conn, now, asked_before=asked_before):
+        resource_id = records.decision_resource(decision_id)
+        card = effects.find(conn, resource_id, DELIVER, channel.channel_id)
+        if card is None or card.status is not effects.EffectStatus.APPLIED \
+                or card.settled_at is None:
+            continue
+        sent = [e for e in effects.list_for_source(conn, resource_id, REMIND)
+                if e.idempotency_key.startswith(channel.channel_id + ":")]
+        if sent and (sent[-1].status is not effects.EffectStatus.APPLIED
+                     or sent[-1].settled_at is None):
+            continue  # outstanding, or refused: no other
+        decision = records.load(conn, decision_id)
+        if not channel.routes_to_me(decision.audience):
+            continue
+        after = sent[-1].settled_at if sent else card.settled_at
+        assert after is not None
+        at = _reminder_at(channel, decision, after)
+        if at is not None and at <= now:
+            found.append((decision, len(sent) + 1, at))
+    return found
+
+
+def reserve_due_reminders(conn: apsw.Connection, channel: Channel, worker: Actor,
+                          now: int) -> list[str]:
+    """Reserve every reminder due now on this channel (see `due_reminders`); their ids."""
+    reserved = []
+    for decision, number, at in due_reminders(conn, channel, now):
+        reservation = effects.reserve(
+            conn, source_resource_id=decision.resource_id,
+            source_revision=resource_revision(conn, decision.resource_id), effect_type=REMIND,
+            idempotency_key=f"{channel.channel_id}:{number}",
+            payload={"decisionId": decision.decision_id, "channelId": channel.channel_id,
+                     "number": number, "at": at},
+            owner_scope="channel", actor=worker, now=now, available_at=at)
+        reserved.append(reservation.effect_id)
+    return reserved
 
 
 def reminder_message_id(channel_id: str, decision_id: str, number: int) -> str:

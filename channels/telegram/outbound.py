@@ -35,7 +35,6 @@ from channels.telegram.deliveries import (
     notice_message_id,
     prompt_of,
     reminder_message_id,
-    reserve_reminder,
 )
 from channels.telegram.identity import Channel
 from channels.telegram.pacing import NORMAL, URGENT, Pacer, sending_as
@@ -242,15 +241,9 @@ class Outbound:
         self.db.write(lambda c: messages.set_message_status(c, d.message_id, message_status,
                                                           self._now()))
         outcome: effects.AttemptOutcome = "applied" if delivered else "rejected"
-        first_card = delivered and not d.resend and d.only is None
-
-        def finish(c: Any) -> None:
-            now = self._now()
-            effects.finish_attempt(c, attempt, outcome, now, result={"recipients": report})
-            if first_card:  # the card is out: its first reminder waits for its time
-                reserve_reminder(c, self.channel, records.load(c, d.decision_id), now, 1,
-                                 self._actor, now)
-        self.db.write(finish)
+        # The card is out; its first reminder is reserved once it is due (`due_reminders`).
+        self.db.write(lambda c: effects.finish_attempt(c, attempt, outcome, self._now(),
+                                                       result={"recipients": report}))
 
     async def _send_recipient(
         self, attempt: Attempt, d: Delivery, r: int, chat: str
@@ -416,11 +409,10 @@ class Outbound:
                 return  # that path recorded the attempt
         final = attempt
 
-        def confirm(c: Any) -> None:
+        def confirm(c: Any) -> None:  # the next one is reserved once it is due
             now = self._now()
             messages.set_message_status(c, message_id, "confirmed", now)
             effects.finish_attempt(c, final, "applied", now)
-            reserve_reminder(c, self.channel, decision, now, number + 1, self._actor, now)
         self.db.write(confirm)
 
     # -- settlement ----------------------------------------------------------------------------

@@ -49,7 +49,7 @@ def test_every_row_of_the_lifecycle_is_there(flow: Flow) -> None:  # noqa: F811
     assert flow.rows("SELECT effect_type, status, attempt_count FROM effects"
                      " WHERE source_resource_id = ? ORDER BY effect_type", source) == [
         ("run.continue", "applied", 1), ("telegram.deliver", "applied", 1),
-        ("telegram.remind", "cancelled", 0), ("telegram.settle", "applied", 1)]
+        ("telegram.settle", "applied", 1)]  # no reminder: none was due before the press
     # Every effect is a resource with its lease history and its attempts.
     assert flow.rows(
         "SELECT e.effect_type, r.resource_type, a.outcome, l.generation FROM effects e"
@@ -57,7 +57,7 @@ def test_every_row_of_the_lifecycle_is_there(flow: Flow) -> None:  # noqa: F811
         " LEFT JOIN leases l ON l.resource_id = e.resource_id WHERE e.source_resource_id = ?"
         " ORDER BY e.effect_type", source) == [
         ("run.continue", "effect", "applied", None), ("telegram.deliver", "effect", "applied", 1),
-        ("telegram.remind", "effect", None, None), ("telegram.settle", "effect", "applied", 1)]
+        ("telegram.settle", "effect", "applied", 1)]
 
 
 def test_one_event_per_accepted_change_and_revisions_without_gaps(flow: Flow) -> None:  # noqa: F811
