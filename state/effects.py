@@ -96,9 +96,12 @@ class Attempt:
 
 
 def effect_id_for(source_resource_id: str, effect_type: str, idempotency_key: str) -> str:
-    """Deterministic id: the same cause always names the same effect."""
+    """Deterministic id: the same cause always names the same effect. 96 bits: an id is
+    stored about a dozen times per effect (its row, resource, events, lease, attempts and
+    their indexes); a cause is found by its unique key (`find`), never by recomputing the id,
+    so effects reserved under the longer ids of earlier versions are found too."""
     basis = f"{source_resource_id}\0{effect_type}\0{idempotency_key}".encode()
-    return "effect-" + hashlib.sha256(basis).hexdigest()[:40]
+    return "effect-" + hashlib.sha256(basis).hexdigest()[:24]
 
 
 def reserve(
@@ -122,17 +125,15 @@ def reserve(
     starts at revision 0 without an event of its own (one event fewer per follow-up).
     Otherwise the reservation is the effect's first change: `effect.reserved`, revision 1."""
     payload_hash = blobs.put_json(conn, payload, now)
-    effect_id = effect_id_for(source_resource_id, effect_type, idempotency_key)
-    existing = conn.execute(
-        "SELECT payload_hash FROM effects WHERE effect_id = ?", (effect_id,)
-    ).get
+    existing = find(conn, source_resource_id, effect_type, idempotency_key)
     if existing is not None:
-        if bytes(existing) != payload_hash:
+        if existing.payload_hash != payload_hash:
             raise EffectConflict(
                 f"{effect_type} {idempotency_key!r} of {source_resource_id} already exists"
                 " with a different payload"
             )
-        return Reservation(effect_id, adopted=True)
+        return Reservation(existing.effect_id, adopted=True)
+    effect_id = effect_id_for(source_resource_id, effect_type, idempotency_key)
     resource_id = f"effect:{effect_id}"
     if recorded_by_source:
         if resources.current_revision(conn, source_resource_id) != source_revision:
@@ -173,11 +174,6 @@ def find(conn: apsw.Connection, source_resource_id: str, effect_type: str,
         " AND idempotency_key = ?", (source_resource_id, effect_type, idempotency_key),
     ).fetchone()
     return None if row is None else Effect.from_row(row)
-
-
-def exists(conn: apsw.Connection, effect_id: str) -> bool:
-    """Whether an effect with this id was ever reserved."""
-    return conn.execute("SELECT 1 FROM effects WHERE effect_id = ?", (effect_id,)).get is not None
 
 
 def payload(conn: apsw.Connection, effect: Effect) -> Any:

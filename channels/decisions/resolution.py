@@ -470,8 +470,9 @@ def apply_continue_locally(
     resolution = resolution_of(conn, decision_id)
     if resolution is None:
         raise DecisionRefused(f"decision {decision_id} is not resolved")
-    effect = effects.get(conn, effects.effect_id_for(decision.resource_id, RUN_CONTINUE,
-                                                     decision_id))
+    effect = effects.find(conn, decision.resource_id, RUN_CONTINUE, decision_id)
+    if effect is None:
+        raise KeyError(f"run.continue of {decision_id}")
     if effect.status is effects.EffectStatus.APPLIED:
         return resolution
     output = {"decisionId": decision_id, "choice": resolution.choice,

@@ -232,11 +232,9 @@ def _view(
     })
     continuation = "none"
     if resolution is not None:
-        status = conn.execute(
-            "SELECT status FROM effects WHERE effect_id = ?",
-            (effects.effect_id_for(decision.resource_id, RUN_CONTINUE, decision.decision_id),),
-        ).get
-        continuation = "applied" if status == "applied" else "pending"
+        effect = effects.find(conn, decision.resource_id, RUN_CONTINUE, decision.decision_id)
+        applied = effect is not None and effect.status is effects.EffectStatus.APPLIED
+        continuation = "applied" if applied else "pending"
     choice = resolution.choice if resolution else None
     decided_by = None if resolution is None else _decided_by(conn, decision.decision_id,
                                                               resolution.provenance)

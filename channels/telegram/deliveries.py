@@ -34,11 +34,10 @@ def delivery_recipients(
     conn: apsw.Connection, channel: Channel, decision: records.StoredDecision
 ) -> list[str]:
     """The recipients a delivery was made to (fixed at reservation time)."""
-    effect_id = effects.effect_id_for(decision.resource_id, DELIVER, channel.channel_id)
-    try:
-        payload = effects.payload(conn, effects.get(conn, effect_id))
-    except KeyError:
+    card = effects.find(conn, decision.resource_id, DELIVER, channel.channel_id)
+    if card is None:
         return list(channel.recipients)
+    payload = effects.payload(conn, card)
     return [str(r) for r in payload.get("recipients", channel.recipients)]
 
 
@@ -50,8 +49,8 @@ def open_routed_decisions(conn: apsw.Connection, channel: Channel, now: int) -> 
 
 def has_unreserved(conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str]) -> bool:
     """Whether any of these decisions has no delivery effect on the channel yet."""
-    return any(not effects.exists(conn, effects.effect_id_for(
-        records.decision_resource(d), DELIVER, channel.channel_id)) for d in decision_ids)
+    return any(effects.find(conn, records.decision_resource(d), DELIVER, channel.channel_id)
+               is None for d in decision_ids)
 
 
 def reserve_deliveries(
@@ -62,10 +61,9 @@ def reserve_deliveries(
     reserved: list[str] = []
     for decision_id in decision_ids:
         resource_id = records.decision_resource(decision_id)
-        existing = effects.effect_id_for(resource_id, DELIVER, channel.channel_id)
-        if effects.exists(conn, existing):
+        if effects.find(conn, resource_id, DELIVER, channel.channel_id) is not None:
             continue  # reserved once, with the recipients of that moment
-        effects.reserve(
+        reservation = effects.reserve(
             conn, source_resource_id=resource_id,
             source_revision=resource_revision(conn, resource_id),
             effect_type=DELIVER, idempotency_key=channel.channel_id,
@@ -73,7 +71,7 @@ def reserve_deliveries(
                      "recipients": list(channel.recipients)},
             owner_scope="channel", actor=worker, now=now,
         )
-        reserved.append(existing)
+        reserved.append(reservation.effect_id)
     return reserved
 
 
@@ -87,8 +85,7 @@ def reserve_resend(
     resource_id = records.decision_resource(decision_id)
     if records.resolution_of(conn, decision_id) is not None:
         raise DecisionRefused(f"{decision_id} is already resolved; nothing to resend")
-    original = effects.effect_id_for(resource_id, DELIVER, channel.channel_id)
-    if not effects.exists(conn, original):
+    if effects.find(conn, resource_id, DELIVER, channel.channel_id) is None:
         raise DecisionRefused(f"{decision_id} was never delivered on {channel.name}")
     mine = _channel_deliveries(conn, channel.channel_id, resource_id)
     latest = mine[-1]
