@@ -67,8 +67,9 @@ def reserve_deliveries(
             conn, source_resource_id=resource_id,
             source_revision=resource_revision(conn, resource_id),
             effect_type=DELIVER, idempotency_key=channel.channel_id,
-            payload={"decisionId": decision_id, "channelId": channel.channel_id,
-                     "recipients": list(channel.recipients)},
+            # The decision is the effect's source, the channel its key: the payload is the
+            # recipients alone, one blob shared by every delivery to the same chats.
+            payload={"recipients": list(channel.recipients)},
             owner_scope="channel", actor=worker, now=now,
         )
         reserved.append(reservation.effect_id)
@@ -204,11 +205,11 @@ def reminder_message_id(channel_id: str, decision_id: str, number: int) -> str:
     return messages.message_id_for(channel_id, "settlement", "reminder", decision_id, str(number))
 
 
-def delivery_message_id(channel_id: str, payload: dict[str, Any]) -> str:
+def delivery_message_id(channel_id: str, decision_id: str, payload: dict[str, Any]) -> str:
     """The message a telegram.deliver effect sends: the card, or a copy of it."""
     copy = payload.get("copy")
     extra = ["copy", str(copy)] if copy is not None else []
-    return messages.message_id_for(channel_id, "delivery", str(payload["decisionId"]), *extra)
+    return messages.message_id_for(channel_id, "delivery", decision_id, *extra)
 
 
 def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str,
@@ -287,7 +288,7 @@ def messages_of_effect(conn: apsw.Connection, channel_id: str,
     p = effects.payload(conn, effect)
     if effect.effect_type == notifying.NOTIFY:
         return [notifying.message_of(channel_id, p)]
-    decision_id = str(p["decisionId"])
+    decision_id = records.decision_of_resource(effect.source_resource_id)
     if effect.effect_type == PROMPT:
         return [prompt_of(p)]
     if effect.effect_type == NOTICE:
@@ -295,7 +296,7 @@ def messages_of_effect(conn: apsw.Connection, channel_id: str,
     if effect.effect_type == REMIND:
         return [reminder_message_id(channel_id, decision_id, int(p["number"]))]
     if effect.effect_type == DELIVER:
-        return [delivery_message_id(channel_id, p)]
+        return [delivery_message_id(channel_id, decision_id, p)]
     return [messages.message_id_for(channel_id, "settlement", decision_id)]
 
 
@@ -324,6 +325,6 @@ def ambiguous_chats(conn: apsw.Connection, channel_id: str, decision_id: str,
         return []
     payload = effects.payload(conn, mine[-1])
     recipients = [str(r) for r in payload.get("recipients", [])]
-    message_id = delivery_message_id(channel_id, payload)
+    message_id = delivery_message_id(channel_id, decision_id, payload)
     unknown = sorted({p.recipient_index for p in messages.parts(conn, message_id) if p.is_intent})
     return [recipients[r] for r in unknown if r < len(recipients)]

@@ -201,7 +201,7 @@ class Outbound:
 
     async def _deliver(self, attempt: Attempt) -> None:
         payload = self.db.read(lambda c: effects.payload(c, attempt.effect))
-        decision_id = str(payload["decisionId"])
+        decision_id = records.decision_of_resource(attempt.effect.source_resource_id)
         decision = self.db.read(lambda c: records.load(c, decision_id))
         document = channel_request_document(decision.request)
         try:
@@ -209,7 +209,7 @@ class Outbound:
         except DecisionError as exc:
             self._finish(attempt, "rejected", error={"description": str(exc)})
             return
-        message_id = delivery_message_id(self.channel.channel_id, payload)
+        message_id = delivery_message_id(self.channel.channel_id, decision_id, payload)
         self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, decision_id, "delivery",
             render_decision_text(document), self._now()))
@@ -422,8 +422,8 @@ class Outbound:
     # crash in between leaves the intents: the outcome post is ambiguous, never posted twice.
 
     def _settle_intents(self, c: Any, attempt: Attempt) -> Settlement:
-        p = effects.payload(c, attempt.effect)
-        decision_id, now = str(p["decisionId"]), self._now()
+        decision_id = records.decision_of_resource(attempt.effect.source_resource_id)
+        now = self._now()
         channel_id = self.channel.channel_id
         # Telegram's own outcome post (who answered, how, when), not the channel-neutral text.
         post = outcomes.outcome_post(c, self.channel, records.load(c, decision_id), now)
