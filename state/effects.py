@@ -117,12 +117,16 @@ def reserve(
     now: int,
     available_at: int | None = None,
     recorded_by_source: bool = False,
+    recorded_by_caller: bool = False,
 ) -> Reservation:
     """Reserve an effect in the caller's transaction; adopt an identical one.
 
     `recorded_by_source`: the caller has just moved the source to `source_revision` in this
     transaction, so that change's event records the effect's cause and the effect resource
     starts at revision 0 without an event of its own (one event fewer per follow-up).
+    `recorded_by_caller`: the caller records the reservation in this transaction, in its
+    change of another resource (a channel's one event for the deliveries a pass reserves,
+    naming them); the effect starts at revision 0 as above.
     Otherwise the reservation is the effect's first change: `effect.reserved`, revision 1."""
     payload_hash = blobs.put_json(conn, payload, now)
     existing = find(conn, source_resource_id, effect_type, idempotency_key)
@@ -135,10 +139,11 @@ def reserve(
         return Reservation(existing.effect_id, adopted=True)
     effect_id = effect_id_for(source_resource_id, effect_type, idempotency_key)
     resource_id = f"effect:{effect_id}"
-    if recorded_by_source:
-        if resources.current_revision(conn, source_resource_id) != source_revision:
-            raise WriteRejected(f"{source_resource_id} is not at revision {source_revision}:"
-                                " its change cannot record this effect")
+    if recorded_by_source and resources.current_revision(conn, source_resource_id) \
+            != source_revision:
+        raise WriteRejected(f"{source_resource_id} is not at revision {source_revision}:"
+                            " its change cannot record this effect")
+    if recorded_by_source or recorded_by_caller:
         resources.create_follow_up(conn, resource_id, "effect", now)
     else:
         resources.create(conn, resource_id, "effect", actor, now, event_type="effect.reserved")

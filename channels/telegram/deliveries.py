@@ -17,6 +17,7 @@ from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
 from state.exit_codes import EXIT_INTERNAL, EXIT_USAGE
+from state.leases import Lease
 from state.resources import Actor, current_revision
 
 DELIVER = "telegram.deliver"
@@ -54,10 +55,12 @@ def has_unreserved(conn: apsw.Connection, channel: Channel, decision_ids: Iterab
 
 
 def reserve_deliveries(
-    conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str], worker: Actor, now: int
+    conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str], worker: Actor, now: int,
+    *, lease: Lease,
 ) -> list[str]:
     """Reserve one delivery effect per decision for this channel (adopting existing ones);
-    the ids of the effects reserved now."""
+    the ids of the effects reserved now, recorded by one event of the channel (its owner's
+    `lease`), not one per effect."""
     reserved: list[str] = []
     for decision_id in decision_ids:
         resource_id = records.decision_resource(decision_id)
@@ -70,9 +73,11 @@ def reserve_deliveries(
             # The decision is the effect's source, the channel its key: the payload is the
             # recipients alone, one blob shared by every delivery to the same chats.
             payload={"recipients": list(channel.recipients)},
-            owner_scope="channel", actor=worker, now=now,
+            owner_scope="channel", actor=worker, now=now, recorded_by_caller=True,
         )
         reserved.append(reservation.effect_id)
+    if reserved:
+        store.record_reservations(conn, lease, channel.channel_id, reserved, now)
     return reserved
 
 

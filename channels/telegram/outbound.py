@@ -18,7 +18,7 @@ from typing import Any
 
 from channels import messages
 from channels.decisions import records, views
-from channels.decisions.presentation import fingerprint, render_decision_text
+from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
@@ -210,9 +210,10 @@ class Outbound:
             self._finish(attempt, "rejected", error={"description": str(exc)})
             return
         message_id = delivery_message_id(self.channel.channel_id, decision_id, payload)
+        # The message's text is the card as sent: one part, one blob for message and part.
+        text = "\n\n".join(part.text for part in parts)
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, decision_id, "delivery",
-            render_decision_text(document), self._now()))
+            c, message_id, self.channel.channel_id, decision_id, "delivery", text, self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
         only = payload.get("only")
         delivery = Delivery(decision_id, message_id, parts, keyboard(decision.request),

@@ -334,7 +334,8 @@ class _ChannelPoll:
         now = self._now()
         leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
         wanted = deliveries.open_routed_decisions(conn, self.channel, now)
-        fresh = deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
+        fresh = deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now,
+                                              lease=self.lease)
         # Reminders due now (reserved only then); the background queue sends them.
         deliveries.reserve_due_reminders(conn, self.channel, self._actor, now)
         return fresh
