@@ -67,7 +67,8 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
     for k, handle in enumerate(handles):
         decision_id = handle.decision_id
         ref = str(first_ref + 2 * k)
-        deliveries.reserve_deliveries(conn, channel, [decision_id], actor, now)
+        deliveries.reserve_deliveries(conn, channel, [decision_id], actor, now,
+                                      lease=channel_lease)
         effect_id = effects.effect_id_for(records.decision_resource(decision_id), DELIVER,
                                           channel.channel_id)
         attempt = effects.begin_attempt(conn, effect_id, "channel", owner, now, db.entropy)

@@ -146,6 +146,17 @@ def record_provider_error(
                            lease.actor, now, payload=error, lease_generation=lease.generation)
 
 
+def record_reservations(conn: apsw.Connection, lease: Lease, channel_id: str,
+                        effect_ids: list[str], now: int) -> None:
+    """One channel event records the effects its owner reserved in this transaction (each
+    starts at revision 0, as a follow-up does): one event for a pass's new deliveries, not
+    one per delivery."""
+    verify(conn, lease, channel_id, now)
+    resources.bump_current(conn, channel_resource(channel_id), "channel.effects_reserved",
+                           lease.actor, now, payload={"effects": sorted(effect_ids)},
+                           lease_generation=lease.generation)
+
+
 def last_provider_error(conn: apsw.Connection, channel_id: str) -> dict[str, Any] | None:
     """The most recent recorded provider error, with its time."""
     row = conn.execute(

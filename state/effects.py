@@ -96,9 +96,12 @@ class Attempt:
 
 
 def effect_id_for(source_resource_id: str, effect_type: str, idempotency_key: str) -> str:
-    """Deterministic id: the same cause always names the same effect."""
+    """Deterministic id: the same cause always names the same effect. 96 bits: an id is
+    stored about a dozen times per effect (its row, resource, events, lease, attempts and
+    their indexes); a cause is found by its unique key (`find`), never by recomputing the id,
+    so effects reserved under the longer ids of earlier versions are found too."""
     basis = f"{source_resource_id}\0{effect_type}\0{idempotency_key}".encode()
-    return "effect-" + hashlib.sha256(basis).hexdigest()[:40]
+    return "effect-" + hashlib.sha256(basis).hexdigest()[:24]
 
 
 def reserve(
@@ -114,30 +117,33 @@ def reserve(
     now: int,
     available_at: int | None = None,
     recorded_by_source: bool = False,
+    recorded_by_caller: bool = False,
 ) -> Reservation:
     """Reserve an effect in the caller's transaction; adopt an identical one.
 
     `recorded_by_source`: the caller has just moved the source to `source_revision` in this
     transaction, so that change's event records the effect's cause and the effect resource
     starts at revision 0 without an event of its own (one event fewer per follow-up).
+    `recorded_by_caller`: the caller records the reservation in this transaction, in its
+    change of another resource (a channel's one event for the deliveries a pass reserves,
+    naming them); the effect starts at revision 0 as above.
     Otherwise the reservation is the effect's first change: `effect.reserved`, revision 1."""
     payload_hash = blobs.put_json(conn, payload, now)
-    effect_id = effect_id_for(source_resource_id, effect_type, idempotency_key)
-    existing = conn.execute(
-        "SELECT payload_hash FROM effects WHERE effect_id = ?", (effect_id,)
-    ).get
+    existing = find(conn, source_resource_id, effect_type, idempotency_key)
     if existing is not None:
-        if bytes(existing) != payload_hash:
+        if existing.payload_hash != payload_hash:
             raise EffectConflict(
                 f"{effect_type} {idempotency_key!r} of {source_resource_id} already exists"
                 " with a different payload"
             )
-        return Reservation(effect_id, adopted=True)
+        return Reservation(existing.effect_id, adopted=True)
+    effect_id = effect_id_for(source_resource_id, effect_type, idempotency_key)
     resource_id = f"effect:{effect_id}"
-    if recorded_by_source:
-        if resources.current_revision(conn, source_resource_id) != source_revision:
-            raise WriteRejected(f"{source_resource_id} is not at revision {source_revision}:"
-                                " its change cannot record this effect")
+    if recorded_by_source and resources.current_revision(conn, source_resource_id) \
+            != source_revision:
+        raise WriteRejected(f"{source_resource_id} is not at revision {source_revision}:"
+                            " its change cannot record this effect")
+    if recorded_by_source or recorded_by_caller:
         resources.create_follow_up(conn, resource_id, "effect", now)
     else:
         resources.create(conn, resource_id, "effect", actor, now, event_type="effect.reserved")
@@ -165,9 +171,14 @@ def get(conn: apsw.Connection, effect_id: str) -> Effect:
     return Effect.from_row(found)
 
 
-def exists(conn: apsw.Connection, effect_id: str) -> bool:
-    """Whether an effect with this id was ever reserved."""
-    return conn.execute("SELECT 1 FROM effects WHERE effect_id = ?", (effect_id,)).get is not None
+def find(conn: apsw.Connection, source_resource_id: str, effect_type: str,
+         idempotency_key: str) -> Effect | None:
+    """The effect of this cause (its unique key), or None when none was reserved."""
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM effects WHERE source_resource_id = ? AND effect_type = ?"
+        " AND idempotency_key = ?", (source_resource_id, effect_type, idempotency_key),
+    ).fetchone()
+    return None if row is None else Effect.from_row(row)
 
 
 def payload(conn: apsw.Connection, effect: Effect) -> Any:
@@ -275,9 +286,11 @@ def begin_attempt(
         " started_at) VALUES (?, ?, ?, ?, ?)",
         (effect_id, number, owner_id, lease.generation, now),
     )
+    # No event payload: the attempt's number and owner are its `effect_attempts` row, and the
+    # event names the claim's generation (a payload would be a blob reference per event).
     resources.bump_current(
         conn, effect.resource_id, "effect.attempt_started", lease.actor, now,
-        payload={"attempt": number}, lease_generation=lease.generation,
+        lease_generation=lease.generation,
     )
     return Attempt(get(conn, effect_id), number, lease)
 
@@ -325,7 +338,7 @@ def finish_attempt(
     event = "effect.retry_scheduled" if retry_at is not None else f"effect.{outcome}"
     resources.bump_current(
         conn, attempt.effect.resource_id, event, attempt.lease.actor, now,
-        payload={"attempt": attempt.attempt_number}, lease_generation=attempt.lease.generation,
+        lease_generation=attempt.lease.generation,
     )
     return get(conn, effect_id)
 
@@ -353,7 +366,7 @@ def apply_locally(
         {"n": number, "result": result_hash, "now": now, "id": effect.effect_id},
     )
     resources.bump_current(conn, effect.resource_id, "effect.applied", lease.actor, now,
-                           payload={"attempt": number}, lease_generation=lease.generation)
+                           lease_generation=lease.generation)
     return get(conn, effect.effect_id)
 
 

@@ -75,6 +75,11 @@ def decision_resource(decision_id: str) -> str:
     return f"decision:{decision_id}"
 
 
+def decision_of_resource(resource_id: str) -> str:
+    """The decision id of a decision's resource id (the source of the effects it caused)."""
+    return resource_id.removeprefix("decision:")
+
+
 def open_decision(conn: apsw.Connection, lease: Lease, request: DecisionRequest, now: int) -> str:
     """Record a new decision for the run's waiting attempt (run owner only). Idempotent."""
     doc = request.document

@@ -335,7 +335,7 @@ def _win(
     )
     resolution = Resolution(decision.decision_id, outcome, provenance, response, reason, now,
                             digest)
-    _reserve_follow_ups(conn, decision, resolution, revision, actor, now, human)
+    _reserve_follow_ups(conn, decision, resolution, revision, actor, now)
     _reserve_turn_intent(conn, decision, resolution, revision, actor, now, human)
     return resolution
 
@@ -347,27 +347,28 @@ def _reserve_follow_ups(
     revision: int,
     actor: Actor,
     now: int,
-    human: HumanAnswer | None = None,
 ) -> None:
     """run.continue for the run owner, one settlement per presenting channel, and closure of
     deliveries that have not gone out yet."""
-    common = {"decisionId": decision.decision_id, "outcome": resolution.outcome,
-              "provenance": resolution.provenance}
+    # The payloads name only what the effect's source (the decision: its run and attempt)
+    # and key (the channel) do not, so that most are one shared blob (the same answer).
+    common = {"outcome": resolution.outcome, "provenance": resolution.provenance}
     effects.reserve(
         conn, source_resource_id=decision.resource_id, source_revision=revision,
         effect_type=RUN_CONTINUE, idempotency_key=decision.decision_id,
-        payload={**common, "runId": decision.run_id, "attemptId": decision.attempt_id,
-                 "response": resolution.response, "reason": resolution.reason},
+        payload={**common, "response": resolution.response, "reason": resolution.reason},
         owner_scope="run", actor=actor, now=now, recorded_by_source=True,
     )
     for channel_id, adapter in _presenting_channels(conn, decision.decision_id):
+        # Telegram renders its own outcome post when it settles; Pi shows this text (and
+        # where an answer came from, itself: its settle notice).
+        extra = {} if adapter != "pi" else {
+            "decisionId": decision.decision_id, "channelId": channel_id,
+            "text": settlement_text(decision, resolution, None)}
         effects.reserve(
             conn, source_resource_id=decision.resource_id, source_revision=revision,
             effect_type=f"{adapter}.settle", idempotency_key=channel_id,
-            payload={**common, "channelId": channel_id,
-                     # Pi shows where an answer came from itself (its settle notice).
-                     "text": settlement_text(decision, resolution, None if adapter == "pi"
-                                             else _answered_where(human))},
+            payload={**common, **extra},
             owner_scope="channel", actor=actor, now=now, recorded_by_source=True,
         )
     for effect in _pending_presentations(conn, decision.resource_id):
@@ -436,15 +437,6 @@ def _pending_presentations(conn: apsw.Connection, resource_id: str) -> list[effe
     return [effects.get(conn, i) for i in ids]
 
 
-def _answered_where(human: HumanAnswer | None) -> str | None:
-    """Where a Pi-channel answer came from, for the other channels' outcome message: Pi's
-    own dialog (a session actor) or the terminal operator view (`local:<uid>`)."""
-    if human is None or human.channel != "pi":
-        return None
-    return "answered in the terminal" if human.actor_id.startswith("local:") else \
-        "answered in Pi"
-
-
 def settlement_text(decision: StoredDecision, resolution: Resolution,
                     where: str | None = None) -> str:
     """The short outcome message channels post ("Accepted: Continue", "Cancelled: expired",
@@ -470,8 +462,9 @@ def apply_continue_locally(
     resolution = resolution_of(conn, decision_id)
     if resolution is None:
         raise DecisionRefused(f"decision {decision_id} is not resolved")
-    effect = effects.get(conn, effects.effect_id_for(decision.resource_id, RUN_CONTINUE,
-                                                     decision_id))
+    effect = effects.find(conn, decision.resource_id, RUN_CONTINUE, decision_id)
+    if effect is None:
+        raise KeyError(f"run.continue of {decision_id}")
     if effect.status is effects.EffectStatus.APPLIED:
         return resolution
     output = {"decisionId": decision_id, "choice": resolution.choice,

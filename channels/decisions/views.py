@@ -182,12 +182,15 @@ def count_open(conn: apsw.Connection) -> int:
     return int(conn.execute(f"SELECT count(*){_OPEN}").get)
 
 
-def open_unexpired(conn: apsw.Connection, now: int) -> list[tuple[str, str]]:
-    """(decision_id, audience) of unresolved decisions whose deadline has not passed."""
+def open_unexpired(conn: apsw.Connection, now: int, *,
+                   asked_before: int | None = None) -> list[tuple[str, str]]:
+    """(decision_id, audience) of unresolved decisions whose deadline has not passed (and,
+    with `asked_before`, asked at or before that time)."""
     return [(str(a), str(b)) for a, b in conn.execute(
         f"SELECT d.decision_id, d.audience{_OPEN}"
         " AND (d.deadline_at IS NULL OR d.deadline_at > ?)"
-        " ORDER BY d.created_at, d.decision_id", (now,))]
+        " AND (? IS NULL OR d.created_at <= ?)"
+        " ORDER BY d.created_at, d.decision_id", (now, asked_before, asked_before))]
 
 
 def overdue_decision_ids(conn: apsw.Connection, now: int) -> list[str]:
@@ -229,11 +232,9 @@ def _view(
     })
     continuation = "none"
     if resolution is not None:
-        status = conn.execute(
-            "SELECT status FROM effects WHERE effect_id = ?",
-            (effects.effect_id_for(decision.resource_id, RUN_CONTINUE, decision.decision_id),),
-        ).get
-        continuation = "applied" if status == "applied" else "pending"
+        effect = effects.find(conn, decision.resource_id, RUN_CONTINUE, decision.decision_id)
+        applied = effect is not None and effect.status is effects.EffectStatus.APPLIED
+        continuation = "applied" if applied else "pending"
     choice = resolution.choice if resolution else None
     decided_by = None if resolution is None else _decided_by(conn, decision.decision_id,
                                                               resolution.provenance)

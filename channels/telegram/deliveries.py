@@ -17,6 +17,7 @@ from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
 from state.exit_codes import EXIT_INTERNAL, EXIT_USAGE
+from state.leases import Lease
 from state.resources import Actor, current_revision
 
 DELIVER = "telegram.deliver"
@@ -34,11 +35,10 @@ def delivery_recipients(
     conn: apsw.Connection, channel: Channel, decision: records.StoredDecision
 ) -> list[str]:
     """The recipients a delivery was made to (fixed at reservation time)."""
-    effect_id = effects.effect_id_for(decision.resource_id, DELIVER, channel.channel_id)
-    try:
-        payload = effects.payload(conn, effects.get(conn, effect_id))
-    except KeyError:
+    card = effects.find(conn, decision.resource_id, DELIVER, channel.channel_id)
+    if card is None:
         return list(channel.recipients)
+    payload = effects.payload(conn, card)
     return [str(r) for r in payload.get("recipients", channel.recipients)]
 
 
@@ -50,30 +50,34 @@ def open_routed_decisions(conn: apsw.Connection, channel: Channel, now: int) -> 
 
 def has_unreserved(conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str]) -> bool:
     """Whether any of these decisions has no delivery effect on the channel yet."""
-    return any(not effects.exists(conn, effects.effect_id_for(
-        records.decision_resource(d), DELIVER, channel.channel_id)) for d in decision_ids)
+    return any(effects.find(conn, records.decision_resource(d), DELIVER, channel.channel_id)
+               is None for d in decision_ids)
 
 
 def reserve_deliveries(
-    conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str], worker: Actor, now: int
+    conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str], worker: Actor, now: int,
+    *, lease: Lease,
 ) -> list[str]:
     """Reserve one delivery effect per decision for this channel (adopting existing ones);
-    the ids of the effects reserved now."""
+    the ids of the effects reserved now, recorded by one event of the channel (its owner's
+    `lease`), not one per effect."""
     reserved: list[str] = []
     for decision_id in decision_ids:
         resource_id = records.decision_resource(decision_id)
-        existing = effects.effect_id_for(resource_id, DELIVER, channel.channel_id)
-        if effects.exists(conn, existing):
+        if effects.find(conn, resource_id, DELIVER, channel.channel_id) is not None:
             continue  # reserved once, with the recipients of that moment
-        effects.reserve(
+        reservation = effects.reserve(
             conn, source_resource_id=resource_id,
             source_revision=resource_revision(conn, resource_id),
             effect_type=DELIVER, idempotency_key=channel.channel_id,
-            payload={"decisionId": decision_id, "channelId": channel.channel_id,
-                     "recipients": list(channel.recipients)},
-            owner_scope="channel", actor=worker, now=now,
+            # The decision is the effect's source, the channel its key: the payload is the
+            # recipients alone, one blob shared by every delivery to the same chats.
+            payload={"recipients": list(channel.recipients)},
+            owner_scope="channel", actor=worker, now=now, recorded_by_caller=True,
         )
-        reserved.append(existing)
+        reserved.append(reservation.effect_id)
+    if reserved:
+        store.record_reservations(conn, lease, channel.channel_id, reserved, now)
     return reserved
 
 
@@ -87,8 +91,7 @@ def reserve_resend(
     resource_id = records.decision_resource(decision_id)
     if records.resolution_of(conn, decision_id) is not None:
         raise DecisionRefused(f"{decision_id} is already resolved; nothing to resend")
-    original = effects.effect_id_for(resource_id, DELIVER, channel.channel_id)
-    if not effects.exists(conn, original):
+    if effects.find(conn, resource_id, DELIVER, channel.channel_id) is None:
         raise DecisionRefused(f"{decision_id} was never delivered on {channel.name}")
     mine = _channel_deliveries(conn, channel.channel_id, resource_id)
     latest = mine[-1]
@@ -146,36 +149,72 @@ def reserve_copy(conn: apsw.Connection, channel: Channel, decision_id: str, chat
         owner_scope="channel", actor=worker, now=now)
 
 
-def reserve_reminder(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
-                     after: int, number: int, worker: Actor, now: int) -> bool:
-    """The decision's next reminder on this channel, due at its time (a delayed effect; the
-    resolution cancels it). False when the audience wants none or none is left."""
+def _reminder_at(channel: Channel, decision: records.StoredDecision, after: int) -> int | None:
+    """When the decision's next reminder on this channel is due after `after` (None when the
+    audience wants none or none is left)."""
     audience = channel.config.audiences.get(decision.audience)
     if audience is not None and not audience.reminders:
-        return False
-    at = reminders.next_reminder(decision.created_at, decision.deadline_at, after,
-                                 audience.quiet_hours if audience is not None else None)
-    if at is None:
-        return False
-    effects.reserve(
-        conn, source_resource_id=decision.resource_id,
-        source_revision=resource_revision(conn, decision.resource_id), effect_type=REMIND,
-        idempotency_key=f"{channel.channel_id}:{number}",
-        payload={"decisionId": decision.decision_id, "channelId": channel.channel_id,
-                 "number": number, "at": at},
-        owner_scope="channel", actor=worker, now=now, available_at=at)
-    return True
+        return None
+    return reminders.next_reminder(decision.created_at, decision.deadline_at, after,
+                                   audience.quiet_hours if audience is not None else None)
+
+
+def due_reminders(conn: apsw.Connection, channel: Channel,
+                  now: int) -> list[tuple[records.StoredDecision, int, int]]:
+    """(decision, number, time) of each reminder whose time has come on this channel: the
+    card delivered, no reminder outstanding, the last one sent. A reminder is reserved only
+    once it is due, so a decision answered before (most are) never has one: no effect, no
+    resource, no events. Its time counts from the card's delivery, then from the last
+    reminder sent (as before: the same times). A refused or ambiguous reminder ends them."""
+    found = []
+    asked_before = now - reminders.EARLIEST_MS
+    for decision_id, _ in views.open_unexpired(conn, now, asked_before=asked_before):
+        resource_id = records.decision_resource(decision_id)
+        card = effects.find(conn, resource_id, DELIVER, channel.channel_id)
+        if card is None or card.status is not effects.EffectStatus.APPLIED \
+                or card.settled_at is None:
+            continue
+        sent = [e for e in effects.list_for_source(conn, resource_id, REMIND)
+                if e.idempotency_key.startswith(channel.channel_id + ":")]
+        if sent and (sent[-1].status is not effects.EffectStatus.APPLIED
+                     or sent[-1].settled_at is None):
+            continue  # outstanding, or refused: no other
+        decision = records.load(conn, decision_id)
+        if not channel.routes_to_me(decision.audience):
+            continue
+        after = sent[-1].settled_at if sent else card.settled_at
+        assert after is not None
+        at = _reminder_at(channel, decision, after)
+        if at is not None and at <= now:
+            found.append((decision, len(sent) + 1, at))
+    return found
+
+
+def reserve_due_reminders(conn: apsw.Connection, channel: Channel, worker: Actor,
+                          now: int) -> list[str]:
+    """Reserve every reminder due now on this channel (see `due_reminders`); their ids."""
+    reserved = []
+    for decision, number, at in due_reminders(conn, channel, now):
+        reservation = effects.reserve(
+            conn, source_resource_id=decision.resource_id,
+            source_revision=resource_revision(conn, decision.resource_id), effect_type=REMIND,
+            idempotency_key=f"{channel.channel_id}:{number}",
+            payload={"decisionId": decision.decision_id, "channelId": channel.channel_id,
+                     "number": number, "at": at},
+            owner_scope="channel", actor=worker, now=now, available_at=at)
+        reserved.append(reservation.effect_id)
+    return reserved
 
 
 def reminder_message_id(channel_id: str, decision_id: str, number: int) -> str:
     return messages.message_id_for(channel_id, "settlement", "reminder", decision_id, str(number))
 
 
-def delivery_message_id(channel_id: str, payload: dict[str, Any]) -> str:
+def delivery_message_id(channel_id: str, decision_id: str, payload: dict[str, Any]) -> str:
     """The message a telegram.deliver effect sends: the card, or a copy of it."""
     copy = payload.get("copy")
     extra = ["copy", str(copy)] if copy is not None else []
-    return messages.message_id_for(channel_id, "delivery", str(payload["decisionId"]), *extra)
+    return messages.message_id_for(channel_id, "delivery", decision_id, *extra)
 
 
 def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str,
@@ -254,7 +293,7 @@ def messages_of_effect(conn: apsw.Connection, channel_id: str,
     p = effects.payload(conn, effect)
     if effect.effect_type == notifying.NOTIFY:
         return [notifying.message_of(channel_id, p)]
-    decision_id = str(p["decisionId"])
+    decision_id = records.decision_of_resource(effect.source_resource_id)
     if effect.effect_type == PROMPT:
         return [prompt_of(p)]
     if effect.effect_type == NOTICE:
@@ -262,7 +301,7 @@ def messages_of_effect(conn: apsw.Connection, channel_id: str,
     if effect.effect_type == REMIND:
         return [reminder_message_id(channel_id, decision_id, int(p["number"]))]
     if effect.effect_type == DELIVER:
-        return [delivery_message_id(channel_id, p)]
+        return [delivery_message_id(channel_id, decision_id, p)]
     return [messages.message_id_for(channel_id, "settlement", decision_id)]
 
 
@@ -291,6 +330,6 @@ def ambiguous_chats(conn: apsw.Connection, channel_id: str, decision_id: str,
         return []
     payload = effects.payload(conn, mine[-1])
     recipients = [str(r) for r in payload.get("recipients", [])]
-    message_id = delivery_message_id(channel_id, payload)
+    message_id = delivery_message_id(channel_id, decision_id, payload)
     unknown = sorted({p.recipient_index for p in messages.parts(conn, message_id) if p.is_intent})
     return [recipients[r] for r in unknown if r < len(recipients)]

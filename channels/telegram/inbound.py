@@ -251,10 +251,9 @@ def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.Sto
                   learned: str, now: int, worker: Actor) -> None:
     """A message learned after this channel's settlement ran gets a settlement of its own
     (one that is still due reads every reference when it runs, this one included)."""
-    settled = effects.effect_id_for(decision.resource_id, SETTLE, channel.channel_id)
-    if not effects.exists(conn, settled):
+    earlier = effects.find(conn, decision.resource_id, SETTLE, channel.channel_id)
+    if earlier is None:
         return  # not resolved yet (the press may resolve it), or never presented here
-    earlier = effects.get(conn, settled)
     if not earlier.status.settled:
         return
     effects.reserve(

@@ -17,7 +17,7 @@ from typing import Any
 
 from channels import messages
 from channels.decisions import records, views
-from channels.decisions.presentation import fingerprint, render_decision_text
+from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
@@ -34,7 +34,6 @@ from channels.telegram.deliveries import (
     notice_message_id,
     prompt_of,
     reminder_message_id,
-    reserve_reminder,
 )
 from channels.telegram.effect_kinds import EFFECT_TYPES, LEVELS
 from channels.telegram.identity import Channel
@@ -202,7 +201,7 @@ class Outbound:
 
     async def _deliver(self, attempt: Attempt) -> None:
         payload = self.db.read(lambda c: effects.payload(c, attempt.effect))
-        decision_id = str(payload["decisionId"])
+        decision_id = records.decision_of_resource(attempt.effect.source_resource_id)
         decision = self.db.read(lambda c: records.load(c, decision_id))
         document = channel_request_document(decision.request)
         try:
@@ -212,10 +211,11 @@ class Outbound:
         except DecisionError as exc:
             self._finish(attempt, "rejected", error={"description": str(exc)})
             return
-        message_id = delivery_message_id(self.channel.channel_id, payload)
+        message_id = delivery_message_id(self.channel.channel_id, decision_id, payload)
+        # The message's text is the card as sent: one part, one blob for message and part.
+        text = "\n\n".join(part.text for part in parts)
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, decision_id, "delivery",
-            render_decision_text(document), self._now()))
+            c, message_id, self.channel.channel_id, decision_id, "delivery", text, self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
         only = payload.get("only")
         delivery = Delivery(decision_id, message_id, parts, keyboard(decision.request),
@@ -244,15 +244,9 @@ class Outbound:
         self.db.write(lambda c: messages.set_message_status(c, d.message_id, message_status,
                                                           self._now()))
         outcome: effects.AttemptOutcome = "applied" if delivered else "rejected"
-        first_card = delivered and not d.resend and d.only is None
-
-        def finish(c: Any) -> None:
-            now = self._now()
-            effects.finish_attempt(c, attempt, outcome, now, result={"recipients": report})
-            if first_card:  # the card is out: its first reminder waits for its time
-                reserve_reminder(c, self.channel, records.load(c, d.decision_id), now, 1,
-                                 self._actor, now)
-        self.db.write(finish)
+        # The card is out; its first reminder is reserved once it is due (`due_reminders`).
+        self.db.write(lambda c: effects.finish_attempt(c, attempt, outcome, self._now(),
+                                                       result={"recipients": report}))
 
     async def _send_recipient(
         self, attempt: Attempt, d: Delivery, r: int, chat: str
@@ -414,11 +408,10 @@ class Outbound:
                 return  # that path recorded the attempt
         final = attempt
 
-        def confirm(c: Any) -> None:
+        def confirm(c: Any) -> None:  # the next one is reserved once it is due
             now = self._now()
             messages.set_message_status(c, message_id, "confirmed", now)
             effects.finish_attempt(c, final, "applied", now)
-            reserve_reminder(c, self.channel, decision, now, number + 1, self._actor, now)
         self.db.write(confirm)
 
     # -- settlement ----------------------------------------------------------------------------
@@ -428,8 +421,8 @@ class Outbound:
     # crash in between leaves the intents: the outcome post is ambiguous, never posted twice.
 
     def _settle_intents(self, c: Any, attempt: Attempt) -> Settlement:
-        p = effects.payload(c, attempt.effect)
-        decision_id, now = str(p["decisionId"]), self._now()
+        decision_id = records.decision_of_resource(attempt.effect.source_resource_id)
+        now = self._now()
         channel_id = self.channel.channel_id
         # Telegram's own outcome post (who answered, how, when), not the channel-neutral text.
         post = outcomes.outcome_post(c, self.channel, records.load(c, decision_id), now)

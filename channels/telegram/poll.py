@@ -313,11 +313,12 @@ class _ChannelPoll:
                                      scope=self.channel.channel_id))
 
     def _undelivered(self, conn: Any) -> bool:
-        """Whether an open decision routed here has no delivery yet (a read: most passes
-        have nothing to reserve and need no write transaction)."""
+        """Whether an open decision routed here has no delivery yet, or a reminder due (a
+        read: most passes have nothing to reserve and need no write transaction)."""
         now = self._now()
-        return deliveries.has_unreserved(conn, self.channel,
-                                         deliveries.open_routed_decisions(conn, self.channel, now))
+        wanted = deliveries.open_routed_decisions(conn, self.channel, now)
+        return deliveries.has_unreserved(conn, self.channel, wanted) or \
+            bool(deliveries.due_reminders(conn, self.channel, now))
 
     def _wake(self, deliverer: Deliverer) -> None:
         """Another connection committed: deliver a decision new to this channel at once."""
@@ -333,7 +334,11 @@ class _ChannelPoll:
         now = self._now()
         leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
         wanted = deliveries.open_routed_decisions(conn, self.channel, now)
-        return deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now)
+        fresh = deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now,
+                                              lease=self.lease)
+        # Reminders due now (reserved only then); the background queue sends them.
+        deliveries.reserve_due_reminders(conn, self.channel, self._actor, now)
+        return fresh
 
     async def _receive(self, api: BotApi, short: bool = False) -> bool:
         """One getUpdates (`short`: with no long poll) and its ingest; False when this

@@ -17,6 +17,8 @@ MIN_WINDOW_MS = HOUR_MS
 BEFORE_DEADLINE_MS = 10 * MINUTE_MS
 FIRST_STILL_WAITING_MS = HOUR_MS
 MAX_REMINDERS = 400  # a decision without a deadline: about a year of daily reminders
+# No reminder is ever due sooner after the ask: half the shortest window that has any.
+EARLIEST_MS = min(MIN_WINDOW_MS // 2, FIRST_STILL_WAITING_MS)
 
 def schedule(created_ms: int, deadline_ms: int | None) -> list[int]:
     """Every reminder time of a decision, before quiet hours move them."""
@@ -66,6 +68,7 @@ def reminder_text(title: str, fp: str, created_ms: int, deadline_ms: int | None,
 
 __all__ = [
     "BEFORE_DEADLINE_MS",
+    "EARLIEST_MS",
     "MIN_WINDOW_MS",
     "QuietHours",
     "default_label",

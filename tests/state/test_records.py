@@ -242,6 +242,25 @@ def test_identical_reservation_adopts_and_a_different_payload_conflicts(db: Data
     assert count(db, "effects") == 1
 
 
+def test_an_effect_reserved_under_an_earlier_longer_id_is_found_by_its_cause(
+        db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_resource(db)
+    # An earlier version named effects with 40 hex digits: its effects are adopted (and
+    # conflict) by their unique key, never duplicated under the new, shorter id.
+    monkeypatch.setattr(effects, "effect_id_for", lambda s, t, k: "effect-" + "a" * 40)
+    old = reserve(db, {"chat": 1})
+    monkeypatch.undo()
+    again = reserve(db, {"chat": 1})
+    assert again.adopted and again.effect_id == old.effect_id == "effect-" + "a" * 40
+    found = db.read(lambda c: effects.find(c, "run:r1", "telegram.deliver", "k"))
+    assert found is not None and found.effect_id == old.effect_id
+    with pytest.raises(EffectConflict):
+        reserve(db, {"chat": 2})
+    fresh = reserve(db, {"chat": 1}, key="k2")
+    assert len(fresh.effect_id) == len("effect-") + 24
+    assert count(db, "effects") == 2
+
+
 def test_effect_attempt_lifecycle_applied(db: Database, clock: ManualClock) -> None:
     make_resource(db)
     res = reserve(db, {"chat": 1})

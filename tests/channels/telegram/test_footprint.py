@@ -5,6 +5,8 @@ fake Bot API."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from typing import Any
 
 from channels.decisions import records, runs
@@ -49,7 +51,7 @@ def test_every_row_of_the_lifecycle_is_there(flow: Flow) -> None:  # noqa: F811
     assert flow.rows("SELECT effect_type, status, attempt_count FROM effects"
                      " WHERE source_resource_id = ? ORDER BY effect_type", source) == [
         ("run.continue", "applied", 1), ("telegram.deliver", "applied", 1),
-        ("telegram.remind", "cancelled", 0), ("telegram.settle", "applied", 1)]
+        ("telegram.settle", "applied", 1)]  # no reminder: none was due before the press
     # Every effect is a resource with its lease history and its attempts.
     assert flow.rows(
         "SELECT e.effect_type, r.resource_type, a.outcome, l.generation FROM effects e"
@@ -57,7 +59,7 @@ def test_every_row_of_the_lifecycle_is_there(flow: Flow) -> None:  # noqa: F811
         " LEFT JOIN leases l ON l.resource_id = e.resource_id WHERE e.source_resource_id = ?"
         " ORDER BY e.effect_type", source) == [
         ("run.continue", "effect", "applied", None), ("telegram.deliver", "effect", "applied", 1),
-        ("telegram.remind", "effect", None, None), ("telegram.settle", "effect", "applied", 1)]
+        ("telegram.settle", "effect", "applied", 1)]
 
 
 def test_one_event_per_accepted_change_and_revisions_without_gaps(flow: Flow) -> None:  # noqa: F811
@@ -80,9 +82,15 @@ def test_one_event_per_accepted_change_and_revisions_without_gaps(flow: Flow) ->
         effect_id = effects.effect_id_for(decision, effect_type, key)
         return [t for _, t, _ in events_of(flow, f"effect:{effect_id}")]
 
-    # Reserved by the channel pass (no change of their source): their own event.
+    # Reserved by the channel pass (no change of their source): the channel's one event for
+    # the pass's new deliveries names it; the effect starts at revision 0.
     assert effect_events(deliveries.DELIVER, CHANNEL) == [
-        "effect.reserved", "effect.attempt_started", "effect.applied"]
+        "effect.attempt_started", "effect.applied"]
+    delivery = effects.effect_id_for(decision, deliveries.DELIVER, CHANNEL)
+    [(payload,)] = flow.rows(
+        "SELECT b.content FROM events e JOIN blobs b ON b.blob_hash = e.payload_hash"
+        " WHERE e.event_type = 'channel.effects_reserved'")
+    assert json.loads(payload) == {"effects": [delivery]}
     assert effect_events(deliveries.SETTLE, CHANNEL) == [
         "effect.attempt_started", "effect.applied"]
     assert effect_events("run.continue", handle.decision_id) == ["effect.applied"]
@@ -90,3 +98,44 @@ def test_one_event_per_accepted_change_and_revisions_without_gaps(flow: Flow) ->
     assert flow.rows("SELECT DISTINCT source_revision FROM effects WHERE source_resource_id = ?"
                      " AND effect_type IN ('run.continue', 'telegram.settle')", decision) == [
         (2,)]
+
+
+def counts(flow: Flow) -> dict[str, Any]:  # noqa: F811
+    tables = [str(n) for (n,) in flow.rows(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    return {
+        "rows": Counter({t: int(flow.rows(f"SELECT count(*) FROM {t}")[0][0]) for t in tables}),
+        "events": Counter({str(t): int(n) for t, n in flow.rows(
+            "SELECT event_type, count(*) FROM events GROUP BY event_type")}),
+    }
+
+
+def test_the_footprint_of_one_more_decision_is_pinned(flow: Flow) -> None:  # noqa: F811
+    lifecycle(flow)  # the channel registered, shared blobs (choices, payloads) stored
+    before = counts(flow)
+    handle = flow.ask(title="Another?")
+    flow.poll()
+    flow.press(handle, "continue", callback_id="cb-2")
+    flow.poll()
+    after = counts(flow)
+    rows = after["rows"] - before["rows"]
+    events = after["events"] - before["events"]
+    # What one more simple lifecycle adds (two passes), row for row: its own records, the
+    # three effects (no reminder: none was due) and their leases, the run's lease, and
+    # eleven blobs: seven its own (the run's input, the subject, the request, the card, which
+    # is the delivery message's text and its part's, the press, the outcome post, the run's
+    # output; the presentation here is the first one's) and four of the channel's passes
+    # (two claims, the cursor, the reservation). The choices, the delivery's recipients, the
+    # answer's payloads and every result are blobs the first decision stored already.
+    assert rows == Counter({
+        "events": 16, "blobs": 11, "resources": 5, "effects": 3, "effect_attempts": 3,
+        "leases": 3, "channel_messages": 2, "channel_message_parts": 2, "runs": 1,
+        "node_attempts": 1, "human_decisions": 1, "human_decision_resolutions": 1,
+        "human_decision_submissions": 1, "channel_inbox": 1})
+    # Ten events of the decision's own resources, six of the channel's two passes.
+    assert events == Counter({
+        "run.created": 1, "run.lease_released": 1, "run.completed": 1,
+        "decision.opened": 1, "decision.resolved": 1,
+        "effect.attempt_started": 2, "effect.applied": 3,
+        "channel.lease_acquired": 2, "channel.lease_released": 2,
+        "channel.updates_received": 1, "channel.effects_reserved": 1})
