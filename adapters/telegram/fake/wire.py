@@ -19,6 +19,7 @@ _KNOWN_METHODS: Final = {
     for name in (
         "getMe", "getUpdates", "sendMessage", "editMessageReplyMarkup",
         "answerCallbackQuery", "deleteWebhook", "getWebhookInfo", "setMyCommands",
+        "setWebhook",
     )
 }  # fmt: skip
 
