@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.cli.setup import BotApiUnavailable, verify_token
+from adapters.cli.bot_checks import BotApiUnavailable, verify_token
 from adapters.telegram.fake import FakeBotApi, Fault
 from adapters.telegram.setup_bot import SetupBot
 from channels.config.errors import ConfigInvalid
