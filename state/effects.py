@@ -305,9 +305,9 @@ def finish_attempt(
 ) -> Effect:
     """Record the attempt's outcome and settle (or, for a provably unsent try, reschedule)."""
     leases.verify(conn, attempt.lease, now)
-    if outcome is AttemptOutcome.INTERRUPTED:
+    if outcome == AttemptOutcome.INTERRUPTED:
         raise WriteRejected("only a takeover interrupts an attempt (see `interrupt`)")
-    if retry_at is not None and outcome is not AttemptOutcome.REJECTED:
+    if retry_at is not None and outcome != AttemptOutcome.REJECTED:
         raise WriteRejected("only an attempt that provably did nothing may be retried")
     result_hash = None if result is None else blobs.put_json(conn, result, now)
     error_hash = None if error is None else blobs.put_json(conn, error, now)

@@ -54,7 +54,6 @@ from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StaleLease, StateError, WriteRejected
-from state.leases import OwnerType
 from state.resources import Actor
 
 NOTIFY = notifying.NOTIFY
@@ -139,8 +138,8 @@ class Outbound:
 
     async def _apply(self, effect: Effect) -> None:
         def begin(c: Any) -> tuple[Attempt, Settlement | None]:
-            attempt = effects.begin_attempt(c, effect.effect_id, OwnerType.CHANNEL, self.owner_id,
-                                            self._now(), self.db.entropy)
+            attempt = effects.begin_attempt(c, effect.effect_id, leases.OwnerType.CHANNEL,
+                                            self.owner_id, self._now(), self.db.entropy)
             # A settlement's intents commit with its attempt: one commit before the sends.
             return attempt, (self._settle_intents(c, attempt) if effect.effect_type == SETTLE
                              else None)
@@ -479,8 +478,7 @@ class Outbound:
             posts = [res for r, chat, res in sent if record_post(c, s.message_id, r, chat, res)]
             # A post whose answer was lost keeps its intent row: ambiguous, never confirmed.
             unknown = messages.message_has_intents(c, s.message_id)
-            status = messages.MessageStatus("pending" if posts else
-                                            "ambiguous" if unknown else "confirmed")
+            status = MessageStatus("pending" if posts else "ambiguous" if unknown else "confirmed")
             messages.set_message_status(c, s.message_id, status, now)
             # Never given up for a 429 or a transient error: tried again (after what a 429
             # asked for) until the keyboards are off; only a refusal for good ends it.
