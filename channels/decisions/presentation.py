@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypedDict, TypeVar
 
+from channels.decisions.deadline import dated_deadline_line
 from channels.errors import InvalidPresentation
 from channels.text import (
     TERMINAL_CONTROL_RE,
@@ -264,9 +265,7 @@ def _default_notice(request: Mapping[str, Any]) -> str | None:
     default = request.get("defaultResponse")
     if expires_at is None or default is None:
         return None
-    choice_id = default["choice"]
-    selected = request["choices"].get(choice_id)
-    label = selected["label"] if selected is not None else choice_id
+    label = _choice_label(request["choices"], default["choice"])
     return (
         f"If no answer is accepted by {expires_at}, "
         f"this decision continues automatically with: {label}."
@@ -286,6 +285,23 @@ def fingerprint(presentation_digest: str) -> str:
     """The first 12 hex digits of a presentation digest, shown to operators."""
     start = len("sha256:")
     return presentation_digest[start : start + FINGERPRINT_LENGTH]
+
+
+def render_person_text(request: Mapping[str, Any]) -> str:
+    """The decision as a person reads it in Pi: the contract's text with its deadline notice
+    (an ISO timestamp) replaced by a readable, dated deadline line."""
+    segments = [s for s in decision_segments(request) if s.text != _default_notice(request)]
+    default = request.get("defaultResponse")
+    label = None if default is None else \
+        _choice_label(request["choices"], default["choice"])
+    segments.insert(-1, Segment("paragraph", dated_deadline_line(request.get("expiresAt"), label)))
+    content = "\n\n".join(operator_safe_text(s.text) for s in segments)
+    return f"{content}\n\nDecision {fingerprint(request['presentationDigest'])}"
+
+
+def _choice_label(choices: Mapping[str, Mapping[str, Any]], choice_id: str) -> str:
+    selected = choices.get(choice_id)
+    return str(selected["label"]) if selected is not None else choice_id
 
 
 def render_decision_text(request: Mapping[str, Any], *, once: bool = False) -> str:

@@ -14,7 +14,7 @@ import apsw
 from channels import inbox
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
 from channels.decisions import records, resolution
-from channels.decisions.presentation import render_decision_text
+from channels.decisions.presentation import render_person_text
 from channels.decisions.records import StoredDecision
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
 from channels.pi.sessions import LOCAL_PROFILE, claim_channel, local_channel_id, routes_to_pi
@@ -46,7 +46,7 @@ class OpenDecision:
             request_digest=request.request_digest,
             title=str(request.document["title"]),
             audience=stored.audience,
-            text=render_decision_text(request.document),
+            text=render_person_text(request.document),
             choices=tuple(_choice_json(cid, choice) for cid, choice in request.choices.items()),
             deadline_at=stored.deadline_at,
         )

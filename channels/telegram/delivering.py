@@ -1,5 +1,5 @@
-"""New deliveries (and reminders) go out in the background of a pass, behind what presses
-cause, and a decision asked just now goes out ahead of a backlog.
+"""New deliveries (and reminders) and settlements go out in the background of a pass, so the
+pass is back in getUpdates at once, and a decision asked just now goes out ahead of a backlog.
 
 The poll cycle receives, processes and answers presses while a `Deliverer` applies the due
 deliveries in a task of its own, at the pacer's NORMAL priority: a settlement or prompt that
@@ -7,8 +7,10 @@ a press causes takes the next slot of its chat ahead of them, and a press never 
 long queue of deliveries to drain. A decision the watcher (wakeups.py) sees asked during the
 pass is `rush`ed: its delivery is applied at once in a task of its own at FRESH priority, so
 it takes its chat's next slot ahead of the backlog (at most RUSH_MAX at a time: a burst of new
-decisions is a backlog itself). The two never send one effect twice: each attempt claims the
-effect's own lease, and a second taker is refused.
+decisions is a backlog itself). Settlements (keyboards off, outcome posts) run in a task of
+their own too, SETTLE_CONCURRENCY at once, at SETTLING priority: one that waits for its chat's
+slot never keeps the pass from receiving the next press. None of them sends one effect twice:
+each attempt claims the effect's own lease, and a second taker is refused.
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from channels.telegram.deliveries import DELIVER
-from channels.telegram.outbound import BACKGROUND_TYPES, Outbound
+from channels.telegram.deliveries import DELIVER, SETTLE
+from channels.telegram.effect_kinds import BACKGROUND_TYPES
+from channels.telegram.outbound import Outbound
 from channels.telegram.pacing import FRESH, NORMAL, sending_as
 from state import effects
 
 RUSH_MAX = 4  # deliveries reserved together that still go ahead of the background queue
+SETTLE_CONCURRENCY = 4  # settlements in flight at once (independent decisions)
 
 
 @dataclass
@@ -36,6 +40,8 @@ class Deliverer:
     _task: asyncio.Task[int] | None = None
     _again: bool = False
     _rushed: set[asyncio.Task[bool]] = field(default_factory=set)
+    _settling: asyncio.Task[int] | None = None
+    _settle_again: bool = False
 
     def kick(self) -> None:
         """Deliver what is due now (and, if a run is under way, once more after it)."""
@@ -44,6 +50,22 @@ class Deliverer:
             return
         self._collect()
         self._task = asyncio.ensure_future(self._run())
+
+    def settle(self) -> None:
+        """Apply the due settlements (and, if a run is under way, once more after it)."""
+        if self._settling is not None and not self._settling.done():
+            self._settle_again = True
+            return
+        self._collect()
+        self._settling = asyncio.ensure_future(self._settle())
+
+    async def _settle(self) -> int:
+        applied = 0
+        while True:
+            self._settle_again = False
+            applied += await self.outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
+            if not self._settle_again:
+                return applied
 
     def rush(self, effect_ids: Sequence[str], *, newest: bool = False) -> None:
         """Deliveries just reserved for decisions asked now: each at once, ahead of the queue
@@ -87,13 +109,16 @@ class Deliverer:
         if self._task is not None and self._task.done():
             task, self._task = self._task, None
             self.applied += task.result()
+        if self._settling is not None and self._settling.done():
+            settling, self._settling = self._settling, None
+            self.applied += settling.result()
         for done in [t for t in self._rushed if t.done()]:
             self._rushed.discard(done)
             self.applied += int(done.result())
 
     async def finish(self) -> int:
         """Wait for the runs under way; how many deliveries were applied in all."""
-        while pending := [t for t in (self._task, *self._rushed) if t is not None
+        while pending := [t for t in (self._task, self._settling, *self._rushed) if t is not None
                           and not t.done()]:
             await asyncio.wait(pending)
         self._collect()
@@ -101,7 +126,7 @@ class Deliverer:
 
     async def cancel(self) -> None:
         """Stop the runs still under way (the pass is ending on an error or a signal)."""
-        for task in (self._task, *self._rushed):
+        for task in (self._task, self._settling, *self._rushed):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):

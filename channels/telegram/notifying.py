@@ -23,10 +23,10 @@ import apsw
 
 from channels import messages, store
 from channels.decisions import runs
+from channels.decisions.deadline import clock_time
 from channels.notifications import records
 from channels.notifications.producing import TELEGRAM_NOTIFY
 from channels.telegram.card import CardPart, note_parts
-from channels.telegram.deadline import clock_time
 from channels.telegram.identity import Channel
 from channels.telegram.settling import maybe_acted, token_rejected
 from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe

@@ -38,8 +38,10 @@ from channels.telegram.deliveries import (
     reminder_message_id,
     reserve_reminder,
 )
+from channels.telegram.effect_kinds import EFFECT_TYPES, LEVELS
 from channels.telegram.identity import Channel
-from channels.telegram.pacing import NORMAL, URGENT, Pacer, sending_as
+from channels.telegram.notifying import NOTIFY
+from channels.telegram.pacing import Pacer, sending_as
 from channels.telegram.plans import Delivery, Settlement
 from channels.telegram.sent import delivered_recipients, keyboard_messages
 from channels.telegram.settling import (
@@ -56,10 +58,6 @@ from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StaleLease, StateError, WriteRejected
 from state.resources import Actor
 
-NOTIFY = notifying.NOTIFY
-EFFECT_TYPES = (DELIVER, PROMPT, SETTLE, NOTICE, REMIND, NOTIFY)
-URGENT_TYPES = (PROMPT, SETTLE, NOTICE)  # what presses and replies caused: ahead of the rest
-BACKGROUND_TYPES = (DELIVER, REMIND, NOTIFY)  # deliveries, reminders, notifications: behind
 NOT_SENT_BACKOFF_MS = 5_000
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
 
@@ -130,9 +128,9 @@ class Outbound:
         return self.pacer.blocked(p, int((self.deadline() - time.time()) * 1000))
 
     async def apply(self, effect: Effect, level: int | None = None) -> None:
-        """Apply one effect, its sends at `level` (default: deliveries NORMAL, the rest URGENT)."""
-        with sending_as(NORMAL if level is None and effect.effect_type in BACKGROUND_TYPES
-                        else URGENT if level is None else level):
+        """Apply one effect, its sends at `level` (default: deliveries NORMAL, settlements
+        SETTLING, prompts and notices URGENT)."""
+        with sending_as(LEVELS[effect.effect_type] if level is None else level):
             if effect.effect_type != NOTIFY or await notifying.ready(self, effect, self._apply):
                 await self._apply(effect)
 
@@ -498,3 +496,4 @@ class Outbound:
         if attempt.lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
             return attempt
         return self._renew(attempt)
+

@@ -16,8 +16,8 @@ import apsw
 
 from channels import inbox
 from channels.decisions import history, records
+from channels.decisions.deadline import clock_time
 from channels.decisions.presentation import fingerprint
-from channels.telegram.deadline import clock_time
 from channels.telegram.identity import Channel, telegram_channel_id
 from channels.text import from_units, operator_safe_text, to_units
 

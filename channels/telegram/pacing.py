@@ -1,11 +1,15 @@
 """Every Bot API send paced to Telegram's limits, and every 429 honoured for every method.
 
-The limits (the Bot FAQ; telegram-ptb-apsw-facts A9): about one message a second to one chat,
-at most 20 a minute to one group, about 30 a second for the whole bot. One `Pacer` serves a
-channel's pass (one bot), across the concurrent sends of that pass: a send asks for a slot,
-and the slots that must wait are granted in priority order, what presses caused (their
-callback answers, prompts and settlements) ahead of a decision asked just now, and that ahead
-of the other deliveries (a backlog).
+The limits (the Bot FAQ; telegram-ptb-apsw-facts A9): about one message a second to one chat
+("short bursts are allowed, then 429s follow"), at most 20 a minute to one group, about 30 a
+second for the whole bot. A chat's messages are paced as a bucket of CHAT_BURST slots that
+refills one a second: a settlement (two calls) and the next decision go at once, and no
+more than one a second goes on average. One `Pacer` serves a channel's pass (one bot), across
+the concurrent sends of that pass: a send asks for a slot, and the slots that must wait are
+granted in priority order: the prompts a press caused, then a decision asked just now, then
+settlements, then the other deliveries (a backlog). Settlements and the backlog leave the
+bucket's last slot to the first two, so a new question or a prompt never waits behind a
+backlog's pace; callback answers are not messages and only holds apply to them.
 
 A 429 holds its chat (the whole bot for a call bound to no chat) for `retry_after`; while a
 hold lasts, nothing goes to that chat by any method, and a send that could only go after
@@ -30,10 +34,13 @@ from typing import Any, Final
 from channels.telegram.holds import BOT, Hold
 from channels.transport import REJECTED, BotApi, ProviderResult
 
-URGENT: Final = 0  # callback answers, prompts, settlements: what a press caused
-FRESH: Final = 1  # a decision asked just now, while the pass runs: ahead of a backlog
-NORMAL: Final = 2  # the other deliveries (a backlog)
-CHAT_INTERVAL_MS: Final = 1_000  # one message a second to one chat
+URGENT: Final = 0  # callback answers, prompts: a person waits for them
+FRESH: Final = 1  # a decision asked just now, while the pass runs: someone's call waits
+SETTLING: Final = 2  # keyboards off and outcome posts: the press was answered already
+NORMAL: Final = 3  # the other deliveries (a backlog)
+CHAT_INTERVAL_MS: Final = 1_000  # one message a second to one chat, on average
+CHAT_BURST: Final = 3  # a short burst within that
+RESERVED_SLOTS: Final = 1  # of a chat's bucket, kept by settlements and the backlog for the above
 GROUP_PER_MINUTE: Final = 20  # to one group (a negative chat id)
 BOT_PER_SECOND: Final = 30  # for the whole bot
 DEFAULT_RETRY_AFTER_S: Final = 1.0  # a 429 that names no retry_after
@@ -70,7 +77,7 @@ def _monotonic_ms() -> int:
 
 @dataclass(eq=False)
 class _Waiter:
-    rank: tuple[int, int]
+    rank: tuple[int, int]  # (level, arrival)
     chat: str | None  # None: a call bound to no chat (answerCallbackQuery)
     paced: bool  # counts toward the message limits (False: only holds apply)
     latest: int  # monotonic ms after which it would be too late: refused instead
@@ -87,10 +94,11 @@ class Pacer:
     now_ms: Callable[[], int]
     holds: dict[str, Hold] = field(default_factory=dict)
     chat_interval_ms: int = CHAT_INTERVAL_MS
+    chat_burst: int = CHAT_BURST
     group_per_minute: int = GROUP_PER_MINUTE
     bot_per_second: int = BOT_PER_SECOND
     mono_ms: Callable[[], int] = _monotonic_ms
-    _last: dict[str, int] = field(default_factory=dict)  # chat -> its last slot
+    _bucket: dict[str, tuple[float, int]] = field(default_factory=dict)  # chat -> (slots, at)
     _group: dict[str, deque[int]] = field(default_factory=dict)
     _bot: deque[int] = field(default_factory=deque)
     _waiters: list[_Waiter] = field(default_factory=list)
@@ -117,15 +125,24 @@ class Pacer:
         self._dispatch()
         return hold
 
-    def ready_in(self, chat: str | None, paced: bool = True) -> int:
-        """How long (ms) until a send to `chat` may go, holds and limits included; 0: now."""
+    def _slots(self, chat: str, mono: int) -> float:
+        """The chat's bucket now: full unless recent sends took from it."""
+        slots, at = self._bucket.get(chat, (float(self.chat_burst), mono))
+        if self.chat_interval_ms <= 0:
+            return float(self.chat_burst)
+        return min(float(self.chat_burst), slots + (mono - at) / self.chat_interval_ms)
+
+    def ready_in(self, chat: str | None, paced: bool = True, level: int = NORMAL) -> int:
+        """How long (ms) until a send to `chat` at `level` may go, holds and limits
+        included; 0: now."""
         wait = self.held_until(chat) - self.now_ms()
         if paced:
             mono = self.mono_ms()
             if chat is not None:
-                last = self._last.get(chat)
-                if last is not None:
-                    wait = max(wait, last + self.chat_interval_ms - mono)
+                needed = 1 + (RESERVED_SLOTS if level >= SETTLING else 0)
+                missing = min(needed, self.chat_burst) - self._slots(chat, mono)
+                if missing > 0:
+                    wait = max(wait, math.ceil(missing * self.chat_interval_ms))
                 window = self._group.get(chat)
                 if window is not None and len(window) >= self.group_per_minute:
                     wait = max(wait, window[-self.group_per_minute] + 60_000 - mono)
@@ -172,7 +189,7 @@ class Pacer:
             if waiter.granted.done():
                 self._waiters.remove(waiter)
                 continue
-            wait = self.ready_in(waiter.chat, waiter.paced)
+            wait = self.ready_in(waiter.chat, waiter.paced, waiter.rank[0])
             if wait <= 0:
                 self._record(waiter)
                 waiter.granted.set_result(True)
@@ -194,7 +211,7 @@ class Pacer:
         while len(self._bot) > self.bot_per_second:
             self._bot.popleft()
         if waiter.chat is not None:
-            self._last[waiter.chat] = now
+            self._bucket[waiter.chat] = (self._slots(waiter.chat, now) - 1, now)
             if is_group(waiter.chat):
                 window = self._group.setdefault(waiter.chat, deque())
                 window.append(now)
@@ -299,7 +316,7 @@ class PacedApi:
             return False
 
     def _held(self, chat: str | None) -> Held:
-        wait_ms = self.pacer.ready_in(chat)
+        wait_ms = self.pacer.ready_in(chat, level=priority.get())
         held = self.pacer.held_until(chat) > self.pacer.now_ms()
         reason = "a 429 holds this chat" if held else "no slot within Telegram's limits"
         return Held(max(1, math.ceil(wait_ms / 1000)),

@@ -40,10 +40,10 @@ from channels.telegram import (
 )
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
-from channels.telegram.deliveries import SETTLE
 from channels.telegram.delivering import Deliverer
+from channels.telegram.effect_kinds import EFFECT_TYPES, URGENT_TYPES
 from channels.telegram.identity import Channel
-from channels.telegram.outbound import EFFECT_TYPES, LEASE_MARGIN_S, URGENT_TYPES, Outbound
+from channels.telegram.outbound import LEASE_MARGIN_S, Outbound
 from channels.telegram.reports import LONG_POLL_SECONDS, ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
@@ -66,7 +66,6 @@ INBOX_BATCH = 100
 # Callback answers in flight at once, right after their batch commits, in press order: 100
 # presses at 150 ms a call are answered in about 1 s, well within Telegram's 15 s.
 ANSWER_CONCURRENCY = 16
-SETTLE_CONCURRENCY = 4  # settlements of a batch in flight at once (independent decisions)
 MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
 # Waiting for the lease ends with this much window left (more than a holder has at its end).
 HANDOVER_MIN_SECONDS = MIN_LONG_POLL_SECONDS + 2
@@ -241,7 +240,7 @@ class _ChannelPoll:
             await wakeups.stop(watcher)
             await deliverer.cancel()
         self.report.errors.extend(outbound.errors + deliverer.outbound.errors)
-        self.report.refused.extend(outbound.refused)
+        self.report.refused.extend(outbound.refused + deliverer.outbound.refused)
         self.report.problems.extend(outbound.failures + deliverer.outbound.failures)
         if self.report.errors:
             last = self.report.errors[-1]
@@ -272,19 +271,20 @@ class _ChannelPoll:
                 if self.db.read(self._undelivered) else []
             if not self.options.once:  # a few new ones go at once (a pass's start: the newest)
                 deliverer.rush(fresh, newest=first)
-            # Retries of prompts and settlements first; the other deliveries only once the
-            # presses that came with this getUpdates are answered, so no press waits behind
-            # them (the pass's first getUpdates is short when deliveries are due).
+            # Retries of prompts first, settlements in the background; the other deliveries
+            # only once the presses that came with this getUpdates are answered, so no press
+            # waits behind them (the pass's first getUpdates is short when deliveries are due).
+            deliverer.settle()
             self.report.effects += await outbound.apply_due(URGENT_TYPES)
             if self._long_hold or not await self._receive(
                     api, short=first and self.db.read(self._due_deliveries)):
                 return
             first = False
             self.report.processed += await self._process_inbox(api)
-            # Settlements go out while the callbacks are answered; prompts after (a prompt
-            # follows the answer that announces it); new deliveries in the background,
-            # paced behind them (the pacer serves what presses caused first).
-            self.report.effects += await outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
+            # Settlements go out in the background while the callbacks are answered; prompts
+            # after (a prompt follows the answer that announces it); new deliveries in the
+            # background, paced behind them (the pacer serves what presses caused first).
+            deliverer.settle()
             await self._answered()
             self.report.effects += await outbound.apply_due(URGENT_TYPES)
             deliverer.kick()

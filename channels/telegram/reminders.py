@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from channels.config.quiet_hours import QuietHours
 from channels.decisions import records
-from channels.telegram.deadline import DAY_MS, HOUR_MS, MINUTE_MS, clock_time, remaining
+from channels.decisions.deadline import DAY_MS, HOUR_MS, MINUTE_MS, clock_time, remaining
 from channels.telegram.outcomes import shorten
 
 MIN_WINDOW_MS = HOUR_MS

@@ -16,6 +16,7 @@ from channels.decisions.presentation import (
     normalize_presentation,
     presentation_code_units,
     render_decision_text,
+    render_person_text,
 )
 from channels.decisions.request import DecisionRequest, OnTimeout, build_request
 from channels.errors import InvalidPresentation
@@ -292,6 +293,24 @@ def test_segments_render_bullets_fields_and_the_timeout_notice() -> None:
         ),
         ("choices", "Choices\n• Continue\n• Replan\n  What should change?"),
     ]
+
+
+def test_the_person_reads_a_dated_deadline_where_the_contract_text_has_a_timestamp() -> None:
+    timed = build_request(
+        run_id="run-p", workflow_name="workflow-p", node_id="approve", attempt_id="attempt-p",
+        audience="operator", choices=CHOICES, title="Title", subject=None,
+        presentation=presentation(summary="Summary"), created_at_ms=CREATED_MS,
+        on_timeout=OnTimeout(after_ms=60_000, response={"choice": "continue"}))
+    text = render_person_text(timed.document)
+    assert "2026-08-19T00:01:00.000Z" in render_decision_text(timed.document)
+    assert "If no answer is accepted" not in text and "T00:01" not in text
+    # Dated always: it stays in Pi's transcript, where "in 1 min" would soon be wrong.
+    assert text.split("\n\n")[2:] == [
+        "Answer by Wed 19 Aug 00:01 UTC; then: Continue",
+        "Choices\n• Continue\n• Replan\n  What should change?",
+        f"Decision {fingerprint(timed.document['presentationDigest'])}"]
+    untimed = render_person_text(vector_request().document)
+    assert "No deadline" in untimed.split("\n\n")
 
 
 def test_rendered_text_makes_control_characters_in_the_title_safe() -> None:

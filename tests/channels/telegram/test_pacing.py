@@ -8,7 +8,7 @@ import asyncio
 
 from channels.telegram import pacing
 from channels.telegram.holds import BOT, Hold
-from channels.telegram.pacing import NORMAL, URGENT, Pacer
+from channels.telegram.pacing import FRESH, NORMAL, SETTLING, URGENT, Pacer
 
 GROUP = "-1001987654321"
 
@@ -18,13 +18,15 @@ def clock_ms() -> int:
 
 
 def test_the_limits_are_telegrams() -> None:
-    assert (pacing.CHAT_INTERVAL_MS, pacing.GROUP_PER_MINUTE, pacing.BOT_PER_SECOND) == \
-        (1_000, 20, 30)
+    # About one message a second to one chat, with short bursts; 20 a minute to a group; 30 a
+    # second for the bot (the Bot FAQ).
+    assert (pacing.CHAT_INTERVAL_MS, pacing.CHAT_BURST, pacing.GROUP_PER_MINUTE,
+            pacing.BOT_PER_SECOND) == (1_000, 3, 20, 30)
 
 
-def test_what_presses_cause_goes_ahead_of_deliveries_waiting_for_the_same_chat() -> None:
+def test_a_prompt_then_a_new_question_then_settlements_go_ahead_of_a_backlog() -> None:
     async def scenario() -> list[str]:
-        pacer = Pacer(clock_ms, chat_interval_ms=30)
+        pacer = Pacer(clock_ms, chat_interval_ms=30, chat_burst=1)  # the order, one by one
         order: list[str] = []
 
         async def send(name: str, level: int) -> None:
@@ -35,18 +37,67 @@ def test_what_presses_cause_goes_ahead_of_deliveries_waiting_for_the_same_chat()
         await asyncio.sleep(0)
         queued = [asyncio.ensure_future(send(f"delivery {i}", NORMAL)) for i in (2, 3, 4)]
         await asyncio.sleep(0)
-        urgent = [asyncio.ensure_future(send(name, URGENT))
-                  for name in ("settlement", "prompt")]
-        await asyncio.gather(first, *queued, *urgent)
+        ahead = [asyncio.ensure_future(send(name, level)) for name, level in (
+            ("settlement", SETTLING), ("new question", FRESH), ("prompt", URGENT))]
+        await asyncio.gather(first, *queued, *ahead)
         return order
 
     assert asyncio.run(scenario()) == [
-        "delivery 1", "settlement", "prompt", "delivery 2", "delivery 3", "delivery 4"]
+        "delivery 1", "prompt", "new question", "settlement", "delivery 2", "delivery 3",
+        "delivery 4"]
 
 
-def test_one_chat_gets_one_slot_at_a_time_and_other_chats_are_not_held_up() -> None:
+class Monotonic:
+    """The pacer's monotonic clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.ms = 5_000_000
+
+    def __call__(self) -> int:
+        return self.ms
+
+
+def test_one_chat_gets_a_short_burst_then_one_message_a_second() -> None:
+    async def scenario() -> list[object]:
+        mono = Monotonic()
+        pacer = Pacer(clock_ms, mono_ms=mono)
+        burst = [await pacer.acquire("42", 0, level=URGENT) for _ in range(3)]
+        seen: list[object] = [burst, await pacer.acquire("42", 0, level=URGENT),
+                              pacer.ready_in("42", level=URGENT)]
+        mono.ms += 400
+        seen.append(pacer.ready_in("42", level=URGENT))
+        mono.ms += 600
+        seen += [await pacer.acquire("42", 0, level=URGENT), pacer.ready_in("43", level=URGENT)]
+        mono.ms += 60_000  # a minute later the bucket is full again, never fuller
+        seen.append([await pacer.acquire("42", 0, level=URGENT) for _ in range(4)])
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        [True, True, True], False, 1_000, 600, True, 0, [True, True, True, False]]
+
+
+def test_settlements_and_the_backlog_leave_the_last_slot_to_a_prompt_or_a_new_question() -> None:
+    async def scenario() -> list[object]:
+        mono = Monotonic()
+        pacer = Pacer(clock_ms, mono_ms=mono)
+        backlog = [await pacer.acquire("42", 0, level=NORMAL) for _ in range(3)]
+        seen: list[object] = [backlog, pacer.ready_in("42", level=SETTLING),
+                              pacer.ready_in("42", level=FRESH)]
+        seen.append(await pacer.acquire("42", 0, level=FRESH))  # the slot kept for it
+        seen.append(pacer.ready_in("42", level=URGENT))
+        mono.ms += 2_000  # two slots back: the backlog may take one, and leaves one
+        seen += [await pacer.acquire("42", 0, level=NORMAL),
+                 await pacer.acquire("42", 0, level=NORMAL),
+                 await pacer.acquire("42", 0, level=URGENT)]
+        return seen
+
+    assert asyncio.run(scenario()) == [
+        [True, True, False], 1_000, 0, True, 1_000, True, False, True]
+
+
+def test_other_chats_are_not_held_up_by_a_busy_one() -> None:
     async def scenario() -> tuple[int, int]:
-        pacer = Pacer(clock_ms, chat_interval_ms=60_000)
+        pacer = Pacer(clock_ms, chat_interval_ms=60_000, chat_burst=1)
         same = [asyncio.ensure_future(pacer.acquire("42", 120_000)) for _ in range(3)]
         others = [asyncio.ensure_future(pacer.acquire(str(100 + i), 120_000)) for i in range(3)]
         await asyncio.sleep(0.05)

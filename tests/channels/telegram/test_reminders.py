@@ -15,7 +15,7 @@ import pytest
 
 from adapters.telegram.fake import FakeBotApi
 from channels.config.quiet_hours import QuietHours
-from channels.telegram.deadline import DAY_MS, HOUR_MS, MINUTE_MS
+from channels.decisions.deadline import DAY_MS, HOUR_MS, MINUTE_MS
 from channels.telegram.reminders import next_reminder, schedule
 from state.clock import ManualClock
 from state.database import Database

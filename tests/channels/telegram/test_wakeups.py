@@ -108,6 +108,38 @@ def test_a_press_during_a_backlog_is_processed_and_settled_before_the_backlog_is
     assert resolved_at < max(delivered_at)
 
 
+def test_a_settlement_that_waits_does_not_keep_the_next_press_waiting(home: Path) -> None:
+    with FakeBotApi(token=TOKEN) as fake:
+        configure_telegram_profile(home, fake.base_url)
+        with Database.open_writer() as db:
+            first = open_decision(db, title="First?")
+            second = open_decision(db, title="Second?")
+            poll_in_process(db)  # delivered: messages 1 and 2
+        # The first settlement's keyboard edit hangs (a slow or rate-limited chat).
+        # (Held 4 s: less than the client's read timeout, so the edit succeeds in the end.)
+        fake.inject("editMessageReplyMarkup", Fault.delay(4.0, times=1))
+        proc = start_cli(home, "poll", "--for", "40")
+        try:
+            press_button(fake, first, "continue", 1)
+            edit = wait_in_flight(fake, "editMessageReplyMarkup")
+            press_button(fake, second, "stop", 2)
+            wait_until(lambda: bool(resolutions(second.decision_id)), "the second press")
+            still_waiting = fake.requests("editMessageReplyMarkup")[0].ended_at is None
+            wait_until(lambda: db_value(
+                "SELECT count(*) FROM effects WHERE effect_type = 'telegram.settle'"
+                " AND status = 'applied'") == 2, "both settlements")
+            polls = fake.requests("getUpdates")
+            _stop(proc)
+        finally:
+            reap(proc)
+    assert [r[0] for r in resolutions(first.decision_id)] == ["accepted"]
+    assert [r[0] for r in resolutions(second.decision_id)] == ["accepted"]
+    # The second press was fetched and resolved while the first keyboard edit still hung:
+    # the pass went back to getUpdates instead of waiting for the settlement.
+    assert still_waiting
+    assert any(edit.started_at < p.started_at for p in polls)
+
+
 def test_commits_by_others_during_an_idle_window_make_the_poller_write_nothing(
         home: Path) -> None:
     with FakeBotApi(token=TOKEN) as fake:

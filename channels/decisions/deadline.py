@@ -26,6 +26,16 @@ def deadline_line(expires_at: str | None, default_label: str | None, now_ms: int
     return f"Answer by {when}, {remaining(at - now_ms)}; {then}"
 
 
+def dated_deadline_line(expires_at: str | None, default_label: str | None) -> str:
+    """The deadline line of a text that stays (a Pi transcript entry): always dated, with no
+    "in 15 min" that would be wrong when read later."""
+    if expires_at is None:
+        return "No deadline"
+    at = ms_from_iso(expires_at)
+    then = f"then: {default_label}" if default_label is not None else "then it expires"
+    return f"Answer by {clock_time(at, at + DAY_MS)}; {then}"
+
+
 def clock_time(at_ms: int, now_ms: int) -> str:
     """`16:22 UTC`, or `Wed 2 Dec 16:22 UTC` when it is not on today's date."""
     moment, today = time.gmtime(at_ms // 1000), time.gmtime(now_ms // 1000)
@@ -52,4 +62,4 @@ def remaining(ms: int) -> str:
     return f"in {days} {unit}" + (f" {hours} h" if hours and days < 3 else "")
 
 
-__all__ = ["clock_time", "deadline_line", "remaining"]
+__all__ = ["clock_time", "dated_deadline_line", "deadline_line", "remaining"]
