@@ -34,6 +34,7 @@ from state.database import COMMON_PRAGMAS
 T = TypeVar("T")
 TOKEN = "7123456789:AAF-benchTokenNotASecret_0123456789ab"
 USER = 5123456789
+_UNPACED = False  # see unpaced()
 
 
 class RawCommits:
@@ -180,11 +181,19 @@ def machine_load() -> str:
 
 
 def unpaced() -> str:
-    """Lift Telegram's message limits in this process and its children (holds still apply):
-    a bench measures the worker's own cost of a 100-press batch in one chat; paced, that batch
+    """Lift Telegram's message limits in this process and, through the test launcher
+    (tests/unpaced.py), in the children `piw.poll_command()` starts (holds still apply): a
+    bench measures the worker's own cost of a 100-press batch in one chat; paced, that batch
     would take 200 s (1 message a second), all of it waiting."""
-    from channels.telegram.pacing import UNPACED_ENV
+    from tests import unpaced as launcher
 
-    os.environ[UNPACED_ENV] = "1"
-    return (f"Telegram's message limits lifted ({UNPACED_ENV}=1): the figures are the worker's"
+    global _UNPACED
+    launcher.install()
+    _UNPACED = True
+    return ("Telegram's message limits lifted (tests/unpaced.py): the figures are the worker's"
             " own cost; paced, each message to one chat waits up to 1 s")
+
+
+def is_unpaced() -> bool:
+    """Whether `unpaced()` ran: the CLI's children are then started through its launcher."""
+    return _UNPACED

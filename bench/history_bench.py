@@ -36,6 +36,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from channels.messages import MessageStatus
+from state.effects import AttemptOutcome
+from state.leases import OwnerType
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import apsw
@@ -71,14 +75,15 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
                                       lease=channel_lease)
         effect_id = effects.effect_id_for(records.decision_resource(decision_id), DELIVER,
                                           channel.channel_id)
-        attempt = effects.begin_attempt(conn, effect_id, "channel", owner, now, db.entropy)
+        attempt = effects.begin_attempt(conn, effect_id, OwnerType.CHANNEL, owner, now, db.entropy)
         message_id = messages.message_id_for(channel.channel_id, "delivery", decision_id)
         messages.ensure_message(conn, message_id, channel.channel_id, decision_id, "delivery",
                                 "decision", now)
         messages.write_part_intent(conn, message_id, 0, 0, "decision", now)
         messages.confirm_part(conn, message_id, 0, 0, chat, ref)
-        messages.set_message_status(conn, message_id, "confirmed", now)
-        effects.finish_attempt(conn, attempt, "applied", now, result={"recipients": []})
+        messages.set_message_status(conn, message_id, MessageStatus.CONFIRMED, now)
+        effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now,
+                               result={"recipients": []})
         events.append(inbox.InboundEvent(f"u{ref}", "callback", {"callbackId": f"c{ref}"}))
         answer = HumanAnswer(decision_id, handle.request.request_digest, {"choice": "continue"},
                              channel.name, f"telegram-user:{USER}", f"u{ref}",
@@ -86,14 +91,14 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
         resolution.resolve(conn, answer, now, allowed_channels=[channel.name])
         settle = effects.effect_id_for(records.decision_resource(decision_id), SETTLE,
                                        channel.channel_id)
-        attempt = effects.begin_attempt(conn, settle, "channel", owner, now, db.entropy)
+        attempt = effects.begin_attempt(conn, settle, OwnerType.CHANNEL, owner, now, db.entropy)
         outcome = messages.message_id_for(channel.channel_id, "settlement", decision_id)
         messages.ensure_message(conn, outcome, channel.channel_id, decision_id, "settlement",
                                 "Accepted: Continue", now)
         messages.write_part_intent(conn, outcome, 0, 0, "Accepted: Continue", now)
         messages.confirm_part(conn, outcome, 0, 0, chat, str(first_ref + 2 * k + 1))
-        messages.set_message_status(conn, outcome, "confirmed", now)
-        effects.finish_attempt(conn, attempt, "applied", now)
+        messages.set_message_status(conn, outcome, MessageStatus.CONFIRMED, now)
+        effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now)
         resolution.apply_continue_locally(conn, decision_id, handle.run.lease, now)
         leases.release(conn, handle.run.lease, now)
     inbox.ingest(conn, channel_lease, channel.channel_id, events, now)

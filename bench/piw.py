@@ -14,7 +14,7 @@ from pathlib import Path
 
 from adapters.cli import telegram as telegram_cli
 from adapters.telegram.fake import RemoteFakeBotApi
-from bench.common import TOKEN, USER, abba
+from bench.common import TOKEN, USER, abba, is_unpaced
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
 from channels.decisions import workflows
@@ -28,7 +28,12 @@ IMPORT_TELEGRAM = [sys.executable, "-c", "import telegram"]
 
 
 def poll_command() -> list[str]:
-    """The installed console script when there is one (what cron runs), else `python -c`."""
+    """The installed console script when there is one (what cron runs), else `python -c`;
+    the test launcher without Telegram's message limits once the bench lifted them."""
+    if is_unpaced():
+        from tests.unpaced import CLI_UNPACED
+
+        return [*CLI_UNPACED, "poll", "--once"]
     script = Path(sys.executable).with_name("piw-channels")
     if script.exists():
         return [str(script), "poll", "--once"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Literal
 
 import apsw
@@ -17,7 +18,14 @@ from state import blobs
 
 Purpose = Literal["delivery", "settlement", "prompt"]
 
-MessageStatus = Literal["pending", "confirmed", "failed", "ambiguous"]
+
+class MessageStatus(StrEnum):
+    """Where a channel message stands (`channel_messages.status`)."""
+
+    PENDING = "pending"
+    CONFIRMED = "confirmed"
+    FAILED = "failed"
+    AMBIGUOUS = "ambiguous"
 
 
 def message_id_for(channel_id: str, purpose: Purpose, *parts: str) -> str:

@@ -15,7 +15,7 @@ import apsw
 from state import blobs, leases, resources
 from state.clock import Entropy
 from state.errors import WriteRejected
-from state.leases import Lease
+from state.leases import Lease, OwnerType
 
 AdapterType = Literal["pi", "telegram"]
 
@@ -50,7 +50,8 @@ def claim(
     conn: apsw.Connection, channel_id: str, owner_id: str, now: int, entropy: Entropy
 ) -> Lease:
     """Claim the channel lease (LeaseHeld when a live owner has it)."""
-    return leases.claim(conn, channel_resource(channel_id), "channel", owner_id, now, entropy)
+    return leases.claim(conn, channel_resource(channel_id), OwnerType.CHANNEL, owner_id, now,
+                        entropy)
 
 
 def claim_or_take_over(
@@ -63,7 +64,8 @@ def claim_or_take_over(
     resource = channel_resource(channel_id)
     held = leases.read(conn, resource)
     if held is not None and held.is_live(now) and held.owner_id and owner_gone(held.owner_id):
-        return leases.take_over(conn, resource, held.owner_id, "channel", owner_id, now, entropy)
+        return leases.take_over(conn, resource, held.owner_id, OwnerType.CHANNEL, owner_id, now,
+                                entropy)
     return claim(conn, channel_id, owner_id, now, entropy)
 
 

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 import apsw
 
@@ -40,10 +40,14 @@ class EffectStatus(StrEnum):
         return self not in (EffectStatus.PENDING, EffectStatus.APPLYING)
 
 
-# What an attempt's caller may record; `interrupted` is written only by a takeover (see
-# `interrupt`), never passed in.
-AttemptOutcome = Literal["applied", "rejected", "ambiguous"]
-ATTEMPT_OUTCOMES: Final = frozenset({"applied", "rejected", "ambiguous", "interrupted"})
+class AttemptOutcome(StrEnum):
+    """How an effect attempt ended (the DDL's `effect_attempts.outcome` CHECK set).
+    `interrupted` is written only by a takeover (see `interrupt`), never passed in."""
+
+    APPLIED = "applied"
+    REJECTED = "rejected"
+    AMBIGUOUS = "ambiguous"
+    INTERRUPTED = "interrupted"
 
 _COLUMNS = (
     "effect_id, resource_id, source_resource_id, source_revision, effect_type, idempotency_key,"
@@ -314,7 +318,9 @@ def finish_attempt(
 ) -> Effect:
     """Record the attempt's outcome and settle (or, for a provably unsent try, reschedule)."""
     leases.verify(conn, attempt.lease, now)
-    if retry_at is not None and outcome != "rejected":
+    if outcome == AttemptOutcome.INTERRUPTED:
+        raise WriteRejected("only a takeover interrupts an attempt (see `interrupt`)")
+    if retry_at is not None and outcome != AttemptOutcome.REJECTED:
         raise WriteRejected("only an attempt that provably did nothing may be retried")
     result_hash = None if result is None else blobs.put_json(conn, result, now)
     error_hash = None if error is None else blobs.put_json(conn, error, now)

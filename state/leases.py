@@ -12,7 +12,8 @@ import base64
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from enum import StrEnum
+from typing import Final
 
 import apsw
 
@@ -20,9 +21,23 @@ from state import resources
 from state.canonical import JsonValue, sha256
 from state.clock import Entropy
 from state.errors import LeaseHeld, StaleLease, StaleRevision, WriteRejected
-from state.resources import Actor
+from state.resources import Actor, ActorType
 
-OwnerType = Literal["session", "host", "controller", "channel"]
+
+class OwnerType(StrEnum):
+    """Who holds a lease (the DDL's `leases.owner_type` CHECK set)."""
+
+    SESSION = "session"
+    HOST = "host"
+    CONTROLLER = "controller"
+    CHANNEL = "channel"
+
+
+# A lease holder acts as the actor of the same name.
+_ACTOR_TYPE: Final[dict[OwnerType, ActorType]] = {
+    OwnerType.SESSION: "session", OwnerType.HOST: "host", OwnerType.CONTROLLER: "controller",
+    OwnerType.CHANNEL: "channel",
+}
 
 TTL_MS = 60_000
 RENEW_WHEN_LEFT_MS = 20_000
@@ -41,7 +56,7 @@ class Lease:
 
     @property
     def actor(self) -> Actor:
-        return Actor(self.owner_type, self.owner_id)
+        return Actor(_ACTOR_TYPE[self.owner_type], self.owner_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +192,7 @@ def take_over(
     if state is not None and state.is_live(now):
         clear_row(conn, resource_id)
         resources.bump_current(conn, resource_id, f"{_resource_type(conn, resource_id)}"
-                               ".lease_taken_over", Actor(owner_type, owner_id), now,
+                               ".lease_taken_over", Actor(_ACTOR_TYPE[owner_type], owner_id), now,
                                lease_generation=state.generation)
     return claim(conn, resource_id, owner_type, owner_id, now, entropy)
 

@@ -13,6 +13,7 @@ from channels.config.loading import load_config
 from channels.decisions import context
 from channels.decisions import workflows as service
 from channels.notifications import producing, views
+from channels.notifications.records import NotificationType
 from state.database import Database
 from state.exit_codes import EXIT_OK
 
@@ -27,7 +28,8 @@ def cmd_notify(args: argparse.Namespace) -> int:
     """Write one notification and its delivery effects; print its run id (or `--json`)."""
     found = context.automatic(Path.cwd())
     spec = producing.NotifySpec(
-        kind="final" if args.final else "progress", text=_text(args), run_id=args.run,
+        kind=NotificationType("final" if args.final else "progress"), text=_text(args),
+        run_id=args.run,
         index=args.index, audience=args.audience, session_id=args.session,
         context={"project": found.project, "session": found.session, "host": found.host})
     config = load_config()

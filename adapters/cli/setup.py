@@ -1,41 +1,33 @@
 """`piw-channels setup telegram`: verify a bot token with getMe, then install the profile.
 
-Everything that can be checked locally is checked before the one network call: the argument
+Everything that can be checked locally is checked before the first network call: the argument
 syntax here (exit 2), the token file by channels.config's own rules (78, or 77 with the
-`chmod 600` fix) and the token's shape by the Telegram client (78). Nothing is written unless
-getMe succeeded; channels.config then merges and writes both private files atomically (0600,
-directory 0700). The token stays in its file: it is never copied, printed or logged.
+`chmod 600` fix) and the token's shape (78). The calls (`bot_checks`) go through
+python-telegram-bot's `Bot` (`adapters.telegram.setup_bot`): getMe, getWebhookInfo,
+deleteWebhook when a webhook would block polling and the operator agrees (`--delete-webhook`,
+or yes at the prompt), and setMyCommands. Nothing is written unless getMe succeeded and no
+webhook stays in the way; channels.config then merges and writes both private files
+atomically (0600, directory 0700). The token stays in its file: it is never copied, printed
+or logged.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
-import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
+from adapters.cli.bot_checks import VerifiedBot, prepare_polling, print_notes, verify_token
 from adapters.cli.errors import UsageError
-from adapters.telegram.client import TelegramClient
-from adapters.telegram.errors import InvalidTokenFormat
-from adapters.telegram.results import CallOutcome, CallResult
 from channels.config import install, loading, model, parsing
-from channels.config.errors import ConfigInvalid
 from channels.config.model import InstallResult
-from channels.errors import ChannelsError
 from channels.telegram import limits
-from channels.telegram.text_answers import COMMANDS
-from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
+from state.exit_codes import EXIT_OK
 
 __all__ = [
-    "VERIFY_DEADLINE_SECONDS",
-    "BotApiUnavailable",
-    "VerifiedBot",
     "absolute_path_argument",
     "audience_argument",
     "cmd_setup_telegram",
@@ -44,18 +36,8 @@ __all__ = [
     "read_token_file",
     "register",
     "url_argument",
-    "verify_token",
 ]
 
-VERIFY_DEADLINE_SECONDS: Final = 10.0
-# Per-phase HTTP timeouts, all inside the total deadline above.
-_CONNECT_TIMEOUT: Final = 5.0
-_IO_TIMEOUT: Final = 5.0
-_POOL_TIMEOUT: Final = 1.0
-# One retry of a request that provably never left (a refused connection): a blip should not
-# fail setup, but an operator waiting at a prompt should not wait through a long backoff.
-_MAX_ATTEMPTS: Final = 2
-_REJECTED_TOKEN_CODES: Final = frozenset({401, 404})  # what the Bot API answers a bad token
 
 # config.py's own rules (names, audiences, IDs), applied here too so that a bad argument is
 # a usage error naming the option, before any request; install_telegram_profile checks
@@ -63,38 +45,6 @@ _REJECTED_TOKEN_CODES: Final = frozenset({401, 404})  # what the Bot API answers
 _NUMERIC_ID: Final = model.ID_PATTERN
 _NAME: Final = model.NAME_PATTERN
 _AUDIENCE: Final = model.AUDIENCE_PATTERN
-# Telegram usernames are 5-32 of these; anything else from the server is not printed.
-_USERNAME: Final = re.compile(r"[A-Za-z0-9_]{1,64}")
-_NOTHING_WRITTEN: Final = "nothing was written"
-
-
-class BotApiUnavailable(ChannelsError):
-    """getMe could not confirm or refuse the token (unreachable, no response); exit 75."""
-
-    code: ClassVar[str] = "telegram_setup_unavailable"
-    exit_code: ClassVar[int] = EXIT_TEMPORARY
-
-
-@dataclass(frozen=True, slots=True)
-class VerifiedBot:
-    """The bot that getMe returned: enough to tell the operator which bot was verified."""
-
-    id: int
-    username: str | None
-    commands_set: bool = True  # the `/pending` menu was registered (setMyCommands)
-
-    @classmethod
-    def from_user(cls, user: dict[str, Any], commands_set: bool = True) -> VerifiedBot:
-        """Build from getMe's User object (the client already checked that `id` is an int)."""
-        username = user.get("username")
-        plain = isinstance(username, str) and _USERNAME.fullmatch(username) is not None
-        return cls(id=int(user["id"]), username=username if plain else None,
-                   commands_set=commands_set)
-
-    @property
-    def label(self) -> str:
-        """`@username`, or `id <n>` for a bot without a printable username."""
-        return f"@{self.username}" if self.username else f"id {self.id}"
 
 
 # --- argument types ------------------------------------------------------------------------
@@ -165,69 +115,6 @@ def read_token_file(token_file: Path, credential: str) -> str:
     return model.ChannelsConfig({}, {}, {credential: entry}).read_token(profile)
 
 
-def verify_token(
-    token: str, api_base_url: str, *, deadline_seconds: float = VERIFY_DEADLINE_SECONDS
-) -> VerifiedBot:
-    """Call getMe once (one retry if not sent) within the deadline; raise unless it succeeded."""
-    try:
-        client = TelegramClient(
-            token, api_base_url=api_base_url, connect_timeout=_CONNECT_TIMEOUT,
-            read_timeout=_IO_TIMEOUT, write_timeout=_IO_TIMEOUT, pool_timeout=_POOL_TIMEOUT,
-            max_attempts=_MAX_ATTEMPTS,
-        )  # fmt: skip
-    except InvalidTokenFormat as exc:
-        # The message describes the expected shape; it never holds the token itself.
-        raise ConfigInvalid(f"Telegram setup: token file: {exc}; {_NOTHING_WRITTEN}") from None
-    try:
-        result, commands = asyncio.run(_get_me(client, deadline_seconds))
-    except TimeoutError:
-        raise BotApiUnavailable(
-            f"Telegram getMe at {api_base_url} did not return a response within "
-            f"{deadline_seconds:g} s; {_NOTHING_WRITTEN}"
-        ) from None
-    bot = _verified_bot(result, api_base_url)
-    return VerifiedBot(bot.id, bot.username, commands is not None and commands.ok)
-
-
-async def _get_me(client: TelegramClient, deadline_seconds: float
-                  ) -> tuple[CallResult, CallResult | None]:
-    """getMe, then (once the token works) the bot's command menu, so that `/pending` is
-    offered in the chat."""
-    # The hard timeout bounds a slow answer; the deadline stops retries from starting late.
-    async with client:
-        async with asyncio.timeout(deadline_seconds):
-            me = await client.get_me(deadline=time.time() + deadline_seconds)
-            if not me.ok:
-                return me, None
-            return me, await client.set_my_commands(COMMANDS,
-                                                    deadline=time.time() + deadline_seconds)
-
-
-def _verified_bot(result: CallResult, api_base_url: str) -> VerifiedBot:
-    """The bot when getMe succeeded, otherwise the error for its outcome."""
-    if result.ok:
-        return VerifiedBot.from_user(result.result)
-    if result.outcome is CallOutcome.REJECTED and result.error_code in _REJECTED_TOKEN_CODES:
-        # The reference's wording; the description ("Unauthorized") adds nothing to it.
-        raise ConfigInvalid(
-            f"Telegram setup: the Bot API rejected the token (HTTP {result.error_code}); "
-            f"check the --token-file; {_NOTHING_WRITTEN}"
-        )
-    detail = result.description or "no detail"
-    if result.outcome is CallOutcome.REJECTED:
-        raise BotApiUnavailable(
-            f"Telegram getMe failed with HTTP {result.error_code} ({detail}); {_NOTHING_WRITTEN}"
-        )
-    if result.outcome is CallOutcome.NOT_SENT:
-        raise BotApiUnavailable(
-            f"could not reach the Telegram Bot API at {api_base_url} ({detail}); {_NOTHING_WRITTEN}"
-        )
-    raise BotApiUnavailable(
-        f"Telegram getMe at {api_base_url} did not return a response that confirms the token "
-        f"({detail}); {_NOTHING_WRITTEN}"
-    )
-
-
 def _summary(installed: InstallResult, bot: VerifiedBot) -> str:
     """A few lines for the operator: what was installed, never the token or its file content."""
     profile = installed.profile
@@ -252,7 +139,8 @@ def _summary_json(installed: InstallResult, bot: VerifiedBot) -> dict[str, Any]:
             "audience": installed.audience.name, "routes": list(installed.audience.channels),
             "allowed_users": len(profile.allowed_user_ids),
             "allowed_chats": len(profile.allowed_chat_ids),
-            "api_base_url": profile.api_base_url, "commands_set": bot.commands_set}
+            "api_base_url": profile.api_base_url, "commands_set": bot.commands_set,
+            "webhook_deleted": bot.webhook_deleted}
 
 
 def _count(number: int, what: str) -> str:
@@ -275,7 +163,9 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"setup telegram needs {', '.join(missing)} (or --remove PROFILE)")
     token = read_token_file(args.token_file, args.credential or args.profile)
-    bot = verify_token(token, args.api_base_url or limits.DEFAULT_API_BASE_URL)
+    api_base_url = args.api_base_url or limits.DEFAULT_API_BASE_URL
+    bot = verify_token(token, api_base_url)
+    bot = prepare_polling(token, api_base_url, bot, delete_webhook=args.delete_webhook)
     installed = install.install_telegram_profile(
         loading.resolve_config_dir(),
         token_file=args.token_file,
@@ -290,9 +180,7 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
         print(json.dumps(_summary_json(installed, bot), indent=2, sort_keys=True))
     else:
         print(_summary(installed, bot))
-    if not bot.commands_set:  # the profile works; only the chat's command menu is missing
-        print("Note: the bot's command menu (/pending) could not be set; run setup again to"
-              " retry. Typing /pending works without it.", file=sys.stderr)
+    print_notes(bot)
     return EXIT_OK
 
 
@@ -311,6 +199,8 @@ def _find_chat(args: argparse.Namespace) -> int:
     api_base_url = args.api_base_url or limits.DEFAULT_API_BASE_URL
     token = read_token_file(args.token_file, "find-chat")
     bot = verify_token(token, api_base_url)
+    bot = prepare_polling(token, api_base_url, bot, delete_webhook=args.delete_webhook)
+    print_notes(bot)
     return find_chat(token, bot.label, args.token_file, api_base_url, args.find_chat, args.json)
 
 
@@ -318,7 +208,8 @@ def _remove(args: argparse.Namespace) -> int:
     """Remove a profile, its routes, and its credential when nothing else uses it."""
     given = [o for o, v in (("--token-file", args.token_file), ("--user", args.users),
                             ("--chat", args.chats), ("--credential", args.credential),
-                            ("--api-base-url", args.api_base_url)) if v]
+                            ("--api-base-url", args.api_base_url),
+                            ("--delete-webhook", args.delete_webhook)) if v]
     if given:
         raise UsageError(f"--remove takes no {', '.join(given)}")
     removed = install.remove_telegram_profile(loading.resolve_config_dir(), args.remove)
@@ -435,5 +326,12 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="wait (default 300 s) for a message to the bot and print the chat and user ids"
         " it came from; installs nothing and confirms no update",
+    )
+    p.add_argument(
+        "--delete-webhook",
+        action="store_true",
+        help="delete the bot's webhook if it has one (Telegram refuses to be polled while one"
+        " is set; the updates waiting are kept); without it, setup asks on a terminal and"
+        " stops (exit 75) elsewhere",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")

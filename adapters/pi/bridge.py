@@ -59,7 +59,7 @@ from channels.pi.settlement import Settlement
 from state import leases
 from state.database import Database
 from state.errors import LeaseHeld, StaleLease, StateError, WriteRejected
-from state.leases import Lease
+from state.leases import Lease, OwnerType
 
 RESYNC_SECONDS = 5.0
 INTERACTIVE = "interactive"
@@ -302,7 +302,8 @@ class Bridge:
             elif held.owner_id and self._may_take_over(held.owner_id):
                 dead = held.owner_id
                 self.lease = self.db.write(lambda c: leases.take_over(
-                    c, resource, dead, "channel", self.owner_id, self._now(), self.db.entropy))
+                    c, resource, dead, OwnerType.CHANNEL, self.owner_id, self._now(),
+                    self.db.entropy))
         except LeaseHeld:  # another bridge won the race
             self.lease = None
         if self.lease is None:

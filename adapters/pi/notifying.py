@@ -164,7 +164,7 @@ class NoteDesk:
 
 
 def _unsent(conn: apsw.Connection, attempt: Attempt, now: int) -> None:
-    effects.finish_attempt(conn, attempt, "rejected", now,
+    effects.finish_attempt(conn, attempt, effects.AttemptOutcome.REJECTED, now,
                            error={"description": "the extension's pipe is closed"}, retry_at=now)
 
 

@@ -4,13 +4,14 @@ Every call returns a ``CallResult`` (see ``results``) instead of raising.
 Not-sent attempts and 429s are retried here, up to the caller's deadline;
 ambiguous ones never are.
 
-The transport is ``http.HttpPool``: what python-telegram-bot's ``HTTPXRequest.do_request``
-did (pool limits, timeouts, form encoding), without importing the ``telegram`` package
-(a third of a cron poll's start-up); the raw status and body are classified here.
-``telegram.Bot``'s methods are deliberately not used: its ``repr`` and its debug log contain the
-token, its ``post`` keeps only ``result`` (``ok: false`` with HTTP 200 becomes a
-``KeyError``, exact descriptions and error codes are rewritten), and reading
-``RetryAfter.retry_after`` emits a deprecation warning in v22.
+This is the cron path's client (`poll`, `resend`, `--find-chat`'s wait). The transport is
+``http.HttpPool``: what python-telegram-bot's ``HTTPXRequest.do_request`` did (pool limits,
+timeouts, form encoding), without importing the ``telegram`` package (a third of a cron
+poll's start-up); the raw status and body are classified here. ``telegram.Bot``'s methods
+are not used on this path: its ``repr`` and its debug log contain the token, its ``post``
+keeps only ``result`` (``ok: false`` with HTTP 200 becomes a ``KeyError``, exact
+descriptions and error codes are rewritten), and reading ``RetryAfter.retry_after`` emits a
+deprecation warning in v22. `setup`, run by hand, uses it (``setup_bot``).
 
 The bot token travels only inside request URLs. It never appears in results,
 exceptions or ``repr`` (see ``redaction``).
@@ -27,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import Any, Final, Self
 from urllib.parse import urlsplit
 
 import httpx
@@ -49,9 +50,6 @@ from adapters.telegram.results import (
 )
 from channels.config.files import BOT_TOKEN_FORMAT
 from channels.telegram.limits import DEFAULT_API_BASE_URL
-
-if TYPE_CHECKING:
-    from telegram import TelegramObject
 
 __all__ = [
     "DEFAULT_ALLOWED_UPDATES",
@@ -195,10 +193,6 @@ class TelegramClient:
 
     # ---- Bot API methods
 
-    async def get_me(self, *, deadline: float | None = None) -> CallResult:
-        """``getMe``: the bot's User; checks the token."""
-        return await self._call("getMe", {}, deadline)
-
     async def get_updates(
         self,
         offset: int | None,
@@ -227,7 +221,7 @@ class TelegramClient:
         self,
         chat_id: int | str,
         text: str,
-        reply_markup: Mapping[str, Any] | TelegramObject | None = None,
+        reply_markup: Mapping[str, Any] | None = None,
         message_thread_id: int | None = None,
         *,
         entities: Sequence[Mapping[str, Any]] | None = None,
@@ -238,7 +232,7 @@ class TelegramClient:
         """``sendMessage`` with plain text (no parse mode).
 
         ``reply_markup`` is a Bot API dict (``{"inline_keyboard": ...}``,
-        ``{"force_reply": true}``) or the equivalent PTB object; ``entities`` are
+        ``{"force_reply": true}``); ``entities`` are
         MessageEntity dicts (bold, code, a ``text_mention``, ...). ``reply_to`` threads the
         message under another of the chat; it is still sent if that one was deleted.
         """
@@ -246,7 +240,7 @@ class TelegramClient:
             "chat_id": chat_id,
             "text": text,
             "entities": [dict(e) for e in entities] if entities else None,
-            "reply_markup": _markup_dict(reply_markup),
+            "reply_markup": None if reply_markup is None else dict(reply_markup),
             "message_thread_id": message_thread_id,
             "disable_notification": True if disable_notification else None,
             "reply_parameters": None if reply_to is None else
@@ -267,14 +261,6 @@ class TelegramClient:
         }
         files = {"document": (file_name, data, "text/plain; charset=utf-8")}
         return await self._call("sendDocument", params, deadline, files=files)
-
-    async def set_my_commands(
-        self, commands: Sequence[tuple[str, str]], *, deadline: float | None = None
-    ) -> CallResult:
-        """``setMyCommands``: the bot's command menu ((command, description) pairs)."""
-        params: JSONDict = {"commands": [{"command": name, "description": description}
-                                         for name, description in commands]}
-        return await self._call("setMyCommands", params, deadline)
 
     async def edit_message_reply_markup(
         self, chat_id: int | str, message_id: int, *, deadline: float | None = None
@@ -306,13 +292,6 @@ class TelegramClient:
         """``answerCallbackQuery``: stops the client's spinner, optionally with a toast."""
         params: JSONDict = {"callback_query_id": callback_query_id, "text": text}
         return await self._call("answerCallbackQuery", params, deadline)
-
-    async def delete_webhook(
-        self, drop_pending_updates: bool | None = None, *, deadline: float | None = None
-    ) -> CallResult:
-        """``deleteWebhook``: required before getUpdates when a webhook was set."""
-        params: JSONDict = {"drop_pending_updates": drop_pending_updates}
-        return await self._call("deleteWebhook", params, deadline)
 
     # ---- plumbing
 
@@ -373,14 +352,6 @@ class TelegramClient:
         # text: scrub the bytes, then every decoded string, before anything keeps them.
         return classify_response(method, status, redact_bytes(payload, token),
                                  lambda text: redact(text, token))
-
-
-def _markup_dict(markup: Mapping[str, Any] | TelegramObject | None) -> JSONDict | None:
-    if markup is None:
-        return None
-    if isinstance(markup, Mapping):
-        return dict(markup)
-    return markup.to_dict()  # a PTB object (not imported here: see the module docstring)
 
 
 @functools.cache

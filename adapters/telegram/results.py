@@ -15,9 +15,7 @@ may do next (ARCHITECTURE §5, facts B and C):
 
 from __future__ import annotations
 
-import datetime as dtm
 import math
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -119,10 +117,7 @@ class CallResult:
 
 
 def retry_after_seconds(value: object) -> int | float | None:
-    """``retry_after`` in seconds from a number or a ``timedelta`` (PTB 22 may use either)."""
-    if isinstance(value, dtm.timedelta):
-        seconds = value.total_seconds()
-        return int(seconds) if seconds.is_integer() else seconds
+    """``retry_after`` in seconds from the Bot API's number (None for anything else)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
         return min(value, MAX_RETRY_AFTER) if math.isfinite(value) else MAX_RETRY_AFTER
     return None
@@ -242,17 +237,11 @@ def _error_code(code: object, status: int) -> int | None:
 
 
 def classify_exception(method: str, exc: BaseException) -> CallResult:
-    """Classify a transport failure by the httpx error itself, or the one a PTB error wraps
-    (``__cause__``). PTB is not imported for this: an exception can only be one of its
-    errors when its error module is loaded."""
-    ptb_errors = sys.modules.get("telegram.error")
-    wrapped = ptb_errors is not None and isinstance(exc, ptb_errors.TelegramError)
-    cause = exc.__cause__ if wrapped and exc.__cause__ else exc
-    if isinstance(cause, _NOT_SENT_ERRORS):
-        return CallResult(method, CallOutcome.NOT_SENT, description=_describe(cause))
-    if _pool_refused(cause):
-        return CallResult(method, CallOutcome.NOT_SENT, description=_describe(cause))
-    return CallResult(method, CallOutcome.AMBIGUOUS, description=_describe(cause))
+    """Classify a transport failure by the httpx error (`setup_bot` passes the one PTB's error
+    wraps)."""
+    if isinstance(exc, _NOT_SENT_ERRORS) or _pool_refused(exc):
+        return CallResult(method, CallOutcome.NOT_SENT, description=_describe(exc))
+    return CallResult(method, CallOutcome.AMBIGUOUS, description=_describe(exc))
 
 
 # httpx's own refusal, raised before anything is written: its client has been closed.

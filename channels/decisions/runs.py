@@ -17,7 +17,7 @@ from channels.errors import DecisionRefused
 from state import blobs, leases, resources
 from state.canonical import JsonValue, canonical_bytes
 from state.clock import Entropy
-from state.leases import Lease
+from state.leases import Lease, OwnerType
 from state.resources import Actor
 
 RunOwner = Literal["session", "host"]
@@ -149,7 +149,7 @@ def create_waiting_run(
         " VALUES (?, ?, ?, 1, ?, 'waiting', ?, ?, ?)",
         (attempt_id, spec.run_id, spec.node_id, spec.node_type, now, now, now),
     )
-    lease = leases.acquire_row(conn, resource_id, owner_type, owner_id, now, entropy)
+    lease = leases.acquire_row(conn, resource_id, OwnerType(owner_type), owner_id, now, entropy)
     if lease.generation != 1:
         raise DecisionRefused(f"run {spec.run_id} had an owner before it existed")
     return RunHandle(spec.run_id, attempt_id, lease)

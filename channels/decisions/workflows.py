@@ -25,7 +25,7 @@ from channels.errors import UnknownDecision
 from state import leases
 from state.database import Database, savepoint
 from state.errors import LeaseHeld, StateError, WriteRejected
-from state.leases import Lease
+from state.leases import Lease, OwnerType
 
 ASK_WORKFLOW = "piw-channels.ask"
 GATE_WORKFLOW = runs.GATE_WORKFLOW  # a gated Pi tool call waiting on a person
@@ -179,8 +179,8 @@ def apply_continuation(db: Database, decision_id: str, lease: Lease) -> Resoluti
 
 def _claim_run(db: Database, run_id: str, owner_id: str) -> Lease | None:
     try:
-        return db.write(lambda c: leases.claim(c, runs.run_resource(run_id), "host", owner_id,
-                                               db.clock.now_ms(), db.entropy))
+        return db.write(lambda c: leases.claim(c, runs.run_resource(run_id), OwnerType.HOST,
+                                               owner_id, db.clock.now_ms(), db.entropy))
     except LeaseHeld:
         return None  # a live owner will handle it
 
@@ -248,7 +248,7 @@ def _expire_one(conn: apsw.Connection, db: Database, decision_id: str, owner_id:
     verdict = None
     finished = workflow in LOCAL_WORKFLOWS
     # One change of the run (its finish, or the tenure alone), not claim + finish + release.
-    with leases.brief_tenure(conn, runs.run_resource(run_id), "host", owner_id, now,
+    with leases.brief_tenure(conn, runs.run_resource(run_id), OwnerType.HOST, owner_id, now,
                              db.entropy) as lease:
         if is_overdue:
             verdict = resolution.resolve(conn, DeadlinePolicy(decision_id, lease), now)

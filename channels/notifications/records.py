@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 import apsw
 
 from state import blobs
 
-NotificationType = Literal["progress", "final"]
+
+class NotificationType(StrEnum):
+    """A notification's kind (`notifications.notification_type`)."""
+
+    PROGRESS = "progress"
+    FINAL = "final"
+
 
 NO_SESSION = ""  # the target of a notification that goes to no Pi session
 

@@ -10,6 +10,7 @@ import apsw
 from channels import messages, store
 from channels.config.model import ChannelsConfig
 from channels.decisions import records
+from channels.messages import MessageStatus
 from channels.pi import notes, turns
 from channels.pi.answers import OpenDecision, load_open, open_rows
 from channels.pi.sessions import routes_to_pi
@@ -119,8 +120,8 @@ def confirm_delivery(
     message = messages.get_message(conn, message_id)
     if message is None or message.channel_id != channel_id or message.purpose != "delivery":
         raise WriteRejected(f"{message_id} is not a delivery of this Pi session")
-    messages.set_message_status(conn, message_id, "confirmed", now, conversation_ref=session_id,
-                             message_ref=entry_id)
+    messages.set_message_status(conn, message_id, MessageStatus.CONFIRMED, now,
+                                conversation_ref=session_id, message_ref=entry_id)
     confirmed = messages.delivery_counts(conn, channel_id).get("confirmed", 0)
     store.set_cursor(conn, lease, channel_id, DELIVERED_CURSOR, str(confirmed), now)
     return confirmed

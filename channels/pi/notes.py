@@ -24,7 +24,7 @@ from channels.notifications.records import Notification
 from state import effects, leases
 from state.clock import Entropy
 from state.effects import Attempt, EffectStatus
-from state.leases import Lease
+from state.leases import Lease, OwnerType
 from state.resources import Actor
 
 
@@ -57,8 +57,8 @@ def begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: PiNot
     """The intent, before the line goes out: the channel's owner opens an attempt on the
     notification's effect (WriteRejected or LeaseHeld when another path has it)."""
     store.verify(conn, lease, channel_id, now)
-    return effects.begin_attempt(conn, note.notification.effect_id, "channel", owner_id, now,
-                                 entropy)
+    return effects.begin_attempt(conn, note.notification.effect_id, OwnerType.CHANNEL,
+                                 owner_id, now, entropy)
 
 
 def renew_note(conn: apsw.Connection, attempt: Attempt, now: int) -> Attempt:
@@ -81,7 +81,7 @@ def confirm_note(conn: apsw.Connection, lease: Lease, channel_id: str, session_i
         return False
     if attempt is None or attempt.effect.effect_id != effect.effect_id:
         raise KeyError(notification_id)
-    effects.finish_attempt(conn, attempt, "applied", now,
+    effects.finish_attempt(conn, attempt, effects.AttemptOutcome.APPLIED, now,
                            result={"entryId": entry_id, "adopted": adopted},
                            external_ref=entry_id)
     return True

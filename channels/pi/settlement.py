@@ -10,8 +10,8 @@ from channels import store
 from channels.decisions import records, views
 from state import effects
 from state.clock import Entropy
-from state.effects import Attempt, Effect
-from state.leases import Lease
+from state.effects import Attempt, AttemptOutcome, Effect
+from state.leases import Lease, OwnerType
 from state.resources import Actor
 
 SETTLE_EFFECT = "pi.settle"
@@ -57,16 +57,16 @@ def begin_settlement(
 ) -> Attempt:
     """Start applying a settlement (the channel owner only)."""
     store.verify(conn, lease, channel_id, now)
-    return effects.begin_attempt(conn, effect_id, "channel", lease.owner_id, now, entropy)
+    return effects.begin_attempt(conn, effect_id, OwnerType.CHANNEL, lease.owner_id, now, entropy)
 
 
 def finish_settlement(conn: apsw.Connection, attempt: Attempt, sent: bool, now: int) -> Effect:
     """Settle as applied, or, when the line provably was not written (the pipe was closed),
     make it pending again for the next bridge of this session."""
     if sent:
-        return effects.finish_attempt(conn, attempt, "applied", now)
-    return effects.finish_attempt(conn, attempt, "rejected", now, error={"pipe": "closed"},
-                                  retry_at=now)
+        return effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now)
+    return effects.finish_attempt(conn, attempt, AttemptOutcome.REJECTED, now,
+                                  error={"pipe": "closed"}, retry_at=now)
 
 
 def recover_settlements(conn: apsw.Connection, lease: Lease, channel_id: str, now: int) -> int:

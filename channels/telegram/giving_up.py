@@ -8,14 +8,16 @@ from typing import Any
 
 from channels import messages
 from channels.failures import Failure, failure
+from channels.messages import MessageStatus
 from channels.telegram.deliveries import messages_of_effect
 from channels.telegram.settling import maybe_acted
 from channels.transport import OK, ProviderResult, describe
 from state import effects
 from state.database import Database
-from state.effects import Attempt, Effect
+from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StateError
 from state.exit_codes import EXIT_TEMPORARY
+from state.leases import OwnerType
 
 
 def give_up(db: Database, channel_id: str, attempt: Attempt, exc: Exception,
@@ -32,9 +34,10 @@ def give_up(db: Database, channel_id: str, attempt: Attempt, exc: Exception,
         written = messages_of_effect(c, channel_id, attempt.effect)
         maybe_sent = [m for m in written if messages.message_has_intents(c, m)]
         for message_id in written:
-            messages.set_message_status(c, message_id, "ambiguous" if maybe_sent else "failed",
-                                        now)
-        effects.finish_attempt(c, attempt, "ambiguous" if maybe_sent else "rejected", now,
+            messages.set_message_status(
+                c, message_id, MessageStatus("ambiguous" if maybe_sent else "failed"), now)
+        effects.finish_attempt(c, attempt,
+                               AttemptOutcome("ambiguous" if maybe_sent else "rejected"), now,
                                error=error)
 
     with contextlib.suppress(StateError):  # already settled by the failing path
@@ -47,7 +50,7 @@ def give_up_unbegun(db: Database, channel_id: str, effect: Effect, owner_id: str
     """A bug before the attempt could begin: begin a bare one, and give it up."""
     try:
         attempt = db.write(lambda c: effects.begin_attempt(
-            c, effect.effect_id, "channel", owner_id, db.clock.now_ms(), db.entropy))
+            c, effect.effect_id, OwnerType.CHANNEL, owner_id, db.clock.now_ms(), db.entropy))
     except StateError:
         return None
     return give_up(db, channel_id, attempt, exc, errors)

@@ -16,6 +16,7 @@ from channels.decisions import records, resolution, views
 from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
+from channels.messages import MessageStatus
 from channels.telegram import documents, outcomes
 from channels.telegram.buttons import TOKEN_RE, ButtonIndex
 from channels.telegram.card import card_parts
@@ -234,7 +235,7 @@ def _reconcile(
                                 "delivery", texts[-1], now)
         messages.write_part_intent(conn, copy_id, recipient, last, texts[-1], now)
         messages.confirm_part(conn, copy_id, recipient, last, chat, message_ref)
-        messages.set_message_status(conn, copy_id, "confirmed", now)
+        messages.set_message_status(conn, copy_id, MessageStatus.CONFIRMED, now)
     _settle_again(conn, channel, decision, f"{chat}:{message_ref}", now, worker)
 
 
@@ -386,7 +387,7 @@ def _reconcile_prompt(
                     messages.unconfirmed_text(conn, message_id) == p["replyToText"]:
                 ref = str(p["replyTo"])
                 messages.confirm_part(conn, message_id, 0, 0, chat, ref)
-                messages.set_message_status(conn, message_id, "confirmed", now,
+                messages.set_message_status(conn, message_id, MessageStatus.CONFIRMED, now,
                                          conversation_ref=chat, message_ref=ref)
                 return messages.get_message(conn, message_id)
     return None

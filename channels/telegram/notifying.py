@@ -33,7 +33,7 @@ from channels.telegram.settling import maybe_acted, token_rejected
 from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects
 from state.database import Database
-from state.effects import Attempt, Effect
+from state.effects import Attempt, AttemptOutcome, Effect
 from state.leases import Lease
 
 
@@ -204,11 +204,12 @@ async def apply(out: Outbound, attempt: Attempt) -> None:
     payload = out.db.read(lambda c: effects.payload(c, attempt.effect))
     newer = out.db.read(lambda c: superseded_by(c, payload))
     if newer is not None:
-        _finish(out, attempt, "applied", result={"superseded": newer})
+        _finish(out, attempt, AttemptOutcome.APPLIED, result={"superseded": newer})
         return
     found = out.db.read(lambda c: records.get(c, str(payload["notificationId"])))
     if found is None:
-        _finish(out, attempt, "rejected", error={"description": "notification not found"})
+        _finish(out, attempt, AttemptOutcome.REJECTED,
+                error={"description": "notification not found"})
         return
     parts = render(payload, found.text, out.db.clock.now_ms())
     message_id = message_of(out.channel.channel_id, payload)
@@ -274,11 +275,11 @@ class _Sender:
         """A provably unsent try, or a 429: the attempt ends, due again later."""
         if res.outcome == NOT_SENT or token_rejected(res):
             self.out.unauthorized = self.out.unauthorized or token_rejected(res)
-            _finish(self.out, self.attempt, "rejected", error=describe(res),
+            _finish(self.out, self.attempt, AttemptOutcome.REJECTED, error=describe(res),
                     retry_in_ms=0 if token_rejected(res) else NOT_SENT_BACKOFF_MS)
             return "not_sent"
         if res.is_rate_limited:
-            _finish(self.out, self.attempt, "rejected", error=describe(res),
+            _finish(self.out, self.attempt, AttemptOutcome.REJECTED, error=describe(res),
                     retry_in_ms=int(float(res.retry_after or 1) * 1000))
             return "not_sent"
         return None
@@ -288,10 +289,10 @@ class _Sender:
         statuses = {entry["status"] for entry in report}
         unknown = "ambiguous" in statuses
         done = statuses & {"confirmed", "edited", "card_unknown", "muted"}
-        status: messages.MessageStatus = "ambiguous" if unknown else \
-            "confirmed" if done else "failed"
-        outcome: effects.AttemptOutcome = "ambiguous" if unknown else \
-            "applied" if done or not report else "rejected"
+        status = messages.MessageStatus("ambiguous" if unknown else
+                                        "confirmed" if done else "failed")
+        outcome = effects.AttemptOutcome("ambiguous" if unknown else
+                                         "applied" if done or not report else "rejected")
 
         refused = any(entry["status"] == "rejected" for entry in report)
 
@@ -342,7 +343,7 @@ class _Sender:
             return "edited"  # the same text again, or a card the person deleted: done
         self.out.errors.append({"method": "editMessageText", **describe(res)})
         if maybe_acted(res):  # an edit is idempotent: done again later, never a duplicate
-            _finish(self.out, self.attempt, "rejected", error=describe(res),
+            _finish(self.out, self.attempt, AttemptOutcome.REJECTED, error=describe(res),
                     retry_in_ms=NOT_SENT_BACKOFF_MS)
             return "not_sent"
         return self._retry(res) or "rejected"

@@ -21,6 +21,7 @@ from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
+from channels.messages import MessageStatus
 from channels.telegram import documents, giving_up, notifying, outcomes, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.card import card_parts
@@ -51,7 +52,7 @@ from channels.telegram.settling import (
 from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
-from state.effects import Attempt, Effect
+from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StaleLease, StateError, WriteRejected
 from state.resources import Actor
 
@@ -136,8 +137,8 @@ class Outbound:
 
     async def _apply(self, effect: Effect) -> None:
         def begin(c: Any) -> tuple[Attempt, Settlement | None]:
-            attempt = effects.begin_attempt(c, effect.effect_id, "channel", self.owner_id,
-                                            self._now(), self.db.entropy)
+            attempt = effects.begin_attempt(c, effect.effect_id, leases.OwnerType.CHANNEL,
+                                            self.owner_id, self._now(), self.db.entropy)
             # A settlement's intents commit with its attempt: one commit before the sends.
             return attempt, (self._settle_intents(c, attempt) if effect.effect_type == SETTLE
                              else None)
@@ -209,7 +210,7 @@ class Outbound:
             parts = documents.with_document(card_parts(document, self._now()), None if found
                                             is None else documents.document_part(found, document))
         except DecisionError as exc:
-            self._finish(attempt, "rejected", error={"description": str(exc)})
+            self._finish(attempt, AttemptOutcome.REJECTED, error={"description": str(exc)})
             return
         message_id = delivery_message_id(self.channel.channel_id, decision_id, payload)
         # The message's text is the card as sent: one part, one blob for message and part.
@@ -240,10 +241,10 @@ class Outbound:
             self._ambiguous(attempt, d.message_id, {"recipients": unknown, "others": report})
             return
         delivered = sum(1 for s in report if s["status"] == "confirmed")
-        message_status: messages.MessageStatus = "confirmed" if delivered else "failed"
+        message_status = messages.MessageStatus("confirmed" if delivered else "failed")
         self.db.write(lambda c: messages.set_message_status(c, d.message_id, message_status,
                                                           self._now()))
-        outcome: effects.AttemptOutcome = "applied" if delivered else "rejected"
+        outcome = effects.AttemptOutcome("applied" if delivered else "rejected")
         # The card is out; its first reminder is reserved once it is due (`due_reminders`).
         self.db.write(lambda c: effects.finish_attempt(c, attempt, outcome, self._now(),
                                                        result={"recipients": report}))
@@ -292,20 +293,20 @@ class Outbound:
             # Provably not sent: due again; after a refused token at once, since this pass
             # sends nothing more and the next one starts only if the token works again.
             self.unauthorized = self.unauthorized or token_rejected(res)
-            self._finish(attempt, "rejected", error=describe(res),
+            self._finish(attempt, AttemptOutcome.REJECTED, error=describe(res),
                          retry_in_ms=0 if token_rejected(res) else NOT_SENT_BACKOFF_MS)
             return {"status": "not_sent"}
         if res.is_rate_limited:
             wait_ms = int(float(res.retry_after or 1) * 1000)
-            self._finish(attempt, "rejected", error=describe(res), retry_in_ms=wait_ms)
+            self._finish(attempt, AttemptOutcome.REJECTED, error=describe(res), retry_in_ms=wait_ms)
             return {"status": "rate_limited"}
         # A migrated group's new chat id (in `describe`) is reported, never guessed.
         return {"index": r, "status": "rejected", "method": method, **describe(res)}
 
     def _ambiguous(self, attempt: Attempt, message_id: str, error: dict[str, Any]) -> None:
         def command(c: Any) -> None:
-            messages.set_message_status(c, message_id, "ambiguous", self._now())
-            effects.finish_attempt(c, attempt, "ambiguous", self._now(), error=error)
+            messages.set_message_status(c, message_id, MessageStatus.AMBIGUOUS, self._now())
+            effects.finish_attempt(c, attempt, AttemptOutcome.AMBIGUOUS, self._now(), error=error)
         self.db.write(command)
 
     # -- prompts -------------------------------------------------------------------------------
@@ -322,7 +323,7 @@ class Outbound:
             if existing[0].is_intent:
                 self._ambiguous(attempt, message_id, {"reason": "unsettled_intent"})
             else:
-                self._finish(attempt, "applied", result={"reused": True})
+                self._finish(attempt, AttemptOutcome.APPLIED, result={"reused": True})
             return
         attempt = self._write_intent(attempt, message_id, 0, 0, p["text"], True)
         markup = {"force_reply": True, "selective": True}
@@ -339,14 +340,14 @@ class Outbound:
             ref = str(res.message_id)
 
             def confirm(c: Any) -> None:
-                messages.set_message_status(c, message_id, "confirmed", self._now(),
+                messages.set_message_status(c, message_id, MessageStatus.CONFIRMED, self._now(),
                                          conversation_ref=chat, message_ref=ref)
-                effects.finish_attempt(c, attempt, "applied", self._now())
+                effects.finish_attempt(c, attempt, AttemptOutcome.APPLIED, self._now())
             self.db.write(confirm)
         elif status["status"] == "rejected":
-            self.db.write(lambda c: messages.set_message_status(c, message_id, "failed",
+            self.db.write(lambda c: messages.set_message_status(c, message_id, MessageStatus.FAILED,
                                                               self._now()))
-            self._finish(attempt, "rejected", error=status)
+            self._finish(attempt, AttemptOutcome.REJECTED, error=status)
 
     # -- notices: one short message, intent first, never sent twice ---------------------------
 
@@ -362,7 +363,7 @@ class Outbound:
             if existing[0].is_intent:
                 self._ambiguous(attempt, message_id, {"reason": "unsettled_intent"})
             else:
-                self._finish(attempt, "applied", result={"reused": True})
+                self._finish(attempt, AttemptOutcome.APPLIED, result={"reused": True})
             return
         attempt = self._write_intent(attempt, message_id, 0, 0, text, True)
         reply_to = p.get("replyTo")
@@ -371,11 +372,11 @@ class Outbound:
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
         if status is None:
             def confirm(c: Any) -> None:
-                messages.set_message_status(c, message_id, "confirmed", self._now())
-                effects.finish_attempt(c, attempt, "applied", self._now())
+                messages.set_message_status(c, message_id, MessageStatus.CONFIRMED, self._now())
+                effects.finish_attempt(c, attempt, AttemptOutcome.APPLIED, self._now())
             self.db.write(confirm)
         elif status["status"] == "rejected":
-            self._finish(attempt, "rejected", error=status)
+            self._finish(attempt, AttemptOutcome.REJECTED, error=status)
 
     # -- reminders: a short reply to each card, while the decision waits ----------------------
 
@@ -384,7 +385,7 @@ class Outbound:
         decision_id, number = str(p["decisionId"]), int(p["number"])
         decision = self.db.read(lambda c: records.load(c, decision_id))
         if self.db.read(lambda c: records.resolution_of(c, decision_id)) is not None:
-            self._finish(attempt, "applied", result={"skipped": "resolved"})
+            self._finish(attempt, AttemptOutcome.APPLIED, result={"skipped": "resolved"})
             return  # never sent once the decision is settled
         message_id = reminder_message_id(self.channel.channel_id, decision_id, number)
         text = reminders.reminder_text(
@@ -410,8 +411,8 @@ class Outbound:
 
         def confirm(c: Any) -> None:  # the next one is reserved once it is due
             now = self._now()
-            messages.set_message_status(c, message_id, "confirmed", now)
-            effects.finish_attempt(c, final, "applied", now)
+            messages.set_message_status(c, message_id, MessageStatus.CONFIRMED, now)
+            effects.finish_attempt(c, final, AttemptOutcome.APPLIED, now)
         self.db.write(confirm)
 
     # -- settlement ----------------------------------------------------------------------------
@@ -468,8 +469,7 @@ class Outbound:
             posts = [res for r, chat, res in sent if record_post(c, s.message_id, r, chat, res)]
             # A post whose answer was lost keeps its intent row: ambiguous, never confirmed.
             unknown = messages.message_has_intents(c, s.message_id)
-            status: messages.MessageStatus = "pending" if posts else \
-                "ambiguous" if unknown else "confirmed"
+            status = MessageStatus("pending" if posts else "ambiguous" if unknown else "confirmed")
             messages.set_message_status(c, s.message_id, status, now)
             # Never given up for a 429 or a transient error: tried again (after what a 429
             # asked for) until the keyboards are off; only a refusal for good ends it.
@@ -479,8 +479,8 @@ class Outbound:
             if outcome == "refused":
                 self.refused.append({"decisionId": s.decision_id, **(error or {}),
                                      "fingerprint": views.fingerprint_of(c, s.decision_id)})
-            done: effects.AttemptOutcome = ("ambiguous" if unknown else "applied") \
-                if outcome == "applied" else "rejected"
+            done = effects.AttemptOutcome(("ambiguous" if unknown else "applied")
+                                          if outcome == "applied" else "rejected")
             effects.finish_attempt(c, final, done, now, error=error, retry_at=retry_at)
         self.db.write(confirm)
 

@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import itertools
 import math
-import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -47,17 +46,11 @@ BOT_PER_SECOND: Final = 30  # for the whole bot
 DEFAULT_RETRY_AFTER_S: Final = 1.0  # a 429 that names no retry_after
 RATE_LIMITED_TRIES: Final = 3  # a call tried into a 429 this often, each after its hold
 
-# Test and bench only: "1" lifts the message limits (holds still apply), so a bench measures
-# the worker's own cost of a 100-press batch in one chat, not Telegram's 1 message a second.
-UNPACED_ENV: Final = "PIW_CHANNELS_TEST_UNPACED"
-
 
 def new_pacer(now_ms: Callable[[], int], holds: dict[str, Hold]) -> Pacer:
-    """A pass's pacer, with the documented limits (unless a bench lifted them)."""
-    if os.environ.get(UNPACED_ENV) != "1":
-        return Pacer(now_ms, holds)
-    return Pacer(now_ms, holds, chat_interval_ms=0, group_per_minute=2**31,
-                 bot_per_second=2**31)
+    """A pass's pacer, with the documented limits (a bench lifts them through its own
+    launcher, tests/unpaced.py: the product has no switch for it)."""
+    return Pacer(now_ms, holds)
 
 
 # The priority of the sends made in this task (the outbound sets it per effect).

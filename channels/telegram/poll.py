@@ -25,6 +25,7 @@ from channels import inbox, messages, store
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
+from channels.messages import MessageStatus
 from channels.telegram import (
     alerts,
     deliveries,
@@ -306,7 +307,7 @@ class _ChannelPoll:
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
             notifying.interrupted(conn, self.lease, channel_id, effect, bool(maybe_sent), now)
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
-                messages.set_message_status(conn, message_id, "ambiguous", now)
+                messages.set_message_status(conn, message_id, MessageStatus.AMBIGUOUS, now)
 
     def _due_deliveries(self, conn: Any) -> bool:
         return bool(effects.list_due(conn, (deliveries.DELIVER,), self._now(),

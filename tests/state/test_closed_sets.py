@@ -10,6 +10,7 @@ from typing import Any, get_args
 
 from channels import inbox, messages, store
 from channels.decisions import records, resolution, runs
+from channels.notifications.records import NotificationType
 from state import effects, leases, resources
 from state.schema import DDL
 
@@ -30,16 +31,21 @@ CODE_SETS: dict[tuple[str, str], Any] = {
     ("human_decision_submissions", "result"): resolution.Result,
     ("effects", "owner_scope"): effects.OwnerScope,
     ("effects", "status"): effects.EffectStatus,
-    ("effect_attempts", "outcome"): effects.ATTEMPT_OUTCOMES,
+    ("effect_attempts", "outcome"): effects.AttemptOutcome,
     ("channels", "adapter_type"): store.AdapterType,
     ("channel_inbox", "event_type"): inbox.EventType,
     ("channel_messages", "purpose"): messages.Purpose,
     ("channel_messages", "status"): messages.MessageStatus,
+    ("notifications", "notification_type"): NotificationType,
 }
+# The sets of status, outcome, owner and kind the brief of issue 20 names: a StrEnum each.
+ENUMS = {("leases", "owner_type"), ("effects", "status"), ("effect_attempts", "outcome"),
+         ("channel_messages", "status"), ("human_decision_resolutions", "outcome"),
+         ("human_decision_submissions", "result"), ("runs", "status"), ("node_attempts", "status"),
+         ("channel_inbox", "event_type"), ("notifications", "notification_type")}
 # Sets of tables this project never writes (the plan's controller and queue tables), and a flag.
 NOT_WRITTEN = {("runs", "paused"), ("run_queue", "status"), ("session_segments", "status"),
-               ("continuations", "trigger_type"), ("controller_workflows", "status"),
-               ("notifications", "notification_type")}
+               ("continuations", "trigger_type"), ("controller_workflows", "status")}
 
 
 def ddl_sets() -> dict[tuple[str, str], set[str]]:
@@ -70,3 +76,9 @@ def test_each_closed_set_of_the_ddl_has_the_same_values_in_the_code() -> None:
     mismatched = {key: (sorted(sets[key]), sorted(values_of(code))) for key, code in
                   CODE_SETS.items() if values_of(code) != sets[key]}
     assert mismatched == {}
+
+
+def test_the_status_outcome_owner_and_kind_sets_are_string_enums() -> None:
+    not_enums = sorted(key for key in ENUMS if not (
+        isinstance(CODE_SETS[key], type) and issubclass(CODE_SETS[key], StrEnum)))
+    assert not_enums == []

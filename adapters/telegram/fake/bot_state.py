@@ -35,6 +35,7 @@ class BotState:
         self.updates: list[dict[str, Any]] = []
         self.allowed: frozenset[str] = DEFAULT_ALLOWED_UPDATES
         self.poll_owner: int | None = None
+        self.webhook_url = ""  # set: getUpdates is refused (409), as by Telegram
         # chat id -> message id -> the Message as sent (and edited since)
         self.messages: dict[int, dict[int, dict[str, Any]]] = {}
         self._seq = 0

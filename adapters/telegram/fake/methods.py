@@ -1,9 +1,11 @@
 """The Bot API methods the fake answers, each as the real server does.
 
 ``getMe``, ``sendMessage``, ``editMessageReplyMarkup``, ``editMessageText``,
-``answerCallbackQuery``, ``deleteWebhook`` and ``getWebhookInfo`` answer like the Bot API,
-including a field python-telegram-bot does not know, so clients prove they tolerate one.
-``getUpdates`` long-polls the queue, and a newer ``getUpdates`` ends it with 409.
+``answerCallbackQuery`` and ``setMyCommands`` answer like the Bot API, including a field
+python-telegram-bot does not know, so clients prove they tolerate one. ``getUpdates``
+long-polls the queue, and a newer ``getUpdates`` ends it with 409. ``setWebhook``,
+``getWebhookInfo`` and ``deleteWebhook`` keep the bot's webhook: while one is set,
+``getUpdates`` is refused with 409, as Telegram refuses it.
 ``sendDocument`` takes an uploaded file (multipart) and keeps it: ``uploaded(params)`` gives a
 recorded request's bytes back.
 """
@@ -24,6 +26,7 @@ from adapters.telegram.fake.constants import (
     DESC_CHAT_ID_EMPTY,
     DESC_CHAT_NOT_FOUND,
     DESC_CONFLICT_POLL,
+    DESC_CONFLICT_WEBHOOK,
     DESC_EDIT_NOT_FOUND,
     DESC_FILE_EMPTY,
     DESC_METHOD_NOT_FOUND,
@@ -67,8 +70,9 @@ class BotMethods:
             "editMessageReplyMarkup": lambda p, s, e: self._edit_reply_markup(p),
             "editMessageText": lambda p, s, e: self._edit_text(p),
             "answerCallbackQuery": lambda p, s, e: self._answer_callback(p),
-            "deleteWebhook": lambda p, s, e: ok_reply(True),
             "setMyCommands": lambda p, s, e: ok_reply(True),
+            "setWebhook": lambda p, s, e: self._set_webhook(str(p.get("url") or "")),
+            "deleteWebhook": lambda p, s, e: self._delete_webhook(p),
             "getWebhookInfo": lambda p, s, e: self._webhook_info(),
         }
 
@@ -87,9 +91,24 @@ class BotMethods:
     def _webhook_info(self) -> Reply:
         with self._state.cond:
             pending = len(self._state.updates)
+            url = self._state.webhook_url
         return ok_reply(
-            {"url": "", "has_custom_certificate": False, "pending_update_count": pending}
+            {"url": url, "has_custom_certificate": False, "pending_update_count": pending}
         )
+
+    def _set_webhook(self, url: str) -> Reply:
+        """An empty url removes the webhook, as in the Bot API."""
+        with self._state.cond:
+            self._state.webhook_url = url
+        return ok_reply(True)
+
+    def _delete_webhook(self, params: dict[str, Any]) -> Reply:
+        """Remove the webhook; the queued updates stay unless ``drop_pending_updates``."""
+        with self._state.cond:
+            self._state.webhook_url = ""
+            if str(params.get("drop_pending_updates")).lower() == "true":
+                self._state.updates = []
+        return ok_reply(True)
 
     def _get_updates(self, params: dict[str, Any], seq: int, ex: Exchange) -> Reply | None:
         """Long-poll the queue; a newer getUpdates ends this one with 409."""
@@ -97,6 +116,8 @@ class BotMethods:
         timeout = min(max(as_float(params.get("timeout"), 0.0), 0.0), LONG_POLL_MAX_TIMEOUT)
         state = self._state
         with state.cond:
+            if state.webhook_url:
+                return error_reply(409, DESC_CONFLICT_WEBHOOK)
             state.confirm(as_int(params.get("offset")))
             state.set_allowed(params.get("allowed_updates"))
             state.start_poll(seq, ex)

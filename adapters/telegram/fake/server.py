@@ -216,6 +216,17 @@ class FakeBotApi:
             ids.append(self.push_update(update))
         return ids
 
+    def set_webhook(self, url: str) -> None:
+        """Set (or, with "", remove) the bot's webhook, as a ``setWebhook`` call would."""
+        with self._state.cond:
+            self._state.webhook_url = url
+
+    @property
+    def webhook_url(self) -> str:
+        """The bot's webhook ("" when none is set)."""
+        with self._state.cond:
+            return self._state.webhook_url
+
     def inject(self, method: str, fault: Fault) -> None:
         """Queue a fault for the next ``fault.times`` requests of ``method`` (or ``ANY_METHOD``)."""
         self._state.faults.inject(method, fault)

@@ -29,8 +29,8 @@ INDENT: Final = "    "
 QUOTE_LENGTH: Final = 40
 # Calls the person never sees anything of.
 _INVISIBLE: Final = frozenset({
-    "getMe", "getUpdates", "deleteWebhook", "getWebhookInfo", "getChat", "getChatMember",
-    "getMyCommands", "close", "logOut",
+    "getMe", "getUpdates", "setWebhook", "deleteWebhook", "getWebhookInfo", "getChat",
+    "getChatMember", "getMyCommands", "close", "logOut",
 })
 _INLINE_MARKS: Final = {
     "bold": ("**", "**"), "italic": ("_", "_"), "underline": ("__", "__"),

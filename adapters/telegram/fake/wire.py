@@ -20,6 +20,7 @@ _KNOWN_METHODS: Final = {
     for name in (
         "getMe", "getUpdates", "sendMessage", "sendDocument", "editMessageReplyMarkup",
         "answerCallbackQuery", "deleteWebhook", "getWebhookInfo", "setMyCommands",
+        "setWebhook",
     )
 }  # fmt: skip
 

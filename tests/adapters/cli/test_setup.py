@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from adapters.cli import setup as setup_cli
+from adapters.cli.bot_checks import BotApiUnavailable, verify_token
 from adapters.cli.main import build_parser, run
-from adapters.cli.setup import BotApiUnavailable, verify_token
 from adapters.telegram.fake import FakeBotApi, Fault, unused_port_url
 from channels.config.errors import ConfigInvalid
 from channels.config.install import install_telegram_profile
@@ -132,8 +132,8 @@ def test_setup_verifies_the_token_and_installs_private_files(
     assert (mode(root), mode(root / "channels.json"), mode(root / "credentials.json")) == (
         0o700, 0o600, 0o600,
     )  # fmt: skip
-    assert [(r.method, r.token_ok) for r in fake.requests()] == [("getMe", True),
-                                                                 ("setMyCommands", True)]
+    assert [(r.method, r.token_ok) for r in fake.requests()] == [
+        ("getMe", True), ("getWebhookInfo", True), ("setMyCommands", True)]
     [menu] = fake.requests("setMyCommands")  # the chat offers /pending
     assert json.loads(menu.fields["commands"]) == [
         {"command": "pending", "description": "List the decisions that wait for an answer"}]
@@ -176,7 +176,8 @@ def test_a_second_profile_is_merged_and_the_first_is_kept(
         second = setup_args(second_file, backup_bot.base_url, "--profile", "backup",
                             "--audience", "oncall", "--credential", "telegram-backup")
         result = invoke(capsys, second)
-        assert [r.method for r in backup_bot.requests()] == ["getMe", "setMyCommands"]
+        assert [r.method for r in backup_bot.requests()] == ["getMe", "getWebhookInfo",
+                                                             "setMyCommands"]
     assert result.code == 0, result.err
     channels = read_json(config_dir(home) / "channels.json")
     assert isinstance(channels, dict)
@@ -191,7 +192,7 @@ def test_a_second_profile_is_merged_and_the_first_is_kept(
         "telegram": {"default": {"tokenFile": str(token_file)},
                      "telegram-backup": {"tokenFile": str(second_file)}},
     }  # fmt: skip
-    assert [r.method for r in fake.requests()] == ["getMe", "setMyCommands"]
+    assert [r.method for r in fake.requests()] == ["getMe", "getWebhookInfo", "setMyCommands"]
 
 
 # --- getMe failures: nothing written ----------------------------------------------------------

@@ -28,7 +28,7 @@ from adapters.telegram.fake import (
     load_demo_fixture,
     load_fixture,
 )
-from adapters.telegram.fake.constants import DESC_CONFLICT_POLL
+from adapters.telegram.fake.constants import DESC_CONFLICT_POLL, DESC_CONFLICT_WEBHOOK
 
 TOKEN = "7000000001:AAH-fakeTokenForFakeApiTests_0123456"
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "telegram"
@@ -85,6 +85,32 @@ def test_wrong_token_gets_401_and_the_request_log_never_shows_either_token(
     assert "/bot<redacted>/getMe" in text
     assert TOKEN not in text and wrong not in text
     assert [r.token_ok for r in server.requests("getMe")] == [False, True]
+
+
+def test_a_webhook_blocks_get_updates_until_it_is_deleted(server: FakeBotApi) -> None:
+    server.push_update({"message": {"chat": {"id": 1, "type": "private"}, "text": "hi"}})
+    assert call(server.base_url, "setWebhook", {"url": "https://hooks.example.org/in"}) == (
+        200, {"ok": True, "result": True})
+    assert call(server.base_url, "getWebhookInfo")[1]["result"] == {
+        "url": "https://hooks.example.org/in", "has_custom_certificate": False,
+        "pending_update_count": 1}
+    assert call(server.base_url, "getUpdates") == (
+        409, {"ok": False, "error_code": 409, "description": DESC_CONFLICT_WEBHOOK})
+    assert call(server.base_url, "deleteWebhook", {"drop_pending_updates": False})[0] == 200
+    assert server.webhook_url == ""
+    status, body = call(server.base_url, "getUpdates")
+    assert (status, len(body["result"])) == (200, 1)  # the waiting update was kept
+    server.set_webhook("https://hooks.example.org/in")
+    assert call(server.base_url, "deleteWebhook", {"drop_pending_updates": True})[0] == 200
+    assert call(server.base_url, "getUpdates") == (200, {"ok": True, "result": []})
+
+
+def test_set_my_commands_is_recorded_with_its_commands(server: FakeBotApi) -> None:
+    menu = [{"command": "pending", "description": "List"}]
+    assert call(server.base_url, "setMyCommands", {"commands": menu}) == (
+        200, {"ok": True, "result": True})
+    [request] = server.requests("setMyCommands")
+    assert request.params["commands"] == menu
 
 
 def test_get_me_returns_the_recorded_bot_user(server: FakeBotApi) -> None:

@@ -15,7 +15,7 @@ import apsw
 import pytest
 
 from adapters.telegram.fake import FakeBotApi
-from channels.telegram.pacing import UNPACED_ENV
+from channels.telegram import pacing
 from state.database import Database
 from tests.channels.telegram.helpers import (
     TOKEN,
@@ -26,6 +26,7 @@ from tests.channels.telegram.helpers import (
     prompt_message,
     reply_to_prompt,
 )
+from tests.unpaced import unpaced_pacer
 
 # Tables that grow with every decision, press, message or event.
 GROWING = {"effects", "effect_attempts", "human_decisions", "human_decision_resolutions",
@@ -138,7 +139,7 @@ def test_no_statement_reads_more_rows_with_a_longer_history(
 ) -> None:
     # Dozens of deliveries to one chat in one pass: Telegram's 1 message a second would leave
     # most for later passes; this test is about the statements, not the pacing.
-    monkeypatch.setenv(UNPACED_ENV, "1")
+    monkeypatch.setattr(pacing, "new_pacer", unpaced_pacer)
     with FakeBotApi(token=TOKEN) as fake:
         configure_telegram_profile(home, fake.base_url)
         with Database.open_writer() as db:
