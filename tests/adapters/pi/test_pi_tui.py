@@ -121,10 +121,12 @@ def test_a_gated_command_is_put_to_the_person_at_the_terminal_and_runs_once_allo
         terminal.keys("Clean the build.")
         time.sleep(0.3)  # the editor takes the text before Enter submits it
         terminal.keys("\r")
-        shown = terminal.wait_for("Allow once")
+        # The dialog is drawn in pieces: wait for its last line, then read it whole.
+        shown = terminal.wait_for("navigate  enter select")
         for line in ("Pi wants to run a command", "rm -rf build && echo build-removed",
                      "Tool: bash", "Rule that matched: bash: rm -rf", "Project: home",
-                     "Deny with a reason", "Allow this exact command for this session"):
+                     "1. Allow once", "Deny with a reason",
+                     "Allow this exact command for this session"):
             assert line in shown, line
         # A readable deadline, not the contract's ISO timestamp.
         assert re.search(r"Answer by \w{3} \d{1,2} \w{3} \d\d:\d\d UTC; then: Deny", shown)
