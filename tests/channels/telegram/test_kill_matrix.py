@@ -17,6 +17,10 @@ After every kill the dead poller's leases are let go, and:
 - one winner per decision: at most one `won` submission and one resolution;
 - no blind resend: no text ever reaches a chat twice (no `resend` is run here).
 
+Scripts' notifications (progress cards and final results) are written between rounds, so
+kills land in their deliveries too; at the end each reached the chat exactly once, or, left
+ambiguous by a kill, at most once.
+
 At the end clean polls drain everything, every update is processed exactly once, and every
 pressed decision is resolved.
 """
@@ -35,8 +39,13 @@ from pathlib import Path
 import pytest
 
 from adapters.telegram.fake import ANY_METHOD, FakeBotApi, Fault
+from channels.config.loading import load_config
+from channels.decisions import workflows
 from channels.decisions.choices import text_input
 from channels.decisions.workflows import AskHandle
+from channels.notifications import producing
+from channels.notifications.records import NotificationType
+from state.database import Database
 from tests.channels.telegram.helpers import (
     TOKEN,
     USER,
@@ -73,6 +82,7 @@ class Matrix:
     decisions: list[AskHandle] = field(default_factory=list)
     pushed: set[int] = field(default_factory=set)
     replied: set[str] = field(default_factory=set)
+    notes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # text -> its effects
     kills: int = 0
     landed: Counter[str] = field(default_factory=Counter)
 
@@ -87,6 +97,15 @@ class Matrix:
                    "replan": {"label": "Replan", "input": text_input(
                        "instructions", f"What should change in plan {n}?")}}
         self.decisions.append(open_decision_now(title=f"Approve plan {n}?", choices=choices))
+
+    def notify(self) -> None:
+        """A script's notification (a one-off run's progress card or final result)."""
+        kind = self.rng.choice([NotificationType.PROGRESS, NotificationType.FINAL])
+        text = f"Matrix {kind} {len(self.notes)}."
+        with Database.open_writer() as db:
+            done = producing.notify(db, producing.NotifySpec(kind=kind, text=text),
+                                    load_config(), workflows.new_owner_id(db, "notify"))
+        self.notes[text] = done.effect_ids
 
     def message_of(self, handle: AskHandle) -> int | None:
         """The delivered message of a decision as Telegram holds it (known to us or not)."""
@@ -233,6 +252,8 @@ def test_random_sigkills_lose_no_acknowledged_update_and_never_resend_or_double_
         phase = plan.pop(0)
         if len(matrix.decisions) < MAX_DECISIONS and (phase == "delivery" or rounds % 3 == 1):
             matrix.open_decision()
+        if rounds % 2 == 0:
+            matrix.notify()
         if matrix.push_work() == 0 and phase == "batch commit":
             phase = "long poll"  # no press to commit yet (nothing delivered so far)
         matrix.kill_one(phase)
@@ -261,3 +282,13 @@ def test_random_sigkills_lose_no_acknowledged_update_and_never_resend_or_double_
         "SELECT decision_id FROM human_decision_submissions WHERE result = 'won'")}
     resolved = {d for (d,) in db_rows("SELECT decision_id FROM human_decision_resolutions")}
     assert won <= resolved, matrix.why()
+    # Every notification reached the chat exactly once, unless a kill left it ambiguous
+    # (it may have arrived: never sent again), and then at most once.
+    texts = [str(r.params.get("text")) for r in matrix.fake.requests("sendMessage")]
+    for note, effect_ids in matrix.notes.items():
+        sends = sum(note in text for text in texts)
+        statuses = {str(st) for (st,) in db_rows(
+            "SELECT status FROM effects WHERE effect_type = 'telegram.notify' AND effect_id IN"
+            " (" + ",".join("?" * len(effect_ids)) + ")", *effect_ids)}
+        assert sends == 1 or (sends == 0 and statuses == {"ambiguous"}), \
+            f"{note!r} sent {sends} times, effects {statuses} {matrix.why()}"
