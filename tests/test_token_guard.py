@@ -38,3 +38,13 @@ def test_every_file_a_child_wrote_is_searched_but_token_files(tmp_path: Path) ->
     leaked.write_text(f'{{"url": "https://api.telegram.org/bot{TOKEN}/getMe"}}')
     assert token_guard.file_leaks(base) == [f"file {leaked}"]
     leaked.unlink()  # the session's own scan must not see it
+
+
+def test_the_file_scan_finds_a_token_after_bot_but_not_a_pi_key_of_a_token_s_shape(
+        tmp_path: Path) -> None:
+    # A Pi session id can end in five digits: "<session id>:notification-<hash>" is a key.
+    (tmp_path / "key").write_bytes(
+        b"x01a234d5-4af7-776f-ae6e-92a175f49301:notification-e544b4e46800f72f89cc91c7")
+    assert token_guard.file_leaks(tmp_path) == []
+    (tmp_path / "url").write_bytes(b"GET /bot" + TOKEN.encode() + b"/getMe")
+    assert token_guard.file_leaks(tmp_path) == [f"file {tmp_path / 'url'}"]

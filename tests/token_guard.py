@@ -17,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 TOKEN_SHAPE = re.compile(rb"(?<![A-Za-z0-9_-])[0-9]{5,}:[A-Za-z0-9_-]{20,}")
-ANY_TOKEN_SHAPE = re.compile(rb"[0-9]{5,}:[A-Za-z0-9_-]{20,}")  # also right after "bot"
+# Also right after "bot" (in a URL), but not inside a longer word: a Pi session id ends in
+# hex digits, and "<session id>:notification-..." is a key, not a token.
+ANY_TOKEN_SHAPE = re.compile(
+    rb"(?:(?<![A-Za-z0-9_-])|(?<=bot))[0-9]{5,}:[A-Za-z0-9_-]{20,}")
 
 
 class Recorder(logging.Handler):
