@@ -6,7 +6,6 @@ same transaction. A command that changes two resources bumps each exactly once.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +14,7 @@ import apsw
 from state.blobs import put_json
 from state.canonical import JsonValue
 from state.errors import StaleRevision, WriteRejected
+from state.ids import digest_id, number_id
 
 ResourceType = Literal["run", "decision", "controller", "effect", "channel", "session"]
 ActorType = Literal[
@@ -116,9 +116,12 @@ def bump(
 
 
 def event_id_for(resource_id: str, revision: int, now: int) -> str:
-    """The public id of the event that moved `resource_id` to `revision` at `now`."""
-    basis = hashlib.sha256(f"{resource_id}@{revision}".encode()).hexdigest()[:16]
-    return f"evt-{now:012x}-{basis}"
+    """The public id of the event that moved `resource_id` to `revision` at `now`: the time
+    (7 sorted characters, to the year 2109; 8 after) then 66 bits of (resource, revision),
+    itself unique. 18 characters (an earlier version wrote 33: `evt-<12 hex>-<16 hex>`; those
+    stay as they are, ids are never recomputed)."""
+    at = max(now, 0)
+    return number_id(at, 7 if at < 64**7 else 8) + digest_id(f"{resource_id}@{revision}", 11)
 
 
 def _insert_event(
@@ -138,9 +141,8 @@ def _insert_event(
         " VALUES (:event_id, :id, :revision, :type, :actor_type, :actor_id, :generation,"
         " :payload, :now)",
         {
-            # Time-first ids keep the unique index append-only (one page per commit); the
-            # rest is 64 bits of (resource, revision), itself unique: a short id, as it is
-            # stored twice (the row and its unique index) for every event.
+            # Time-first ids keep the unique index append-only (one page per commit); a
+            # short id, as it is stored twice (the row and its unique index) for every event.
             "event_id": event_id_for(resource_id, revision, now),
             "id": resource_id,
             "revision": revision,
