@@ -36,6 +36,9 @@ MODEL_ANSWER_MESSAGE = (
 )
 
 RUN_CONTINUE = "run.continue"
+# The key of a decision's one run.continue (its source is the decision, its cause the
+# resolution). Earlier versions keyed it by the decision id: see `continuation_effect`.
+CONTINUE_KEY = "resolved"
 
 
 class Result(StrEnum):
@@ -220,8 +223,10 @@ def _record_submission(
         " winner_digest, submitted_at) VALUES (:id, :decision, :digest, :channel, :actor,"
         " :event, :key, :response, :result, :winner, :now)",
         {
-            "id": "submission-" + human_attempt_id(decision.decision_id,
-                                                   f"{answer.channel}\0{answer.idempotency_key}"),
+            # The answer's attempt id as the reference makes it (40 hex; earlier versions
+            # wrote it after `submission-`: rows are found by channel and key, never by id).
+            "id": human_attempt_id(decision.decision_id,
+                                   f"{answer.channel}\0{answer.idempotency_key}"),
             "decision": decision.decision_id,
             "digest": _digest_bytes_or_zero(answer.request_digest),
             "channel": answer.channel,
@@ -355,7 +360,7 @@ def _reserve_follow_ups(
     common = {"outcome": resolution.outcome, "provenance": resolution.provenance}
     effects.reserve(
         conn, source_resource_id=decision.resource_id, source_revision=revision,
-        effect_type=RUN_CONTINUE, idempotency_key=decision.decision_id,
+        effect_type=RUN_CONTINUE, idempotency_key=CONTINUE_KEY,
         payload={**common, "response": resolution.response, "reason": resolution.reason},
         owner_scope="run", actor=actor, now=now, recorded_by_source=True,
     )
@@ -437,6 +442,14 @@ def _pending_presentations(conn: apsw.Connection, resource_id: str) -> list[effe
     return [effects.get(conn, i) for i in ids]
 
 
+def continuation_effect(conn: apsw.Connection, decision: StoredDecision) -> effects.Effect | None:
+    """A resolved decision's run.continue (None before the resolution), also one reserved by
+    an earlier version under the decision id as its key (the source already names the
+    decision: a short key is stored twice less)."""
+    return effects.find(conn, decision.resource_id, RUN_CONTINUE, CONTINUE_KEY) \
+        or effects.find(conn, decision.resource_id, RUN_CONTINUE, decision.decision_id)
+
+
 def settlement_text(decision: StoredDecision, resolution: Resolution,
                     where: str | None = None) -> str:
     """The short outcome message channels post ("Accepted: Continue", "Cancelled: expired",
@@ -462,16 +475,16 @@ def apply_continue_locally(
     resolution = resolution_of(conn, decision_id)
     if resolution is None:
         raise DecisionRefused(f"decision {decision_id} is not resolved")
-    effect = effects.find(conn, decision.resource_id, RUN_CONTINUE, decision_id)
+    effect = continuation_effect(conn, decision)
     if effect is None:
         raise KeyError(f"run.continue of {decision_id}")
     if effect.status is effects.EffectStatus.APPLIED:
         return resolution
-    output = {"decisionId": decision_id, "choice": resolution.choice,
-              "input": None if resolution.response is None else resolution.response.get("input"),
-              "provenance": resolution.provenance, "reason": resolution.reason}
+    # The node's output is the response (the reference's `output[node]`): the resolution's
+    # own blob. A cancelled run has none; its reason is its status detail (and the
+    # resolution's, with the provenance).
     status: runs.TerminalStatus = "completed" if resolution.outcome == "accepted" else "cancelled"
     runs.finish_run(conn, lease, decision.run_id, decision.attempt_id, status, now,
-                    output=output, detail=resolution.reason)
+                    output=resolution.response, detail=resolution.reason)
     effects.apply_locally(conn, effect, lease, now, result={"runStatus": status})
     return resolution

@@ -221,12 +221,19 @@ def finish_run(
     output: JsonValue = None,
     detail: str | None = None,
 ) -> None:
-    """Finish the waiting attempt and the run (owner only), with one run event."""
+    """Finish the waiting attempt and the run (owner only), with one run event. `output` is
+    the attempt's node's output; the run's output maps each node to its output (the
+    reference's `output[node]`), here the one node's. Both are blobs shared by every run that
+    ended the same way (the same node, the same answer)."""
     verify_owner(conn, lease, run_id, now, f"run.{status}")
     current = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).get
     if current != "waiting":
         raise DecisionRefused(f"workflow run {run_id} is no longer waiting")
+    node_id = conn.execute("SELECT node_id FROM node_attempts WHERE attempt_id = ?",
+                           (attempt_id,)).get
     output_hash = None if output is None else blobs.put_json(conn, output, now)
+    run_output_hash = None if output is None or node_id is None \
+        else blobs.put_json(conn, {str(node_id): output}, now)
     conn.execute(
         "UPDATE node_attempts SET status = :status, output_hash = :output, finished_at = :now,"
         " updated_at = :now WHERE attempt_id = :attempt AND status = 'waiting'",
@@ -235,7 +242,8 @@ def finish_run(
     conn.execute(
         "UPDATE runs SET status = :status, output_hash = :output, status_detail = :detail,"
         " finished_at = :now, updated_at = :now WHERE run_id = :run",
-        {"status": status, "output": output_hash, "detail": detail, "now": now, "run": run_id},
+        {"status": status, "output": run_output_hash, "detail": detail, "now": now,
+         "run": run_id},
     )
     # No payload: the attempt row (the run's one attempt) records which attempt finished.
     resources.bump_current(conn, run_resource(run_id), f"run.{status}", lease.actor, now,

@@ -16,7 +16,7 @@ import apsw
 from channels.decisions.digests import digest_from_bytes
 from channels.decisions.presentation import FINGERPRINT_LENGTH
 from channels.decisions.records import Resolution, StoredDecision, load, resolution_of
-from channels.decisions.resolution import RUN_CONTINUE
+from channels.decisions.resolution import RUN_CONTINUE, continuation_effect
 from state import blobs, effects
 
 
@@ -232,7 +232,7 @@ def _view(
     })
     continuation = "none"
     if resolution is not None:
-        effect = effects.find(conn, decision.resource_id, RUN_CONTINUE, decision.decision_id)
+        effect = continuation_effect(conn, decision)
         applied = effect is not None and effect.status is effects.EffectStatus.APPLIED
         continuation = "applied" if applied else "pending"
     choice = resolution.choice if resolution else None

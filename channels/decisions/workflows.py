@@ -140,8 +140,9 @@ def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
     run_spec = runs.RunSpec(
         run_id=run_id, workflow_name=spec.workflow,
         definition={"name": spec.workflow, "nodes": [{"id": ASK_NODE, "type": "human_decision"}]},
-        input={"title": spec.title}, node_id=ASK_NODE, title=spec.title, source_ref=spec.workflow,
-        origin_session_id=spec.origin_session_id,
+        # The ask's input is what it asks about: its subject, one blob with the decision's.
+        input=request.document["subject"], node_id=ASK_NODE, title=spec.title,
+        source_ref=spec.workflow, origin_session_id=spec.origin_session_id,
     )
 
     def command(conn: apsw.Connection) -> runs.RunHandle:

@@ -259,9 +259,28 @@ def test_one_continuation_finishes_the_run_exactly_once(db: Database) -> None:
     assert rows(db, "SELECT count(*) FROM effect_attempts") == [(1,)]
     from channels.decisions.runs import run_output
 
-    assert db.read(lambda c: run_output(c, handle.run.run_id)) == {
-        "decisionId": handle.decision_id, "choice": "replan", "input": {"text": "smaller"},
-        "provenance": "human", "reason": None}
+    # The run's output maps its node to the node's output, the response (the reference's
+    # `output[node]`); the attempt's is the response itself, the resolution's own blob.
+    response = {"choice": "replan", "input": {"text": "smaller"}}
+    assert db.read(lambda c: run_output(c, handle.run.run_id)) == {"decision": response}
+    assert rows(db, "SELECT a.output_hash = r.response_hash FROM node_attempts a,"
+                    " human_decision_resolutions r") == [(1,)]
+
+
+def test_a_continuation_reserved_under_an_earlier_key_is_found_and_applied_once(
+        db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    handle = ask(db)
+    # Earlier versions keyed a decision's run.continue by the decision id.
+    monkeypatch.setattr(resolution, "CONTINUE_KEY", handle.decision_id)
+    submit(db, answer(handle, {"choice": "continue"}, "k1"))
+    monkeypatch.undo()
+    assert db.read(lambda c: views.view(c, handle.decision_id)).continuation == "pending"
+    workflows.apply_continuation(db, handle.decision_id, handle.run.lease)
+    workflows.apply_continuation(db, handle.decision_id, handle.run.lease)  # idempotent
+    assert rows(db, "SELECT idempotency_key, status, attempt_count FROM effects") == [
+        (handle.decision_id, "applied", 1)]
+    assert rows(db, "SELECT status FROM runs") == [("completed",)]
+    assert db.read(lambda c: views.view(c, handle.decision_id)).continuation == "applied"
 
 
 def test_parent_projection_shows_resolution_before_and_after_continuation(db: Database) -> None:
@@ -320,7 +339,7 @@ def test_stale_presentation_closure_settles_presenting_channels_and_drops_undeli
     db.write(present)  # type: ignore[arg-type]
     submit(db, answer(handle, {"choice": "stop"}, "k1"))
     assert sorted(rows(db, "SELECT effect_type, idempotency_key, status FROM effects")) == [
-        ("run.continue", handle.decision_id, "pending"),
+        ("run.continue", "resolved", "pending"),
         ("telegram.deliver", "telegram-b", "cancelled"),
         ("telegram.settle", "telegram-a", "pending"),
     ]
