@@ -34,6 +34,7 @@ from channels.telegram.identity import Channel
 from channels.telegram.limits import CALLBACK_TEXT_LIMIT
 from channels.telegram.muting import MUTE_USAGE, parse_mute, set_mute
 from channels.telegram.text_answers import MAX_LISTED, choice_named, hint, pending_list
+from channels.telegram.updates import press_field
 from channels.text import utf16_len
 from state import effects
 from state.leases import Lease
@@ -114,7 +115,7 @@ def _callback(
     p = row.payload
     callback_id = p.get("callbackId")
     user, chat = p.get("userId"), p.get("chatId")
-    if p.get("inline") or user is None or chat is None:
+    if press_field(p, "inline") or user is None or chat is None:
         return _answered(callback_id, _ignored("no_chat"), "This button cannot be used here.")
     if not channel.profile.allows(str(user), str(chat)):
         return _answered(callback_id, _ignored("not_allowed"),
@@ -128,7 +129,7 @@ def _callback(
         return _answered(callback_id, _ignored("unknown_button"), "This button is not valid.")
     decision_id, choice_id = found
     decision = records.load(conn, decision_id)
-    if p.get("accessible") and isinstance(p.get("messageId"), int):
+    if press_field(p, "accessible") and isinstance(p.get("messageId"), int):
         _reconcile(conn, channel, decision, str(chat), str(p["messageId"]), now, worker)
     if "input" in decision.request.choices[choice_id]:
         return _prompt(conn, channel, decision, choice_id, p, now, worker)
@@ -194,7 +195,7 @@ def prompt_text(text: str, press: dict[str, Any], fp: str
     code = {"type": "code", "length": len(fp)}
     if not isinstance(user, int) or not isinstance(chat, int) or chat > 0:
         return text, [{**code, "offset": utf16_len(text) - len(fp)}]
-    name = press.get("userName") or "You"
+    name = press_field(press, "userName") or "You"
     mention = {"type": "text_mention", "offset": 0, "length": utf16_len(name),
                "user": {"id": user, "is_bot": False, "first_name": name}}
     text = f"{name}, {text}"
@@ -398,7 +399,7 @@ def _prompted_choice(conn: apsw.Connection, channel: Channel,
     """The text choice whose prompt `message_id` is (any presser's: a reply to another
     person's prompt answers too; the reply's own sender is the one checked and recorded)."""
     return next((choice for found, choice, _ in prompts(conn, channel.channel_id, decision)
-                 if found == message_id), None)
+                 if messages.stored_id(conn, found) == message_id), None)
 
 
 def _outcome_result(outcome: Verdict) -> dict[str, Any]:

@@ -113,12 +113,15 @@ def _object(value: Any) -> dict[str, Any]:
 
 
 def _callback(query: dict[str, Any]) -> dict[str, Any]:
+    """A press, minimal: members that are null or what nearly every press says (a message
+    that is accessible, not inline; the first name that is the full name) are left out, and
+    read back through `press_field`. An inbox payload is stored for every press."""
     sender = _object(query.get("from"))
     message = _object(query.get("message"))
     chat = _object(message.get("chat"))
     data = _text(query.get("data"))
     name = _text(sender.get("first_name"))
-    return {
+    full = {
         # An id that is not valid text could never be answered: the press is still processed.
         "callbackId": _text(query.get("id")),
         "userId": _int(sender.get("id")),
@@ -135,6 +138,23 @@ def _callback(query: dict[str, Any]) -> dict[str, Any]:
         len(data.encode("utf-8")) <= MAX_CALLBACK_DATA_BYTES else None,
         "inline": "inline_message_id" in query,
     }
+    return {k: v for k, v in full.items() if v != _left_out(full, k)}
+
+
+def _left_out(press: dict[str, Any], key: str) -> Any:
+    """What a member left out of a press's payload means."""
+    if key == "accessible":
+        return True
+    if key == "inline":
+        return False
+    if key == "userName":
+        return press.get("userFullName")
+    return None
+
+
+def press_field(press: dict[str, Any], key: str) -> Any:
+    """One member of a press's payload (payloads of earlier versions carry every member)."""
+    return press[key] if key in press else _left_out(press, key)
 
 
 def _first_name(sender: dict[str, Any]) -> str | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.telegram.updates import next_offset, to_event
+from channels.telegram.updates import next_offset, press_field, to_event
 from tests.conftest import child_env
 from tests.paths import ROOT
 
@@ -27,12 +27,32 @@ def test_a_supergroup_callback_keeps_only_what_processing_needs() -> None:
     event = to_event(update)
     assert event is not None and event.event_type == "callback"
     assert event.external_event_id == str(update["update_id"])
+    # Stored for every press, so members that say what nearly every press says are left out
+    # (no thread, an accessible message, not inline): `press_field` reads them back.
     assert event.payload == {
         "callbackId": "4410371836592057102", "userId": 6234567890, "userName": "Zo\u00eb",
         "userFullName": "Zo\u00eb \u00c6r\u00f8sk\u00f8bing",
-        "chatId": -1001987654321,
-        "messageId": 310, "threadId": None, "accessible": True,
-        "data": "piw:1b88630ac41bd9b13c5af743", "inline": False}
+        "chatId": -1001987654321, "messageId": 310, "data": "piw:1b88630ac41bd9b13c5af743"}
+    assert [press_field(event.payload, k) for k in ("threadId", "accessible", "inline")] == [
+        None, True, False]
+    # A payload of an earlier version, every member written out, reads the same.
+    earlier = {**event.payload, "threadId": None, "accessible": True, "inline": False}
+    assert all(press_field(earlier, k) == press_field(event.payload, k) for k in earlier)
+
+
+def test_a_first_name_that_is_the_full_name_is_stored_once() -> None:
+    query = {"id": "7", "data": "piw:1b88630ac41bd9b13c5af743",
+             "from": {"id": 5, "first_name": "Ada"},
+             "message": {"message_id": 9, "date": 1, "chat": {"id": 5}}}
+    payload = to_event({"update_id": 1, "callback_query": query}).payload
+    assert "userName" not in payload and payload["userFullName"] == "Ada"
+    assert press_field(payload, "userName") == "Ada"
+    # No first name but a last one: the first name is null, not the full name.
+    query["from"] = {"id": 5, "last_name": "Lovelace"}
+    payload = to_event({"update_id": 2, "callback_query": query}).payload
+    assert payload["userName"] is None and press_field(payload, "userName") is None
+    inline = to_event({"update_id": 3, "callback_query": {**query, "inline_message_id": "x"}})
+    assert inline.payload["inline"] is True
 
 
 def test_a_forum_topic_callback_carries_its_thread() -> None:
