@@ -28,9 +28,25 @@ class MessageStatus(StrEnum):
     AMBIGUOUS = "ambiguous"
 
 
+ID_HEX = 20  # 80 bits; earlier versions wrote 40 hex digits (see `stored_id`)
+
+
 def message_id_for(channel_id: str, purpose: Purpose, *parts: str) -> str:
-    """Deterministic message id, so a retried effect finds its own row."""
-    return f"{purpose}-" + hex40("\0".join([channel_id, *parts]))
+    """Deterministic message id, so a retried effect finds its own row. 80 bits: a message
+    id is stored four times (its row, its parts' rows and their two keys)."""
+    return f"{purpose}-" + hex40("\0".join([channel_id, *parts]))[:ID_HEX]
+
+
+def stored_id(conn: apsw.Connection, message_id: str) -> str:
+    """The id a message is stored under: `message_id` itself, or the id an earlier version
+    gave the same message, which begins with it (the same digest, 40 hex digits long); a
+    message not stored yet keeps `message_id`. Every function here takes either and finds the
+    row, so messages of a database written before keep their rows: never a second one (a
+    part that may have been sent would be sent again). One search of the primary key."""
+    found = conn.execute(
+        "SELECT message_id FROM channel_messages WHERE message_id >= ?1"
+        " AND message_id < ?1 || 'g' ORDER BY message_id LIMIT 1", (message_id,)).get
+    return message_id if found is None else str(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +87,7 @@ def ensure_message(
     now: int,
 ) -> MessageRow:
     """Create the message row (pending) if it does not exist; return it."""
+    message_id = stored_id(conn, message_id)
     conn.execute(
         "INSERT INTO channel_messages (message_id, channel_id, decision_id, purpose, content_hash,"
         " status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)"
@@ -84,6 +101,7 @@ def ensure_message(
 
 def get_message(conn: apsw.Connection, message_id: str) -> MessageRow | None:
     """One message row."""
+    message_id = stored_id(conn, message_id)
     r = conn.execute(
         "SELECT message_id, channel_id, decision_id, purpose, status, external_conversation_ref,"
         " external_message_ref FROM channel_messages WHERE message_id = ?",
@@ -102,6 +120,7 @@ def set_message_status(
     message_ref: str | None = None,
 ) -> None:
     """Move a message to a new status (refs are kept when not given)."""
+    message_id = stored_id(conn, message_id)
     conn.execute(
         "UPDATE channel_messages SET status = :status, updated_at = :now,"
         " external_conversation_ref = coalesce(:conv, external_conversation_ref),"
@@ -113,6 +132,7 @@ def set_message_status(
 
 def parts(conn: apsw.Connection, message_id: str) -> list[PartRow]:
     """All part rows of a message, by recipient then part."""
+    message_id = stored_id(conn, message_id)
     rows = conn.execute(
         "SELECT message_id, recipient_index, part_index, external_conversation_ref,"
         " external_message_ref FROM channel_message_parts WHERE message_id = ?"
@@ -126,6 +146,7 @@ def write_part_intent(
     conn: apsw.Connection, message_id: str, recipient: int, part: int, text: str, now: int
 ) -> None:
     """The intent row, committed before the send."""
+    message_id = stored_id(conn, message_id)
     conn.execute(
         "INSERT INTO channel_message_parts (message_id, recipient_index, part_index, content_hash)"
         " VALUES (?, ?, ?, ?)",
@@ -138,6 +159,7 @@ def confirm_part(
     message_ref: str,
 ) -> None:
     """Record the provider references of a sent part (also used to reconcile one)."""
+    message_id = stored_id(conn, message_id)
     conn.execute(
         "UPDATE channel_message_parts SET external_conversation_ref = ?, external_message_ref = ?"
         " WHERE message_id = ? AND recipient_index = ? AND part_index = ?",
@@ -147,6 +169,7 @@ def confirm_part(
 
 def remove_part_intent(conn: apsw.Connection, message_id: str, recipient: int, part: int) -> None:
     """The send provably did not happen: the part is unsent again."""
+    message_id = stored_id(conn, message_id)
     conn.execute(
         "DELETE FROM channel_message_parts WHERE message_id = ? AND recipient_index = ?"
         " AND part_index = ? AND external_message_ref IS NULL",
@@ -208,6 +231,7 @@ def delivery_counts(conn: apsw.Connection, channel_id: str) -> dict[str, int]:
 
 def unconfirmed_text(conn: apsw.Connection, message_id: str) -> str | None:
     """The text of a single-part message whose part is still an intent (else None)."""
+    message_id = stored_id(conn, message_id)
     row = conn.execute(
         "SELECT m.content_hash FROM channel_messages m JOIN channel_message_parts p"
         " USING (message_id) WHERE m.message_id = ? AND p.external_message_ref IS NULL",

@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from channels.decisions import records, runs
+from channels.decisions import records, resolution, runs
 from channels.telegram import deliveries
 from state import effects
 from tests.channels.telegram.test_channel import CHANNEL, Flow, flow  # noqa: F401
@@ -36,6 +36,14 @@ def test_every_row_of_the_lifecycle_is_there(flow: Flow) -> None:  # noqa: F811
                      run_id) == [("completed", 1)]
     assert flow.rows("SELECT status FROM node_attempts WHERE run_id = ?", run_id) == [
         ("completed",)]
+    # One blob for content that is the same: the run's input is its subject, its attempt's
+    # output the answer; the run's output is {node: answer}.
+    assert flow.rows(
+        "SELECT r.input_hash = d.subject_hash, a.output_hash = s.response_hash, b.content"
+        " FROM runs r JOIN human_decisions d USING (run_id) JOIN node_attempts a USING (run_id)"
+        " JOIN human_decision_resolutions s ON s.decision_id = d.decision_id"
+        " JOIN blobs b ON b.blob_hash = r.output_hash WHERE d.decision_id = ?", decision_id) == [
+        (1, 1, b'{"decision":{"choice":"continue"}}')]
     assert flow.rows("SELECT count(*) FROM human_decisions WHERE decision_id = ?",
                      decision_id) == [(1,)]
     assert flow.rows("SELECT outcome, provenance FROM human_decision_resolutions"
@@ -93,7 +101,7 @@ def test_one_event_per_accepted_change_and_revisions_without_gaps(flow: Flow) ->
     assert json.loads(payload) == {"effects": [delivery]}
     assert effect_events(deliveries.SETTLE, CHANNEL) == [
         "effect.attempt_started", "effect.applied"]
-    assert effect_events("run.continue", handle.decision_id) == ["effect.applied"]
+    assert effect_events("run.continue", resolution.CONTINUE_KEY) == ["effect.applied"]
     # The follow-ups' source revision is the resolution's, whose event is there.
     assert flow.rows("SELECT DISTINCT source_revision FROM effects WHERE source_resource_id = ?"
                      " AND effect_type IN ('run.continue', 'telegram.settle')", decision) == [
@@ -122,13 +130,14 @@ def test_the_footprint_of_one_more_decision_is_pinned(flow: Flow) -> None:  # no
     events = after["events"] - before["events"]
     # What one more simple lifecycle adds (two passes), row for row: its own records, the
     # three effects (no reminder: none was due) and their leases, the run's lease, and
-    # eleven blobs: seven its own (the run's input, the subject, the request, the card, which
-    # is the delivery message's text and its part's, the press, the outcome post, the run's
-    # output; the presentation here is the first one's) and four of the channel's passes
-    # (two claims, the cursor, the reservation). The choices, the delivery's recipients, the
-    # answer's payloads and every result are blobs the first decision stored already.
+    # nine blobs: five its own (the subject, which is also the run's input; the request; the
+    # card, which is the delivery message's text and its part's; the press; the outcome
+    # post; the presentation here is the first one's) and four of the channel's passes (two
+    # claims, the cursor, the reservation). The choices, the delivery's recipients, the
+    # answer's payloads, the outputs (the answer, and the run's {node: answer}) and every
+    # result are blobs the first decision stored already.
     assert rows == Counter({
-        "events": 16, "blobs": 11, "resources": 5, "effects": 3, "effect_attempts": 3,
+        "events": 16, "blobs": 9, "resources": 5, "effects": 3, "effect_attempts": 3,
         "leases": 3, "channel_messages": 2, "channel_message_parts": 2, "runs": 1,
         "node_attempts": 1, "human_decisions": 1, "human_decision_resolutions": 1,
         "human_decision_submissions": 1, "channel_inbox": 1})
