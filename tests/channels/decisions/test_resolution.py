@@ -268,12 +268,12 @@ def test_one_continuation_finishes_the_run_exactly_once(db: Database) -> None:
 
 
 def test_a_continuation_reserved_under_an_earlier_key_is_found_and_applied_once(
-        db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+        db: Database) -> None:
     handle = ask(db)
     # Earlier versions keyed a decision's run.continue by the decision id.
-    monkeypatch.setattr(resolution, "CONTINUE_KEY", handle.decision_id)
-    submit(db, answer(handle, {"choice": "continue"}, "k1"))
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as earlier_version:
+        earlier_version.setattr(resolution, "CONTINUE_KEY", handle.decision_id)
+        submit(db, answer(handle, {"choice": "continue"}, "k1"))
     assert db.read(lambda c: views.view(c, handle.decision_id)).continuation == "pending"
     workflows.apply_continuation(db, handle.decision_id, handle.run.lease)
     workflows.apply_continuation(db, handle.decision_id, handle.run.lease)  # idempotent

@@ -17,6 +17,8 @@ from tests.channels.telegram.test_channel import CHANNEL, CHAT, Flow, flow  # no
 
 
 def as_earlier_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids as an earlier version made them (a monkeypatch of its own: undoing it must not undo
+    the fixtures' HOME)."""
     monkeypatch.setattr(messages, "ID_HEX", 40)
     monkeypatch.setattr(effects, "effect_id_for", lambda s, t, k: "effect-" + hashlib.sha256(
         f"{s}\0{t}\0{k}".encode()).hexdigest()[:24])
@@ -28,11 +30,11 @@ def delivery_rows(flow: Flow) -> list[tuple[str, str]]:  # noqa: F811
 
 
 def test_a_card_delivered_under_earlier_ids_is_settled_on_its_own_rows(
-        flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        flow: Flow) -> None:  # noqa: F811
     handle = flow.ask()
-    as_earlier_version(monkeypatch)
-    flow.poll()
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as earlier_version:
+        as_earlier_version(earlier_version)
+        flow.poll()
     [(earlier, status)] = delivery_rows(flow)
     assert status == "confirmed"
     assert len(earlier) == len("delivery-") + 40
@@ -44,18 +46,18 @@ def test_a_card_delivered_under_earlier_ids_is_settled_on_its_own_rows(
     assert delivery_rows(flow) == [(earlier, "confirmed")]  # no second row for the card
     assert flow.rows("SELECT count(*) FROM effects WHERE effect_type = ?", deliveries.DELIVER) \
         == [(1,)]
-    assert [r.params["message_id"] for r in flow.server.requests("editMessageReplyMarkup")] == [
+    assert [int(r.params["message_id"]) for r in flow.server.requests("editMessageReplyMarkup")] == [
         card]
     assert flow.effect_statuses(deliveries.SETTLE) == ["applied"]
 
 
 def test_a_send_left_ambiguous_under_earlier_ids_is_never_sent_again(
-        flow: Flow, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+        flow: Flow) -> None:  # noqa: F811
     handle = flow.ask()
-    as_earlier_version(monkeypatch)
-    flow.server.inject("sendMessage", Fault.lose())
-    flow.poll()
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as earlier_version:
+        as_earlier_version(earlier_version)
+        flow.server.inject("sendMessage", Fault.lose())
+        flow.poll()
     [(earlier, status)] = delivery_rows(flow)
     assert status == "ambiguous"
     sent = len(flow.sends())
@@ -71,5 +73,5 @@ def test_a_send_left_ambiguous_under_earlier_ids_is_never_sent_again(
     flow.poll()
     assert flow.rows("SELECT message_id, external_message_ref FROM channel_message_parts"
                      " WHERE message_id = ?", earlier) == [(earlier, str(lost))]
-    assert [r.params["message_id"] for r in flow.server.requests("editMessageReplyMarkup")] == [
+    assert [int(r.params["message_id"]) for r in flow.server.requests("editMessageReplyMarkup")] == [
         lost]
