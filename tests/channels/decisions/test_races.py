@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from channels.decisions import records
 from state.clock import ManualClock
 from state.database import Database
 from tests.channels.decisions import race_worker
@@ -60,7 +61,7 @@ def _race(home: Path, kinds: list[str]) -> dict[str, dict[str, str]]:
                 (decision_id,)).get == 1
             assert db.conn.execute(
                 "SELECT count(*) FROM effects WHERE effect_type = 'run.continue'"
-                " AND idempotency_key = ?", (decision_id,)).get == 1
+                " AND source_resource_id = ?", (records.decision_resource(decision_id),)).get == 1
     return outcomes
 
 
