@@ -16,7 +16,7 @@ from channels.decisions import records, resolution, views
 from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
-from channels.messages import MessageStatus
+from channels.messages import MessageStatus, Purpose
 from channels.telegram import documents, outcomes
 from channels.telegram.buttons import TOKEN_RE, ButtonIndex
 from channels.telegram.card import card_parts
@@ -36,6 +36,7 @@ from channels.telegram.muting import MUTE_USAGE, parse_mute, set_mute
 from channels.telegram.text_answers import MAX_LISTED, choice_named, hint, pending_list
 from channels.text import utf16_len
 from state import effects
+from state.effects import OwnerScope
 from state.leases import Lease
 from state.resources import Actor
 
@@ -177,7 +178,7 @@ def _prompt(
     effects.reserve(
         conn, source_resource_id=decision.resource_id,
         source_revision=resource_revision(conn, decision.resource_id), effect_type=PROMPT,
-        idempotency_key=key, payload=payload, owner_scope="channel", actor=worker, now=now,
+        idempotency_key=key, payload=payload, owner_scope=OwnerScope.CHANNEL, actor=worker, now=now,
     )
     return _answered(p.get("callbackId"), {"result": "prompted", "choice": choice_id},
                      "Reply to the prompt message with your text.")
@@ -214,7 +215,7 @@ def _reconcile(
     buttons) reached the chat with this decision's keyboard. When that message is one we never
     learned (its send response was lost, or an operator's resend replaced it), record its
     reference, so that settlement removes its keyboard like any other."""
-    message_id = messages.message_id_for(channel.channel_id, "delivery", decision.decision_id)
+    message_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY, decision.decision_id)
     if messages.get_message(conn, message_id) is None:
         return
     recipients = delivery_recipients(conn, channel, decision)
@@ -229,10 +230,10 @@ def _reconcile(
     if intents:
         messages.confirm_part(conn, message_id, recipient, last, chat, message_ref)
     else:  # a second copy of the last part: kept as a message of its own
-        copy_id = messages.message_id_for(channel.channel_id, "delivery", decision.decision_id,
-                                          "copy", chat, message_ref)
+        copy_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY,
+                                          decision.decision_id, "copy", chat, message_ref)
         messages.ensure_message(conn, copy_id, channel.channel_id, decision.decision_id,
-                                "delivery", texts[-1], now)
+                                Purpose.DELIVERY, texts[-1], now)
         messages.write_part_intent(conn, copy_id, recipient, last, texts[-1], now)
         messages.confirm_part(conn, copy_id, recipient, last, chat, message_ref)
         messages.set_message_status(conn, copy_id, MessageStatus.CONFIRMED, now)
@@ -244,7 +245,7 @@ def _known(conn: apsw.Connection, channel: Channel, decision: records.StoredDeci
     return any(
         (part.conversation_ref, part.message_ref) == (chat, message_ref)
         for message in messages.messages_for_decision(conn, channel.channel_id,
-                                                      decision.decision_id, ["delivery"])
+                                                      decision.decision_id, [Purpose.DELIVERY])
         for part in messages.parts(conn, message.message_id))
 
 
@@ -261,7 +262,8 @@ def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.Sto
         conn, source_resource_id=decision.resource_id,
         source_revision=resource_revision(conn, decision.resource_id), effect_type=SETTLE,
         idempotency_key=f"{channel.channel_id}:learned:{learned}",
-        payload=effects.payload(conn, earlier), owner_scope="channel", actor=worker, now=now,
+        payload=effects.payload(conn, earlier), owner_scope=OwnerScope.CHANNEL, actor=worker,
+        now=now,
     )
 
 
@@ -274,10 +276,10 @@ def _reply(
         return Processed(_ignored("malformed"))
     if not channel.profile.allows(str(user), str(chat)):
         return Processed(_ignored("not_allowed"))
-    prompt = messages.find_message_by_ref(conn, channel.channel_id, "prompt", str(chat),
+    prompt = messages.find_message_by_ref(conn, channel.channel_id, Purpose.PROMPT, str(chat),
                                        str(reply_to)) or _reconcile_prompt(conn, channel, p, now)
     if prompt is None or prompt.decision_id is None:
-        card = messages.find_message_by_part_ref(conn, channel.channel_id, "delivery",
+        card = messages.find_message_by_part_ref(conn, channel.channel_id, Purpose.DELIVERY,
                                                  str(chat), str(reply_to))
         if card is None or card.decision_id is None:
             return Processed(_ignored("unbound_reply"))

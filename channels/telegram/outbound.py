@@ -21,7 +21,7 @@ from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
-from channels.messages import MessageStatus
+from channels.messages import MessageStatus, Purpose
 from channels.telegram import documents, giving_up, notifying, outcomes, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.card import card_parts
@@ -54,7 +54,7 @@ from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StaleLease, StateError, WriteRejected
-from state.resources import Actor
+from state.resources import Actor, ActorType
 
 NOT_SENT_BACKOFF_MS = 5_000
 BEGIN_MARGIN_MS = 500
@@ -83,7 +83,7 @@ class Outbound:
 
     @property
     def _actor(self) -> Actor:
-        return Actor("channel", self.owner_id)
+        return Actor(ActorType.CHANNEL, self.owner_id)
 
     async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1) -> int:
         """Apply every due effect of this channel (of `types`), up to `concurrency` at once
@@ -216,7 +216,8 @@ class Outbound:
         # The message's text is the card as sent: one part, one blob for message and part.
         text = "\n\n".join(part.text for part in parts)
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, decision_id, "delivery", text, self._now()))
+            c, message_id, self.channel.channel_id, decision_id, Purpose.DELIVERY, text,
+            self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
         only = payload.get("only")
         delivery = Delivery(decision_id, message_id, parts, keyboard(decision.request),
@@ -316,7 +317,7 @@ class Outbound:
         chat = str(p["chatId"])
         message_id = prompt_of(p)
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, p["decisionId"], "prompt", p["text"],
+            c, message_id, self.channel.channel_id, p["decisionId"], Purpose.PROMPT, p["text"],
             self._now()))
         existing = self.db.read(lambda c: messages.parts(c, message_id))
         if existing:
@@ -356,7 +357,7 @@ class Outbound:
         chat, text = str(p["chatId"]), str(p["text"])
         message_id = notice_message_id(self.channel.channel_id, str(p["key"]))
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, p["decisionId"], "settlement", text,
+            c, message_id, self.channel.channel_id, p["decisionId"], Purpose.SETTLEMENT, text,
             self._now()))
         existing = self.db.read(lambda c: messages.parts(c, message_id))
         if existing:  # an earlier try: sent (done), or maybe sent (never again blindly)
@@ -395,7 +396,7 @@ class Outbound:
         cards = self.db.read(lambda c: keyboard_messages(c, self.channel.channel_id,
                                                           decision_id))
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, decision_id, "settlement", text,
+            c, message_id, self.channel.channel_id, decision_id, Purpose.SETTLEMENT, text,
             self._now()))
         done = {p.recipient_index for p in self.db.read(lambda c: messages.parts(c, message_id))}
         for r, (chat, card) in enumerate(cards):
@@ -427,9 +428,9 @@ class Outbound:
         channel_id = self.channel.channel_id
         # Telegram's own outcome post (who answered, how, when), not the channel-neutral text.
         post = outcomes.outcome_post(c, self.channel, records.load(c, decision_id), now)
-        message_id = messages.message_id_for(channel_id, "settlement", decision_id)
-        messages.ensure_message(c, message_id, channel_id, decision_id, "settlement", post.text,
-                                now)
+        message_id = messages.message_id_for(channel_id, Purpose.SETTLEMENT, decision_id)
+        messages.ensure_message(c, message_id, channel_id, decision_id, Purpose.SETTLEMENT,
+                                post.text, now)
         done = {part.recipient_index for part in messages.parts(c, message_id)}
         keyboards = keyboard_messages(c, channel_id, decision_id)
         cards = dict(keyboards)  # the post replies to the card it settles, in each chat
