@@ -114,18 +114,24 @@ def notify(db: Database, spec: NotifySpec, config: ChannelsConfig | None,
                                      db.entropy))
 
 
+def telegram_routes(config: ChannelsConfig | None,
+                    routes: tuple[str, ...]) -> tuple[str, ...]:
+    """The routes (`telegram:<profile>`) that name a configured Telegram profile: where a
+    notification reaches a phone."""
+    if config is None:
+        return ()
+    return tuple(route for route in routes if route.partition(":")[0] == "telegram"
+                 and route.partition(":")[2] in config.profiles)
+
+
 def _telegram_recipients(config: ChannelsConfig | None,
                          routes: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """channel id -> allowlisted chats, of each Telegram profile the audience routes to."""
-    found: dict[str, tuple[str, ...]] = {}
     if config is None:
-        return found
-    for route in routes:
-        kind, _, name = route.partition(":")
-        if kind == "telegram" and name in config.profiles:
-            chats = tuple(sorted(config.profiles[name].allowed_chat_ids))
-            found[identity.telegram_channel_id(name)] = chats
-    return found
+        return {}
+    names = [route.partition(":")[2] for route in telegram_routes(config, routes)]
+    return {identity.telegram_channel_id(name):
+            tuple(sorted(config.profiles[name].allowed_chat_ids)) for name in names}
 
 
 def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
@@ -197,5 +203,6 @@ def _run(conn: apsw.Connection, spec: NotifySpec, owner_id: str, now: int,
     return run_id, handle.attempt_id, spec.title
 
 
-__all__ = ["MAX_TEXT_CODE_UNITS", "NOTIFY_WORKFLOW", "PI_NOTIFY", "TELEGRAM_NOTIFY",
-           "NotificationRefused", "Notified", "NotifySpec", "check", "notify"]
+__all__ = ["DEFAULT_AUDIENCE", "MAX_TEXT_CODE_UNITS", "NOTIFY_WORKFLOW", "PI_NOTIFY",
+           "TELEGRAM_NOTIFY", "NotificationRefused", "Notified", "NotifySpec", "check", "notify",
+           "telegram_routes"]

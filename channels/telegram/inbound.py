@@ -17,23 +17,20 @@ from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
 from channels.messages import MessageStatus, Purpose
-from channels.telegram import documents, outcomes
+from channels.telegram import commands, documents, outcomes
 from channels.telegram.buttons import TOKEN_RE, ButtonIndex
 from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
     PROMPT,
     SETTLE,
     delivery_recipients,
-    open_routed_decisions,
     prompts,
-    reserve_copy,
     reserve_notice,
     resource_revision,
 )
 from channels.telegram.identity import Channel
 from channels.telegram.limits import CALLBACK_TEXT_LIMIT
-from channels.telegram.muting import MUTE_USAGE, parse_mute, set_mute
-from channels.telegram.text_answers import MAX_LISTED, choice_named, hint, pending_list
+from channels.telegram.text_answers import choice_named, hint
 from channels.text import utf16_len
 from state import effects
 from state.effects import OwnerScope
@@ -344,34 +341,8 @@ def _card_reply(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow,
 
 def _command(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow, now: int,
              lease: Lease) -> Processed:
-    """`/pending` in an allowlisted chat: the open decisions, numbered, then their cards again
-    (a copy each, with live buttons). `/mute 1h`: no progress cards in that chat for an hour."""
-    p, worker = row.payload, lease.actor
-    user, chat, message = p.get("userId"), p.get("chatId"), p.get("messageId")
-    if user is None or chat is None or message is None:
-        return Processed(_ignored("malformed"))
-    if not channel.profile.allows(str(user), str(chat)):
-        return Processed(_ignored("not_allowed"))
-    if p.get("command") == "mute":
-        ms = parse_mute(str(p.get("args") or ""))
-        said = MUTE_USAGE if ms is None else \
-            set_mute(conn, lease, channel.channel_id, str(chat), ms, now)
-        reserve_notice(conn, channel, None, str(chat), message, said,
-                       f"command:{chat}:{message}", worker, now)
-        if ms is None:
-            return Processed(_ignored("bad_duration"))
-        return Processed({"result": "muted" if ms else "unmuted"})
-    if p.get("command") != "pending":
-        return Processed(_ignored("unknown_command"))
-    waiting = [records.load(conn, d) for d in open_routed_decisions(conn, channel, now)]
-    reserve_notice(conn, channel, None, str(chat), message, pending_list(
-        [(str(d.request.document["title"]), d.request.presentation_digest) for d in waiting]),
-        f"command:{chat}:{message}", worker, now)
-    for order, decision in enumerate(waiting[:MAX_LISTED], start=1):
-        # Effects go out oldest first: a millisecond apart, the cards follow the list in order.
-        reserve_copy(conn, channel, decision.decision_id, str(chat), f"{chat}:{message}",
-                     worker, now + order)
-    return Processed({"result": "listed", "count": len(waiting)})
+    """A bot command (`/pending`, `/mute`): `commands` says what it does."""
+    return Processed(commands.run(conn, channel, row.payload, now, lease))
 
 
 def _reconcile_prompt(
