@@ -26,6 +26,8 @@ from bench.common import RawCommits
 from channels import messages, store
 from channels.decisions import resolution, workflows
 from channels.decisions.resolution import HumanAnswer
+from channels.messages import Purpose
+from channels.store import AdapterType
 from state.database import Database
 
 CHOICES = {"continue": {"label": "Continue"}, "stop": {"label": "Stop"}}
@@ -34,8 +36,9 @@ CHANNEL = "telegram:bench"
 
 
 def _present(conn: Any, *, decision_id: str, now: int) -> None:
-    messages.ensure_message(conn, messages.message_id_for(CHANNEL_ID, "delivery", decision_id),
-                            CHANNEL_ID, decision_id, "delivery", "decision", now)
+    message_id = messages.message_id_for(CHANNEL_ID, Purpose.DELIVERY, decision_id)
+    messages.ensure_message(conn, message_id, CHANNEL_ID, decision_id, Purpose.DELIVERY,
+                            "decision", now)
 
 
 def _answer(conn: Any, *, answer: HumanAnswer, now: int) -> Any:
@@ -55,7 +58,8 @@ def main() -> None:
         os.environ["HOME"] = str(home)
         with Database.open_writer() as db:
             now = db.clock.now_ms()
-            db.write(lambda c: store.ensure_channel(c, CHANNEL_ID, "telegram", "bench", now))
+            db.write(lambda c: store.ensure_channel(c, CHANNEL_ID, AdapterType.TELEGRAM, "bench",
+                                                    now))
             spec = workflows.AskSpec(
                 title="Approve?", choices=CHOICES,
                 presentation=workflows.presentation_for("Approve?", "Bench decision.", None))

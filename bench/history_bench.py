@@ -36,10 +36,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from channels.messages import MessageStatus
-from state.effects import AttemptOutcome
-from state.leases import OwnerType
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import apsw
@@ -52,19 +48,23 @@ from channels import inbox, messages, store
 from channels.config.loading import load_config
 from channels.decisions import records, resolution, workflows
 from channels.decisions.resolution import HumanAnswer
+from channels.messages import MessageStatus, Purpose
+from channels.store import AdapterType
 from channels.telegram import deliveries
 from channels.telegram.deliveries import DELIVER, SETTLE
 from channels.telegram.identity import Channel
 from state import effects, leases
 from state.database import COMMON_PRAGMAS, Database
+from state.effects import AttemptOutcome
 from state.files import STATE_RELATIVE_PATH
-from state.resources import Actor
+from state.leases import OwnerType
+from state.resources import Actor, ActorType
 
 
 def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner: str,
                     handles: list[workflows.AskHandle], first_ref: int) -> None:
     now = db.clock.now_ms()
-    actor = Actor("channel", owner)
+    actor = Actor(ActorType.CHANNEL, owner)
     chat = str(USER)
     channel_lease = store.claim(conn, channel.channel_id, owner, now, db.entropy)
     events = []
@@ -76,8 +76,8 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
         effect_id = effects.effect_id_for(records.decision_resource(decision_id), DELIVER,
                                           channel.channel_id)
         attempt = effects.begin_attempt(conn, effect_id, OwnerType.CHANNEL, owner, now, db.entropy)
-        message_id = messages.message_id_for(channel.channel_id, "delivery", decision_id)
-        messages.ensure_message(conn, message_id, channel.channel_id, decision_id, "delivery",
+        message_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY, decision_id)
+        messages.ensure_message(conn, message_id, channel.channel_id, decision_id, Purpose.DELIVERY,
                                 "decision", now)
         messages.write_part_intent(conn, message_id, 0, 0, "decision", now)
         messages.confirm_part(conn, message_id, 0, 0, chat, ref)
@@ -92,8 +92,8 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
         settle = effects.effect_id_for(records.decision_resource(decision_id), SETTLE,
                                        channel.channel_id)
         attempt = effects.begin_attempt(conn, settle, OwnerType.CHANNEL, owner, now, db.entropy)
-        outcome = messages.message_id_for(channel.channel_id, "settlement", decision_id)
-        messages.ensure_message(conn, outcome, channel.channel_id, decision_id, "settlement",
+        outcome = messages.message_id_for(channel.channel_id, Purpose.SETTLEMENT, decision_id)
+        messages.ensure_message(conn, outcome, channel.channel_id, decision_id, Purpose.SETTLEMENT,
                                 "Accepted: Continue", now)
         messages.write_part_intent(conn, outcome, 0, 0, "Accepted: Continue", now)
         messages.confirm_part(conn, outcome, 0, 0, chat, str(first_ref + 2 * k + 1))
@@ -113,7 +113,7 @@ def fill_history(db: Database, count: int) -> None:
     assert config is not None
     channel = Channel(next(iter(config.profiles.values())), config)
     owner = workflows.new_owner_id(db, "history")
-    db.write(lambda c: store.ensure_channel(c, channel.channel_id, "telegram",
+    db.write(lambda c: store.ensure_channel(c, channel.channel_id, AdapterType.TELEGRAM,
                                             channel.profile.name, db.clock.now_ms()))
     chunk = 250
     for start in range(0, count, chunk):

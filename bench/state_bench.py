@@ -30,16 +30,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import RawCommits
 from state import blobs, effects, resources
 from state.database import Database
-from state.resources import Actor
+from state.effects import OwnerScope
+from state.resources import Actor, ActorType, ResourceType
 
-HOST = Actor("host", "bench")
+HOST = Actor(ActorType.HOST, "bench")
 
 
 def typical_commands(db: Database, n: int, raw: RawCommits | None = None, chunk: int = 100,
                      tag: str = "bench") -> float:
     """Commands per second; with `raw`, a chunk of raw commits is timed between chunks."""
     run = f"run:{tag}"
-    db.write(lambda c: resources.create(c, run, "run", HOST, 0))
+    db.write(lambda c: resources.create(c, run, ResourceType.RUN, HOST, 0))
     revision = 1
 
     def command(c: apsw.Connection, i: int, expected: int) -> int:
@@ -51,7 +52,8 @@ def typical_commands(db: Database, n: int, raw: RawCommits | None = None, chunk:
                   (f"p{tag}{i}", f"/{tag}/{i}", now))
         effects.reserve(c, source_resource_id=run, source_revision=new,
                         effect_type="run.continue", idempotency_key=f"k{i}",
-                        payload={"blob": blob.hex()}, owner_scope="run", actor=HOST, now=now)
+                        payload={"blob": blob.hex()}, owner_scope=OwnerScope.RUN, actor=HOST,
+                        now=now)
         return new
 
     elapsed = 0.0

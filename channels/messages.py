@@ -6,17 +6,23 @@ confirmed send. A row without a reference is ambiguous and never re-sent automat
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import Any
 
 import apsw
 
 from channels.store import hex40
 from state import blobs
 
-Purpose = Literal["delivery", "settlement", "prompt"]
+
+class Purpose(StrEnum):
+    """What a channel message is for (`channel_messages.purpose`)."""
+
+    DELIVERY = "delivery"
+    SETTLEMENT = "settlement"
+    PROMPT = "prompt"
 
 
 class MessageStatus(StrEnum):
@@ -56,10 +62,14 @@ class MessageRow:
     message_id: str
     channel_id: str
     decision_id: str | None
-    purpose: str
-    status: str
+    purpose: Purpose
+    status: MessageStatus
     conversation_ref: str | None
     message_ref: str | None
+
+    @classmethod
+    def from_row(cls, r: Sequence[Any]) -> MessageRow:
+        return cls(r[0], r[1], r[2], Purpose(r[3]), MessageStatus(r[4]), r[5], r[6])
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +117,7 @@ def get_message(conn: apsw.Connection, message_id: str) -> MessageRow | None:
         " external_message_ref FROM channel_messages WHERE message_id = ?",
         (message_id,),
     ).fetchone()
-    return None if r is None else MessageRow(*r)
+    return None if r is None else MessageRow.from_row(r)
 
 
 def set_message_status(
@@ -189,7 +199,7 @@ def messages_for_decision(
         f" AND purpose IN ({marks}) ORDER BY created_at, message_id",
         (decision_id, channel_id, *wanted),
     )
-    return [MessageRow(*r) for r in rows]
+    return [MessageRow.from_row(r) for r in rows]
 
 
 def find_message_by_ref(
@@ -203,7 +213,7 @@ def find_message_by_ref(
         " AND external_conversation_ref = ? AND external_message_ref = ?",
         (channel_id, purpose, conversation_ref, message_ref),
     ).fetchone()
-    return None if r is None else MessageRow(*r)
+    return None if r is None else MessageRow.from_row(r)
 
 
 def find_message_by_part_ref(
@@ -219,7 +229,7 @@ def find_message_by_part_ref(
         " AND m.channel_id = ? AND m.purpose = ? LIMIT 1",
         (conversation_ref, message_ref, channel_id, purpose),
     ).fetchone()
-    return None if r is None else MessageRow(*r)
+    return None if r is None else MessageRow.from_row(r)
 
 
 def delivery_counts(conn: apsw.Connection, channel_id: str) -> dict[str, int]:

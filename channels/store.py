@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any
 
 import apsw
 
@@ -16,8 +17,14 @@ from state import blobs, leases, resources
 from state.clock import Entropy
 from state.errors import WriteRejected
 from state.leases import Lease, OwnerType
+from state.resources import ResourceType
 
-AdapterType = Literal["pi", "telegram"]
+
+class AdapterType(StrEnum):
+    """The provider a channel speaks to (the DDL's `channels.adapter_type` CHECK set)."""
+
+    PI = "pi"
+    TELEGRAM = "telegram"
 
 
 def hex40(text: str) -> str:
@@ -37,7 +44,7 @@ def ensure_channel(
     if exists:
         return
     resource_id = channel_resource(channel_id)
-    resources.create(conn, resource_id, "channel", resources.SYSTEM, now,
+    resources.create(conn, resource_id, ResourceType.CHANNEL, resources.SYSTEM, now,
                      event_type="channel.registered", payload={"adapter": adapter})
     conn.execute(
         "INSERT INTO channels (channel_id, resource_id, adapter_type, profile_key, created_at)"

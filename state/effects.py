@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
 import apsw
 
@@ -20,9 +20,16 @@ from state.clock import Entropy
 from state.errors import EffectConflict, WriteRejected
 from state.ids import digest_id
 from state.leases import Lease, OwnerType
-from state.resources import Actor
+from state.resources import Actor, ResourceType
 
-OwnerScope = Literal["run", "controller", "channel", "system"]
+
+class OwnerScope(StrEnum):
+    """Whose work an effect is (the DDL's `effects.owner_scope` CHECK set)."""
+
+    RUN = "run"
+    CONTROLLER = "controller"
+    CHANNEL = "channel"
+    SYSTEM = "system"
 
 
 class EffectStatus(StrEnum):
@@ -67,7 +74,7 @@ class Effect:
     effect_type: str
     idempotency_key: str
     payload_hash: bytes
-    owner_scope: str
+    owner_scope: OwnerScope
     status: EffectStatus
     attempt_count: int
     next_attempt_at: int | None
@@ -78,6 +85,7 @@ class Effect:
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> Effect:
         values = list(row)
+        values[7] = OwnerScope(values[7])
         values[8] = EffectStatus(values[8])
         return cls(*values)
 
@@ -148,9 +156,10 @@ def reserve(
         raise WriteRejected(f"{source_resource_id} is not at revision {source_revision}:"
                             " its change cannot record this effect")
     if recorded_by_source or recorded_by_caller:
-        resources.create_follow_up(conn, resource_id, "effect", now)
+        resources.create_follow_up(conn, resource_id, ResourceType.EFFECT, now)
     else:
-        resources.create(conn, resource_id, "effect", actor, now, event_type="effect.reserved")
+        resources.create(conn, resource_id, ResourceType.EFFECT, actor, now,
+                         event_type="effect.reserved")
     conn.execute(
         "INSERT INTO effects (effect_id, resource_id, source_resource_id, source_revision,"
         " effect_type, idempotency_key, payload_hash, owner_scope, status, attempt_count,"

@@ -35,9 +35,15 @@ class OwnerType(StrEnum):
 
 # A lease holder acts as the actor of the same name.
 _ACTOR_TYPE: Final[dict[OwnerType, ActorType]] = {
-    OwnerType.SESSION: "session", OwnerType.HOST: "host", OwnerType.CONTROLLER: "controller",
-    OwnerType.CHANNEL: "channel",
+    OwnerType.SESSION: ActorType.SESSION, OwnerType.HOST: ActorType.HOST,
+    OwnerType.CONTROLLER: ActorType.CONTROLLER, OwnerType.CHANNEL: ActorType.CHANNEL,
 }
+
+
+def actor_of(owner_type: OwnerType, owner_id: str) -> Actor:
+    """The actor a lease holder acts as."""
+    return Actor(_ACTOR_TYPE[owner_type], owner_id)
+
 
 TTL_MS = 60_000
 RENEW_WHEN_LEFT_MS = 20_000
@@ -56,7 +62,7 @@ class Lease:
 
     @property
     def actor(self) -> Actor:
-        return Actor(_ACTOR_TYPE[self.owner_type], self.owner_id)
+        return actor_of(self.owner_type, self.owner_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +198,7 @@ def take_over(
     if state is not None and state.is_live(now):
         clear_row(conn, resource_id)
         resources.bump_current(conn, resource_id, f"{_resource_type(conn, resource_id)}"
-                               ".lease_taken_over", Actor(_ACTOR_TYPE[owner_type], owner_id), now,
+                               ".lease_taken_over", actor_of(owner_type, owner_id), now,
                                lease_generation=state.generation)
     return claim(conn, resource_id, owner_type, owner_id, now, entropy)
 

@@ -7,7 +7,7 @@ same transaction. A command that changes two resources bumps each exactly once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 import apsw
 
@@ -16,10 +16,29 @@ from state.canonical import JsonValue
 from state.errors import StaleRevision, WriteRejected
 from state.ids import digest_id, number_id
 
-ResourceType = Literal["run", "decision", "controller", "effect", "channel", "session"]
-ActorType = Literal[
-    "session", "host", "controller", "channel", "human", "policy", "control", "system"
-]
+
+class ResourceType(StrEnum):
+    """What a resource is (the DDL's `resources.resource_type` CHECK set)."""
+
+    RUN = "run"
+    DECISION = "decision"
+    CONTROLLER = "controller"
+    EFFECT = "effect"
+    CHANNEL = "channel"
+    SESSION = "session"
+
+
+class ActorType(StrEnum):
+    """Who performs a change (the DDL's `events.actor_type` CHECK set)."""
+
+    SESSION = "session"
+    HOST = "host"
+    CONTROLLER = "controller"
+    CHANNEL = "channel"
+    HUMAN = "human"
+    POLICY = "policy"
+    CONTROL = "control"
+    SYSTEM = "system"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +49,7 @@ class Actor:
     id: str | None = None
 
 
-SYSTEM = Actor("system")
+SYSTEM = Actor(ActorType.SYSTEM)
 
 
 def create(

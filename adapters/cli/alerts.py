@@ -47,8 +47,9 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
                 f" poller per bot: stop the other one, then run:"
                 f" piw-channels poll --once -v --profile {profile}")
     if alert.kind == "webhook":
-        return (f"{who}: a webhook is active for this bot; remove it (Bot API deleteWebhook:"
-                f" https://api.telegram.org/bot<token>/deleteWebhook) to poll")
+        return (f"{who}: a webhook is active for this bot, and Telegram refuses to be polled"
+                f" while one is set; delete it (the updates waiting are kept), run:"
+                f" {SETUP.format(p=profile)} --delete-webhook")
     if alert.kind == "pass":
         return f"{who}: {f.get('description')}"
     if alert.kind == "expiry":  # not the channel's own: the same line from every profile

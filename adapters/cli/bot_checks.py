@@ -1,8 +1,8 @@
 """`setup telegram`'s steps on the Bot API: verify the token (getMe), find a webhook
 (getWebhookInfo), make the bot pollable (deleteWebhook, only when the operator agrees: never
-silently) and offer `/pending` in the chat (setMyCommands). The calls go through
-python-telegram-bot's `Bot` (`adapters.telegram.setup_bot`); this module turns their outcomes
-into the operator's lines and exit codes. Nothing here writes a file.
+silently) and offer the bot's commands in the chat's menu (setMyCommands: `commands.MENU`).
+The calls go through python-telegram-bot's `Bot` (`adapters.telegram.setup_bot`); this module
+turns their outcomes into the operator's lines and exit codes. Nothing here writes a file.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from adapters.telegram.results import CallOutcome, CallResult
 from adapters.telegram.setup_bot import SetupBot, SetupCallFailed
 from channels.config.errors import ConfigInvalid
 from channels.errors import ChannelsError
-from channels.telegram.text_answers import COMMANDS
+from channels.telegram.commands import MENU
 from state.exit_codes import EXIT_TEMPORARY
 
 __all__ = [
@@ -69,7 +69,7 @@ class VerifiedBot:
 
     id: int
     username: str | None
-    commands_set: bool = True  # the `/pending` menu was registered (setMyCommands)
+    commands_set: bool = True  # the command menu was registered (setMyCommands)
     webhook: str | None = ""  # getWebhookInfo's url ("": none; None: it could not be checked)
     webhook_deleted: bool = False
 
@@ -102,7 +102,7 @@ def prepare_polling(
 ) -> VerifiedBot:  # fmt: skip
     """Make the verified bot pollable: delete its webhook if it has one and the operator
     agrees (`--delete-webhook`, or yes at the prompt; otherwise exit 75, nothing written),
-    then set its command menu so that `/pending` is offered in the chat."""
+    then set its command menu so that the bot's commands are offered in the chat."""
     deleting = bool(bot.webhook) and _webhook_may_go(bot.webhook or "", token, delete_webhook)
     client = _setup_bot(token, api_base_url)
     try:
@@ -148,7 +148,7 @@ async def _ready(bot: SetupBot, delete_webhook: bool, deadline_seconds: float) -
         if delete_webhook:
             await bot.delete_webhook()
         try:
-            await bot.set_commands(COMMANDS)
+            await bot.set_commands(MENU)
         except SetupCallFailed:
             return False
     return True
@@ -217,5 +217,5 @@ def print_notes(bot: VerifiedBot) -> None:
         print("Note: whether the bot has a webhook could not be checked (getWebhookInfo"
               " failed); `poll` says so if one is set.", file=sys.stderr)
     if not bot.commands_set:  # the profile works; only the chat's command menu is missing
-        print("Note: the bot's command menu (/pending) could not be set; run setup again to"
-              " retry. Typing /pending works without it.", file=sys.stderr)
+        print("Note: the bot's command menu (/pending, /mute) could not be set; run setup"
+              " again to retry. Typing the commands works without it.", file=sys.stderr)

@@ -30,7 +30,7 @@ from state.database import Database
 from state.errors import StateError
 from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
 from state.files import default_path
-from state.resources import Actor
+from state.resources import Actor, ActorType
 
 T = TypeVar("T")
 
@@ -182,7 +182,7 @@ def _note_config_failure(exc: ChannelsError) -> None:
     if not default_path().exists():
         return
     with contextlib.suppress(StateError), Database.open_writer() as db:
-        actor = Actor("control", workflows.new_owner_id(db, "poll"))
+        actor = Actor(ActorType.CONTROL, workflows.new_owner_id(db, "poll"))
         db.write(lambda c: config_failures.note(c, str(exc), exc.exit_code, actor,
                                                 db.clock.now_ms()))
 
@@ -222,7 +222,7 @@ def cmd_resend(args: argparse.Namespace) -> int:
             chosen = db.read(lambda c: deliveries.failed_deliveries(c, channel))
         else:
             chosen = [workflows.resolve_id(db, args.decision_id)]
-        actor = Actor("control", workflows.new_owner_id(db, "resend"))
+        actor = Actor(ActorType.CONTROL, workflows.new_owner_id(db, "resend"))
         for decision_id in chosen:
             def reserve(c: Any, decision_id: str = decision_id) -> str:
                 return deliveries.reserve_resend(c, channel, decision_id, actor,

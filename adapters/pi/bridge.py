@@ -4,9 +4,11 @@ Framing is strict JSON lines: one compact JSON object per line, LF only (a trail
 stripped), written ASCII-only so U+2028/U+2029 never reach a reader that splits on them.
 
     extension -> bridge: hello {secret, session_id, session_file, pi_version, mode},
-        delivered, answer, ask, turned, gate, gate_cancel, gate_state, notified, post, bye
-    bridge -> extension: deliver, settle, result, asked, turn, error; gated, gate_result,
-        gate_state (adapters.pi.gatedesk); notify, posted (adapters.pi.notifying)
+        delivered, answer, ask, turned, gate, gate_cancel, gate_state, notified, post,
+        notify_state, bye
+    bridge -> extension: error; deliver, settle, result, asked, turn
+        (adapters.pi.decisiondesk); gated, gate_result, gate_state (adapters.pi.gatedesk);
+        notify, posted, notify_state (adapters.pi.notifying)
     (every field: the protocol table of adapters/pi/README.md)
 
 After `hello` the bridge claims the lease of the session's channel (`pi-` + hash of the
@@ -34,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.pi import asking
 from adapters.pi.binding import Binding
+from adapters.pi.decisiondesk import DecisionDesk, Owner
 from adapters.pi.framing import (
     LineWriter,
     ProtocolError,
@@ -44,25 +46,21 @@ from adapters.pi.framing import (
     text_field,
 )
 from adapters.pi.gatedesk import GateDesk
-from adapters.pi.lines import deliver_message, settle_message
 from adapters.pi.notifying import NoteDesk
 from adapters.pi.session_file import check_session
 from channels import store
 from channels.config import loading
 from channels.config.errors import ConfigError
 from channels.config.model import ChannelsConfig
-from channels.decisions import views, workflows
+from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.pi import answers, deliveries, sessions, settlement, turns
-from channels.pi.answers import AnswerEvent
-from channels.pi.settlement import Settlement
+from channels.pi import deliveries, sessions, settlement
 from state import leases
 from state.database import Database
-from state.errors import LeaseHeld, StaleLease, StateError, WriteRejected
+from state.errors import LeaseHeld, StaleLease, StateError
 from state.leases import Lease, OwnerType
 
 RESYNC_SECONDS = 5.0
-INTERACTIVE = "interactive"
 
 ConfigLoader = Callable[[], ChannelsConfig | None]
 
@@ -84,20 +82,19 @@ class Bridge:
     hello: dict[str, str] = field(default_factory=dict)
     registered: bool = False  # the session's channel row exists (it is made when needed)
     lease: Lease | None = None
-    sent: set[str] = field(default_factory=set)  # decisions this process delivered
-    offered: set[str] = field(default_factory=set)  # turn intents this process sent
-    deadlines: dict[str, int] = field(default_factory=dict)  # shown decisions' deadlines
     waiting_announced: bool = False
     config_problem: str | None = None
     seen_version: int = -1
     last_sync: float = 0.0
     desk: GateDesk | None = None  # the tool-call gate's waiting calls
+    decisions: DecisionDesk = field(init=False)  # the decisions shown in the session
     notes: NoteDesk = field(init=False)  # the notifications shown in the session, its posts
     # Set by `bye`: the extension said why it stops. None: stdin closed without a word.
     leaving_for: str | None = None
 
     def __post_init__(self) -> None:
         self.desk = GateDesk(self.db, self.out, self.owner_id)
+        self.decisions = DecisionDesk(self.db, self.out, self.owner_id)
         self.notes = NoteDesk(self.db, self.out, self.owner_id)
 
     # -- inbound lines -------------------------------------------------------------------------
@@ -134,7 +131,7 @@ class Bridge:
             self.leaving_for = reason if isinstance(reason, str) and reason else "quit"
             return
         if kind not in ("delivered", "answer", "ask", "turned", "gate", "gate_cancel",
-                        "gate_state", "notified", "post"):
+                        "gate_state", "notified", "post", "notify_state"):
             raise ProtocolError("unknown_type", f"unknown message type {kind!r}")
         if self.session_id is None:
             raise ProtocolError("hello_required", "send hello {session_id, pi_version, mode} first")
@@ -146,6 +143,9 @@ class Bridge:
             return
         if kind == "gate_state":
             self._desk().state(message, self.session_id)
+            return
+        if kind == "notify_state":  # a reading of the config: no channel needed
+            self.notes.state(message, self._config_of)
             return
         if kind == "gate":
             # Judged without the session's channel too (a second window of the session): its
@@ -159,16 +159,17 @@ class Bridge:
         if self.lease is None:
             raise ProtocolError("not_ready", "another bridge still serves this Pi session")
         if kind in ("notified", "post"):
-            self.notes.handle(message, self._owner(), lambda: (*self._config(),
-                                                                 self.config_problem))
+            self.notes.handle(message, self._owner(), self._config_of)
         elif kind == "delivered":
-            self._delivered(message)
-        elif kind == "ask":
-            self._ask(message)
+            self.decisions.delivered(message, self._owner())
         elif kind == "turned":
-            self._turned(message)
+            self.decisions.turned(message, self._owner())
         else:
-            self._answer(message)
+            if kind == "ask":
+                self.decisions.ask(message, self._owner()[2], self._config_of)
+            else:
+                self.decisions.answer(message, self._owner(), self.hello, self._config_of)
+            self.sync()  # our own commit does not move data_version: settle right away
 
     def _hello(self, message: dict[str, Any]) -> None:
         session_id = identifier_field(message, "session_id")
@@ -206,74 +207,6 @@ class Bridge:
             raise ProtocolError("unverified", f"{checked.problem}; nothing is accepted")
         return checked.kind
 
-    def _delivered(self, message: dict[str, Any]) -> None:
-        message_id = identifier_field(message, "message_id")
-        entry_id = identifier_field(message, "entry_id")
-        lease, channel_id, session_id = self._owner()
-        try:
-            self.db.write(lambda c: deliveries.confirm_delivery(
-                c, lease, channel_id, session_id, message_id, entry_id, self._now()))
-        except StaleLease:
-            raise
-        except WriteRejected as exc:  # not a delivery of this session
-            raise ProtocolError("unknown_message", str(exc)) from None
-
-    def _answer(self, message: dict[str, Any]) -> None:
-        entered = message.get("input")
-        if entered is not None and not isinstance(entered, str | dict):
-            raise ProtocolError("malformed", "answer.input must be null, text or an object")
-        source = text_field(message, "source")
-        event_id = identifier_field(message, "event_id")
-        lease, channel_id, session_id = self._owner()
-        event = AnswerEvent(
-            decision_id=identifier_field(message, "decision_id"),
-            request_digest=text_field(message, "request_digest"),
-            choice=text_field(message, "choice"),
-            entered=entered,
-            actor_id=session_id,
-            event_key=f"{session_id}:{event_id}",
-            # Only a person answering Pi's own dialogs is a human candidate; the resolution
-            # function records any other source and rejects it.
-            origin="human" if source == INTERACTIVE else f"pi:{source}",
-            details={"source": source, **self.hello},
-        )
-        usable, config = self._config()
-        if not usable:
-            raise ProtocolError("config_invalid", f"cannot route answers: {self.config_problem}")
-        report = self.db.write(lambda c: answers.submit_answer(
-            c, lease, channel_id, event, self._now(), config))
-        self.out.send({"type": "result", "event_id": event_id, **report.to_json(),
-                       "duplicate": report.duplicate})
-        self.sync()  # our own commit does not move data_version: settle right away
-
-    def _ask(self, message: dict[str, Any]) -> None:
-        event_id = identifier_field(message, "event_id")
-        _, _, session_id = self._owner()
-        spec = asking.ask_spec(message, session_id)
-        usable, config = self._config()
-        if not usable:
-            raise ProtocolError("config_invalid", f"cannot route decisions: {self.config_problem}")
-        handle = workflows.create_ask(self.db, spec, self.owner_id)
-        # Like `ask` without --wait: the run waits with no live owner, so the deadline and the
-        # continuation are applied by whoever runs the expiry step next.
-        workflows.release_run(self.db, handle.run.lease)
-        fingerprint = self.db.read(lambda c: views.fingerprint_of(c, handle.decision_id))
-        self.out.send({"type": "asked", "event_id": event_id, "decision_id": handle.decision_id,
-                       "fingerprint": fingerprint,
-                       "delivered_to": asking.delivered_to(config, spec.audience)})
-        self.sync()
-
-    def _turned(self, message: dict[str, Any]) -> None:
-        turn_intent_id = identifier_field(message, "turn_intent_id")
-        entry_id = identifier_field(message, "entry_id")
-        lease, channel_id, session_id = self._owner()
-        try:
-            self.db.write(lambda c: turns.confirm_turn(
-                c, lease, channel_id, session_id, turn_intent_id, entry_id, self._now()))
-        except KeyError:
-            raise ProtocolError("unknown_turn",
-                                f"{turn_intent_id} is not a turn of this Pi session") from None
-
     # -- lease ---------------------------------------------------------------------------------
 
 
@@ -281,7 +214,7 @@ class Bridge:
         assert self.desk is not None
         return self.desk
 
-    def _owner(self) -> tuple[Lease, str, str]:
+    def _owner(self) -> Owner:
         assert self.lease is not None and self.channel_id and self.session_id
         return self.lease, self.channel_id, self.session_id
 
@@ -399,14 +332,11 @@ class Bridge:
             self.error(exc.code, str(exc))
 
     def _apply_deadlines(self) -> None:
-        """A decision shown here must not look answerable past its deadline until cron runs:
-        apply due deadlines (and finish ask runs) as `poll` does, then settle right away."""
-        now = self._now()
-        if not any(at <= now for at in self.deadlines.values()):
+        """Apply the due deadlines of decisions shown here, then settle right away."""
+        failed = self.decisions.apply_deadlines()
+        if failed is None:
             return
-        self.deadlines = {d: at for d, at in self.deadlines.items() if at > now}
-        report = workflows.expire_overdue(self.db, self.owner_id)
-        for decision_id, exc in report.failed:  # each fails alone; the others are settled
+        for decision_id, exc in failed:  # each fails alone; the others are settled
             self.error("deadline_failed", f"{decision_id}: its deadline cannot be applied:"
                        f" {type(exc).__name__}: {exc}"[:300])
         self.sync()
@@ -427,50 +357,12 @@ class Bridge:
         self.last_sync = time.monotonic()
         usable, config = self._config()
         self._desk().tick()
+        owner = self._owner()
         if usable:
-            self._deliver(config)
-        self._settle()
-        self._offer_turns()
-        self.notes.offer(*self._owner())
-
-    def _deliver(self, config: ChannelsConfig | None) -> None:
-        lease, channel_id, session_id = self._owner()
-        skip = frozenset(self.sent)
-        found = self.db.read(lambda c: deliveries.undelivered(
-            c, channel_id, session_id, config, skip, now=self._now(), include_confirmed=True))
-        if not found:
-            return
-        recorded = self.db.write(lambda c: deliveries.record_deliveries(
-            c, lease, channel_id, found, self._now()))
-        for item in recorded:
-            self.sent.add(item.decision.decision_id)
-            if item.decision.deadline_at is not None:
-                self.deadlines[item.decision.decision_id] = item.decision.deadline_at
-            self.out.send(deliver_message(item))
-
-    def _settle(self) -> None:
-        lease, channel_id, _ = self._owner()
-        due = self.db.read(lambda c: settlement.due_settlements(c, channel_id, self._now()))
-        for item in due:
-            self._settle_one(lease, channel_id, item)
-
-    def _offer_turns(self) -> None:
-        # Offered until the extension reports the entry: it looks in the session first, so
-        # offering again (a new bridge, a lost line) never adds a second turn.
-        _, _, session_id = self._owner()
-        for item in self.db.read(lambda c: turns.due_turns(c, session_id, self._now())):
-            if item.turn_intent_id not in self.offered:
-                self.offered.add(item.turn_intent_id)
-                self.out.send({"type": "turn", "turn_intent_id": item.turn_intent_id,
-                               "decision_id": item.decision_id, "content": item.content,
-                               "by_person": item.by_person})
-
-    def _settle_one(self, lease: Lease, channel_id: str, item: Settlement) -> None:
-        # Three steps so that no transaction is open while the line is written.
-        attempt = self.db.write(lambda c: settlement.begin_settlement(
-            c, lease, channel_id, item.effect_id, self._now(), self.db.entropy))
-        sent = self.out.send(settle_message(item))
-        self.db.write(lambda c: settlement.finish_settlement(c, attempt, sent, self._now()))
+            self.decisions.deliver(owner, config)
+        self.decisions.settle(owner)
+        self.decisions.offer_turns(owner)
+        self.notes.offer(*owner)
 
     def _config(self) -> tuple[bool, ChannelsConfig | None]:
         """(usable, config): a broken private config is reported once, then nothing is
@@ -484,6 +376,10 @@ class Bridge:
             return False, None
         self.config_problem = None
         return True, config
+
+    def _config_of(self) -> tuple[bool, ChannelsConfig | None, str | None]:
+        usable, config = self._config()
+        return usable, config, self.config_problem
 
     # -- helpers -------------------------------------------------------------------------------
 

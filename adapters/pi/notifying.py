@@ -5,20 +5,23 @@ turn of the session reaches the phone.
     notify {notification_id, kind, title,        notified {notification_id, entry_id, adopted}
             text, run_id, context}               post {event_id, kind, text, run_id?,
                                                       session_name?, cwd?}
-    posted {event_id, notification_id, run_id,
+    posted {event_id, notification_id, run_id,   notify_state {event_id}
             adopted, delivered_to}
+    notify_state {event_id, audience,
+                  delivered_to, problem}
 
 `notify` goes out for each pending `pi.notify` of the session once its attempt is written
 (`channels.pi.notes`: the intent before the line, never a second line for an open attempt);
 `notified` is its receipt (the Pi entry id; `adopted` when the extension found the entry in
 the branch already). `post` is the extension's own notification (`/notify on`): a row made
 with `channels.notifications.producing`, for the audience's Telegram chats (a session is not
-told about its own turn).
+told about its own turn). `notify_state` says where such a post would reach a phone (the
+audience's Telegram routes, none when it has no Telegram profile), so that `/notify on` can say
+at once that nothing would.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,8 +29,9 @@ from typing import Any, cast
 
 import apsw
 
+from adapters.pi.decisiondesk import ConfigOf
 from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, text_field
-from channels.config.model import ChannelsConfig
+from channels.config.model import ChannelsConfig, audience_routes
 from channels.decisions import context, workflows
 from channels.notifications import producing
 from channels.notifications.records import NotificationType
@@ -100,7 +104,7 @@ class NoteDesk:
                 return
 
     def handle(self, message: dict[str, Any], owner: tuple[Lease, str, str],
-               config_of: Callable[[], tuple[bool, ChannelsConfig | None, str | None]]) -> None:
+               config_of: ConfigOf) -> None:
         """A `notified` or a `post` line (the bridge holds the session's channel)."""
         lease, channel_id, session_id = owner
         if message["type"] == "notified":
@@ -111,6 +115,16 @@ class NoteDesk:
             raise ProtocolError("config_invalid", f"cannot route notifications: {problem}")
         name = message.get("session_name")
         self.post(message, session_id, config, name if isinstance(name, str) and name else None)
+
+    def state(self, message: dict[str, Any], config_of: ConfigOf) -> None:
+        """For `/notify on`: the Telegram routes the session's own posts would reach."""
+        event_id = identifier_field(message, "event_id")
+        usable, config, problem = config_of()
+        audience = producing.DEFAULT_AUDIENCE
+        routes = producing.telegram_routes(config, audience_routes(config, audience)) \
+            if usable else ()
+        self.out.send({"type": "notify_state", "event_id": event_id, "audience": audience,
+                       "delivered_to": list(routes), "problem": problem})
 
     def notified(self, message: dict[str, Any], lease: Lease, channel_id: str,
                  session_id: str) -> None:

@@ -21,6 +21,7 @@ from channels.decisions.request import (
 from channels.errors import DecisionRefused
 from state import blobs, resources
 from state.leases import Lease
+from state.resources import ResourceType
 
 
 class Outcome(StrEnum):
@@ -99,7 +100,7 @@ def open_decision(conn: apsw.Connection, lease: Lease, request: DecisionRequest,
         raise DecisionRefused(f"attempt {doc['attemptId']} of run {doc['runId']} is not waiting")
     resource_id = decision_resource(request.decision_id)
     resources.create(
-        conn, resource_id, "decision", lease.actor, now, event_type="decision.opened",
+        conn, resource_id, ResourceType.DECISION, lease.actor, now, event_type="decision.opened",
         # No payload: the immutable decision row holds its id and request digest.
         lease_generation=lease.generation,
     )

@@ -19,7 +19,7 @@ from channels.decisions import runs, turn_intents
 from channels.decisions.choices import validate_response
 from channels.decisions.digests import digest_to_bytes
 from channels.decisions.presentation import fingerprint
-from channels.decisions.records import Resolution, StoredDecision, load, resolution_of
+from channels.decisions.records import Outcome, Resolution, StoredDecision, load, resolution_of
 from channels.decisions.request import (
     answer_digest,
     human_attempt_id,
@@ -28,8 +28,9 @@ from channels.decisions.request import (
 from channels.errors import DecisionError, DecisionRefused, InvalidDigest
 from state import blobs, effects, resources
 from state.canonical import canonical_bytes, sha256
+from state.effects import OwnerScope
 from state.leases import Lease
-from state.resources import Actor
+from state.resources import Actor, ActorType
 
 MODEL_ANSWER_MESSAGE = (
     "This checkpoint requires a verified human answer from Pi UI or a configured decision channel."
@@ -255,13 +256,13 @@ def _resolve_deadline(
     default = decision.request.default_response
     if default is None:
         resolution = _win(conn, decision, outcome="cancelled", provenance="expired_no_default",
-                          response=None, reason="expired", actor=Actor("policy"), now=now,
+                          response=None, reason="expired", actor=Actor(ActorType.POLICY), now=now,
                           lease=policy.lease, basis=None)
     else:
         basis = timeout_answer_digest(decision.request.request_digest, default)
         resolution = _win(conn, decision, outcome="accepted", provenance="timeout_policy",
-                          response=dict(default), reason=None, actor=Actor("policy"), now=now,
-                          lease=policy.lease, basis=basis)
+                          response=dict(default), reason=None, actor=Actor(ActorType.POLICY),
+                          now=now, lease=policy.lease, basis=basis)
     return Verdict(Result.WON, resolution.provenance, resolution)
 
 
@@ -277,8 +278,9 @@ def _resolve_cancellation(
             return Verdict(Result.ADOPTED, "identical cancellation", winner)
         raise DecisionRefused("Immutable human decision cancellation conflicts")
     resolution = _win(conn, decision, outcome="cancelled", provenance="explicit_cancel",
-                      response=None, reason=cancel.reason, actor=Actor("control", cancel.actor_id),
-                      now=now, lease=cancel.lease, basis=None)
+                      response=None, reason=cancel.reason,
+                      actor=Actor(ActorType.CONTROL, cancel.actor_id), now=now, lease=cancel.lease,
+                      basis=None)
     return Verdict(Result.WON, "cancelled", resolution)
 
 
@@ -293,7 +295,7 @@ def _win_human(
               "eventId": answer.external_event_id}
     basis = answer_digest(response, source)  # type: ignore[arg-type]
     return _win(conn, decision, outcome="accepted", provenance="human", response=response,
-                reason=None, actor=Actor("human", answer.actor_id), now=now, lease=None,
+                reason=None, actor=Actor(ActorType.HUMAN, answer.actor_id), now=now, lease=None,
                 basis=basis, human=answer)
 
 
@@ -362,7 +364,7 @@ def _reserve_follow_ups(
         conn, source_resource_id=decision.resource_id, source_revision=revision,
         effect_type=RUN_CONTINUE, idempotency_key=CONTINUE_KEY,
         payload={**common, "response": resolution.response, "reason": resolution.reason},
-        owner_scope="run", actor=actor, now=now, recorded_by_source=True,
+        owner_scope=OwnerScope.RUN, actor=actor, now=now, recorded_by_source=True,
     )
     for channel_id, adapter in _presenting_channels(conn, decision.decision_id):
         # Telegram renders its own outcome post when it settles; Pi shows this text (and
@@ -374,7 +376,7 @@ def _reserve_follow_ups(
             conn, source_resource_id=decision.resource_id, source_revision=revision,
             effect_type=f"{adapter}.settle", idempotency_key=channel_id,
             payload={**common, **extra},
-            owner_scope="channel", actor=actor, now=now, recorded_by_source=True,
+            owner_scope=OwnerScope.CHANNEL, actor=actor, now=now, recorded_by_source=True,
         )
     for effect in _pending_presentations(conn, decision.resource_id):
         effects.cancel(conn, effect, actor, now, "decision resolved before delivery")
@@ -483,7 +485,9 @@ def apply_continue_locally(
     # The node's output is the response (the reference's `output[node]`): the resolution's
     # own blob. A cancelled run has none; its reason is its status detail (and the
     # resolution's, with the provenance).
-    status: runs.TerminalStatus = "completed" if resolution.outcome == "accepted" else "cancelled"
+    status: runs.TerminalStatus = (runs.RunStatus.COMPLETED
+                                   if resolution.outcome == Outcome.ACCEPTED
+                                   else runs.RunStatus.CANCELLED)
     runs.finish_run(conn, lease, decision.run_id, decision.attempt_id, status, now,
                     output=resolution.response, detail=resolution.reason)
     effects.apply_locally(conn, effect, lease, now, result={"runStatus": status})

@@ -18,9 +18,7 @@ from state import blobs, leases, resources
 from state.canonical import JsonValue, canonical_bytes
 from state.clock import Entropy
 from state.leases import Lease, OwnerType
-from state.resources import Actor
-
-RunOwner = Literal["session", "host"]
+from state.resources import ResourceType
 
 
 class RunStatus(StrEnum):
@@ -48,12 +46,28 @@ class AttemptStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
-ExecutionMode = Literal["interactive", "headless"]
-SourceType = Literal["builtin", "file"]
+# How a run ends here: its answer was accepted, or the decision was cancelled.
+TerminalStatus = Literal[RunStatus.COMPLETED, RunStatus.CANCELLED]
+# Who owns a run this project creates: a Pi session, or this host's command.
+RunOwner = Literal[OwnerType.SESSION, OwnerType.HOST]
+
+
+class ExecutionMode(StrEnum):
+    """How a run is bound to its origin session (`run_bindings.execution_mode`)."""
+
+    INTERACTIVE = "interactive"
+    HEADLESS = "headless"
+
+
+class SourceType(StrEnum):
+    """Where a run's workflow comes from (`runs.source_type`)."""
+
+    BUILTIN = "builtin"
+    FILE = "file"
+
 
 # A gated Pi tool call: its answer goes to the waiting call, never as a deferred turn.
 GATE_WORKFLOW = "piw-channels.gate"
-TerminalStatus = Literal["completed", "cancelled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,17 +124,18 @@ def create_waiting_run(
         (definition_digest, spec.workflow_name, definition_hash, now),
     )
     resource_id = run_resource(spec.run_id)
-    owner = Actor(owner_type, owner_id)
+    owner = leases.actor_of(owner_type, owner_id)
     # Created and claimed in one command: one change, one event (run.created, naming the
     # generation of the claim below: a new resource's first lease is generation 1). No
     # payload: the runs row holds its id and workflow.
-    resources.create(conn, resource_id, "run", owner, now, lease_generation=1)
+    resources.create(conn, resource_id, ResourceType.RUN, owner, now, lease_generation=1)
     values = {
         "run_id": spec.run_id,
         "resource": resource_id,
         "definition": definition_digest,
         "workflow": spec.workflow_name,
-        "source": blobs.put_json(conn, {"type": "builtin", "ref": spec.source_ref}, now),
+        "source": blobs.put_json(conn, {"type": SourceType.BUILTIN, "ref": spec.source_ref}, now),
+        "source_type": SourceType.BUILTIN,
         "options": blobs.put_json(conn, {}, now),
         "source_ref": spec.source_ref,
         "source_revision": spec.source_revision,
@@ -132,15 +147,15 @@ def create_waiting_run(
         "INSERT INTO runs (run_id, resource_id, definition_digest, workflow_ref,"
         " workflow_source_hash, launch_options_hash, source_type, source_ref, source_revision,"
         " title, status, paused, input_hash, created_at, updated_at)"
-        " VALUES (:run_id, :resource, :definition, :workflow, :source, :options, 'builtin',"
+        " VALUES (:run_id, :resource, :definition, :workflow, :source, :options, :source_type,"
         " :source_ref, :source_revision, :title, 'waiting', 0, :input, :now, :now)",
         values,
     )
     if spec.origin_session_id is not None:
         conn.execute(
             "INSERT INTO run_bindings (run_id, origin_session_id, execution_mode, created_at)"
-            " VALUES (?, ?, 'interactive', ?)",
-            (spec.run_id, spec.origin_session_id, now),
+            " VALUES (?, ?, ?, ?)",
+            (spec.run_id, spec.origin_session_id, ExecutionMode.INTERACTIVE, now),
         )
     attempt_id = attempt_id_for(spec.run_id, spec.node_id)
     conn.execute(
@@ -149,7 +164,7 @@ def create_waiting_run(
         " VALUES (?, ?, ?, 1, ?, 'waiting', ?, ?, ?)",
         (attempt_id, spec.run_id, spec.node_id, spec.node_type, now, now, now),
     )
-    lease = leases.acquire_row(conn, resource_id, OwnerType(owner_type), owner_id, now, entropy)
+    lease = leases.acquire_row(conn, resource_id, owner_type, owner_id, now, entropy)
     if lease.generation != 1:
         raise DecisionRefused(f"run {spec.run_id} had an owner before it existed")
     return RunHandle(spec.run_id, attempt_id, lease)

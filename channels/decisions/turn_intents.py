@@ -19,6 +19,7 @@ from typing import Any
 import apsw
 
 from state import blobs, effects
+from state.effects import OwnerScope
 from state.leases import Lease
 from state.resources import Actor
 
@@ -61,7 +62,7 @@ def reserve_turn_intent(
         effect_type=TURN_EFFECT, idempotency_key=target_session_id,
         payload={"turnIntentId": turn_intent_id, "targetSessionId": target_session_id,
                  "decisionId": decision_id},
-        owner_scope="channel", actor=actor, now=now,
+        owner_scope=OwnerScope.CHANNEL, actor=actor, now=now,
     )
     conn.execute(
         "INSERT INTO turn_intents (turn_intent_id, effect_id, run_id, target_session_id,"

@@ -146,7 +146,7 @@ def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
     )
 
     def command(conn: apsw.Connection) -> runs.RunHandle:
-        handle = runs.create_waiting_run(conn, run_spec, "host", owner_id, now, db.entropy)
+        handle = runs.create_waiting_run(conn, run_spec, OwnerType.HOST, owner_id, now, db.entropy)
         records.open_decision(conn, handle.lease, request, now)
         return handle
 

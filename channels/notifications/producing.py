@@ -27,9 +27,11 @@ from channels.text import is_blank, utf16_len
 from state import blobs, effects, leases
 from state.clock import Entropy
 from state.database import Database
+from state.effects import OwnerScope
 from state.errors import WriteRejected
 from state.exit_codes import EXIT_USAGE
-from state.resources import Actor, current_revision
+from state.leases import OwnerType
+from state.resources import Actor, ActorType, current_revision
 
 PI_NOTIFY = "pi.notify"
 TELEGRAM_NOTIFY = "telegram.notify"
@@ -112,24 +114,30 @@ def notify(db: Database, spec: NotifySpec, config: ChannelsConfig | None,
                                      db.entropy))
 
 
+def telegram_routes(config: ChannelsConfig | None,
+                    routes: tuple[str, ...]) -> tuple[str, ...]:
+    """The routes (`telegram:<profile>`) that name a configured Telegram profile: where a
+    notification reaches a phone."""
+    if config is None:
+        return ()
+    return tuple(route for route in routes if route.partition(":")[0] == "telegram"
+                 and route.partition(":")[2] in config.profiles)
+
+
 def _telegram_recipients(config: ChannelsConfig | None,
                          routes: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """channel id -> allowlisted chats, of each Telegram profile the audience routes to."""
-    found: dict[str, tuple[str, ...]] = {}
     if config is None:
-        return found
-    for route in routes:
-        kind, _, name = route.partition(":")
-        if kind == "telegram" and name in config.profiles:
-            chats = tuple(sorted(config.profiles[name].allowed_chat_ids))
-            found[identity.telegram_channel_id(name)] = chats
-    return found
+        return {}
+    names = [route.partition(":")[2] for route in telegram_routes(config, routes)]
+    return {identity.telegram_channel_id(name):
+            tuple(sorted(config.profiles[name].allowed_chat_ids)) for name in names}
 
 
 def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
            recipients: dict[str, tuple[str, ...]], owner_id: str, now: int,
            entropy: Entropy) -> Notified:
-    actor = Actor("host", owner_id)
+    actor = Actor(ActorType.HOST, owner_id)
     run_id, attempt_id, title = _run(conn, spec, owner_id, now, entropy)
     index = spec.index if spec.index is not None else records.next_index(conn, run_id,
                                                                          attempt_id)
@@ -154,7 +162,7 @@ def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
     pi_effect = effects.reserve(
         conn, source_resource_id=source, source_revision=revision, effect_type=PI_NOTIFY,
         idempotency_key=f"{target or 'none'}:{notification_id}",
-        payload={**common, "targetSessionId": target}, owner_scope="channel", actor=actor,
+        payload={**common, "targetSessionId": target}, owner_scope=OwnerScope.CHANNEL, actor=actor,
         now=now)
     if target == NO_SESSION or "pi" not in routes:
         # No Pi session hears of it: the row's effect is settled as not wanted, at once.
@@ -168,7 +176,7 @@ def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
         conn, source_resource_id=source, source_revision=revision, effect_type=TELEGRAM_NOTIFY,
         idempotency_key=f"{channel_id}:{notification_id}",
         payload={**common, "channelId": channel_id, "recipients": list(chats)},
-        owner_scope="channel", actor=actor, now=now).effect_id
+        owner_scope=OwnerScope.CHANNEL, actor=actor, now=now).effect_id
         for channel_id, chats in sorted(recipients.items())]
     return Notified(stored, False, routes, (pi_effect.effect_id, *telegram))
 
@@ -187,12 +195,14 @@ def _run(conn: apsw.Connection, spec: NotifySpec, owner_id: str, now: int,
         definition={"name": NOTIFY_WORKFLOW, "nodes": [{"id": NOTIFY_NODE, "type": "notify"}]},
         input={"title": spec.title}, node_id=NOTIFY_NODE, node_type="notify", title=spec.title,
         source_ref=NOTIFY_WORKFLOW)
-    handle = runs.create_waiting_run(conn, run_spec, "host", owner_id, now, entropy)
+    handle = runs.create_waiting_run(conn, run_spec, OwnerType.HOST, owner_id, now, entropy)
     # The one-off run has nothing to wait for: it is over once it said what it had to say.
-    runs.finish_run(conn, handle.lease, run_id, handle.attempt_id, "completed", now)
+    runs.finish_run(conn, handle.lease, run_id, handle.attempt_id, runs.RunStatus.COMPLETED,
+                    now)
     leases.release(conn, handle.lease, now)
     return run_id, handle.attempt_id, spec.title
 
 
-__all__ = ["MAX_TEXT_CODE_UNITS", "NOTIFY_WORKFLOW", "PI_NOTIFY", "TELEGRAM_NOTIFY",
-           "NotificationRefused", "Notified", "NotifySpec", "check", "notify"]
+__all__ = ["DEFAULT_AUDIENCE", "MAX_TEXT_CODE_UNITS", "NOTIFY_WORKFLOW", "PI_NOTIFY",
+           "TELEGRAM_NOTIFY", "NotificationRefused", "Notified", "NotifySpec", "check", "notify",
+           "telegram_routes"]

@@ -10,7 +10,7 @@ import apsw
 from channels import messages, store
 from channels.config.model import ChannelsConfig
 from channels.decisions import records
-from channels.messages import MessageStatus
+from channels.messages import MessageStatus, Purpose
 from channels.pi import notes, turns
 from channels.pi.answers import OpenDecision, load_open, open_rows
 from channels.pi.sessions import routes_to_pi
@@ -22,7 +22,7 @@ DELIVERED_CURSOR = "pi_delivered"
 
 def delivery_message_id(channel_id: str, decision_id: str) -> str:
     """The deterministic delivery message of a decision on a channel."""
-    return messages.message_id_for(channel_id, "delivery", decision_id)
+    return messages.message_id_for(channel_id, Purpose.DELIVERY, decision_id)
 
 
 def delivery_statuses(conn: apsw.Connection, channel_id: str) -> dict[str, str]:
@@ -99,7 +99,7 @@ def record_deliveries(
         if records.resolution_of(conn, item.decision.decision_id) is not None:
             continue
         messages.ensure_message(conn, item.message_id, channel_id, item.decision.decision_id,
-                             "delivery", item.decision.text, now)
+                             Purpose.DELIVERY, item.decision.text, now)
         recorded.append(item)
     return recorded
 
@@ -118,7 +118,8 @@ def confirm_delivery(
     delivery of this channel."""
     store.verify(conn, lease, channel_id, now)
     message = messages.get_message(conn, message_id)
-    if message is None or message.channel_id != channel_id or message.purpose != "delivery":
+    if message is None or message.channel_id != channel_id \
+            or message.purpose is not Purpose.DELIVERY:
         raise WriteRejected(f"{message_id} is not a delivery of this Pi session")
     messages.set_message_status(conn, message_id, MessageStatus.CONFIRMED, now,
                                 conversation_ref=session_id, message_ref=entry_id)

@@ -25,7 +25,7 @@ from state import effects, leases
 from state.clock import Entropy
 from state.effects import Attempt, EffectStatus
 from state.leases import Lease, OwnerType
-from state.resources import Actor
+from state.resources import Actor, ActorType
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +109,7 @@ def recover_notes(conn: apsw.Connection, lease: Lease, channel_id: str, session_
     and reports it (the receipt then says `adopted`), so it is shown at most once. Returns the
     notification ids reopened."""
     store.verify(conn, lease, channel_id, now)
-    actor = Actor("channel", lease.owner_id)
+    actor = Actor(ActorType.CHANNEL, lease.owner_id)
     reopened = reopenable(conn, session_id, lease.owner_id, now, owner_gone)
     for notification_id in reopened:
         found = records.get(conn, notification_id)

@@ -12,7 +12,7 @@ import apsw
 
 from channels import store
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
-from channels.store import hex40
+from channels.store import AdapterType, hex40
 from state.database import Database
 from state.errors import LeaseHeld
 from state.leases import Lease
@@ -49,7 +49,7 @@ def claim_channel(
     """Register the Pi channel if needed and claim its lease, waiting up to `wait_seconds`
     for a live owner to finish (then LeaseHeld, exit 75)."""
     if db.read(lambda c: store.channel_row(c, channel_id)) is None:
-        db.write(lambda c: store.ensure_channel(c, channel_id, "pi", profile_key,
+        db.write(lambda c: store.ensure_channel(c, channel_id, AdapterType.PI, profile_key,
                                                 db.clock.now_ms()))
     deadline = time.monotonic() + wait_seconds
     while True:
@@ -66,5 +66,5 @@ def claim_channel(
 def register_session(conn: apsw.Connection, session_id: str, now: int) -> str:
     """Register a Pi session's channel (idempotent); returns its channel id."""
     channel_id = session_channel_id(session_id)
-    store.ensure_channel(conn, channel_id, "pi", session_id, now)
+    store.ensure_channel(conn, channel_id, AdapterType.PI, session_id, now)
     return channel_id

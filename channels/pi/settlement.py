@@ -12,7 +12,7 @@ from state import effects
 from state.clock import Entropy
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.leases import Lease, OwnerType
-from state.resources import Actor
+from state.resources import Actor, ActorType
 
 SETTLE_EFFECT = "pi.settle"
 
@@ -76,7 +76,7 @@ def recover_settlements(conn: apsw.Connection, lease: Lease, channel_id: str, no
     interrupted attempt is retried instead of being left ambiguous.
     """
     store.verify(conn, lease, channel_id, now)
-    actor = Actor("channel", lease.owner_id)
+    actor = Actor(ActorType.CHANNEL, lease.owner_id)
     count = 0
     for effect in effects.abandoned(conn, [SETTLE_EFFECT], now):
         if effect.idempotency_key == channel_id:

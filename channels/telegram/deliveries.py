@@ -12,10 +12,12 @@ import apsw
 
 from channels import messages, store
 from channels.decisions import records, views
+from channels.messages import Purpose
 from channels.telegram import notifying, reminders
 from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
+from state.effects import OwnerScope
 from state.exit_codes import EXIT_INTERNAL, EXIT_USAGE
 from state.leases import Lease
 from state.resources import Actor, current_revision
@@ -73,7 +75,7 @@ def reserve_deliveries(
             # The decision is the effect's source, the channel its key: the payload is the
             # recipients alone, one blob shared by every delivery to the same chats.
             payload={"recipients": list(channel.recipients)},
-            owner_scope="channel", actor=worker, now=now, recorded_by_caller=True,
+            owner_scope=OwnerScope.CHANNEL, actor=worker, now=now, recorded_by_caller=True,
         )
         reserved.append(reservation.effect_id)
     if reserved:
@@ -108,7 +110,7 @@ def reserve_resend(
         effect_type=DELIVER, idempotency_key=key,
         payload={"decisionId": decision_id, "channelId": channel.channel_id,
                  "recipients": list(channel.recipients), "resend": True},
-        owner_scope="channel", actor=worker, now=now,
+        owner_scope=OwnerScope.CHANNEL, actor=worker, now=now,
     )
     return reservation.effect_id
 
@@ -119,7 +121,7 @@ def resource_revision(conn: apsw.Connection, resource_id: str) -> int:
 
 def notice_message_id(channel_id: str, key: str) -> str:
     """The message a telegram.notice effect sends (recorded with the settlement messages)."""
-    return messages.message_id_for(channel_id, "settlement", "notice", key)
+    return messages.message_id_for(channel_id, Purpose.SETTLEMENT, "notice", key)
 
 
 def reserve_notice(conn: apsw.Connection, channel: Channel, decision_id: str | None, chat: str,
@@ -133,7 +135,7 @@ def reserve_notice(conn: apsw.Connection, channel: Channel, decision_id: str | N
         effect_type=NOTICE, idempotency_key=f"{channel.channel_id}:{key}",
         payload={"decisionId": decision_id, "channelId": channel.channel_id, "chatId": chat,
                  "replyTo": reply_to, "text": text, "key": key},
-        owner_scope="channel", actor=worker, now=now)
+        owner_scope=OwnerScope.CHANNEL, actor=worker, now=now)
 
 
 def reserve_copy(conn: apsw.Connection, channel: Channel, decision_id: str, chat: str, key: str,
@@ -146,7 +148,7 @@ def reserve_copy(conn: apsw.Connection, channel: Channel, decision_id: str, chat
         effect_type=DELIVER, idempotency_key=f"{channel.channel_id}:copy:{key}",
         payload={"decisionId": decision_id, "channelId": channel.channel_id,
                  "recipients": list(channel.recipients), "only": chat, "copy": key},
-        owner_scope="channel", actor=worker, now=now)
+        owner_scope=OwnerScope.CHANNEL, actor=worker, now=now)
 
 
 def _reminder_at(channel: Channel, decision: records.StoredDecision, after: int) -> int | None:
@@ -201,20 +203,21 @@ def reserve_due_reminders(conn: apsw.Connection, channel: Channel, worker: Actor
             idempotency_key=f"{channel.channel_id}:{number}",
             payload={"decisionId": decision.decision_id, "channelId": channel.channel_id,
                      "number": number, "at": at},
-            owner_scope="channel", actor=worker, now=now, available_at=at)
+            owner_scope=OwnerScope.CHANNEL, actor=worker, now=now, available_at=at)
         reserved.append(reservation.effect_id)
     return reserved
 
 
 def reminder_message_id(channel_id: str, decision_id: str, number: int) -> str:
-    return messages.message_id_for(channel_id, "settlement", "reminder", decision_id, str(number))
+    return messages.message_id_for(channel_id, Purpose.SETTLEMENT, "reminder", decision_id,
+                                   str(number))
 
 
 def delivery_message_id(channel_id: str, decision_id: str, payload: dict[str, Any]) -> str:
     """The message a telegram.deliver effect sends: the card, or a copy of it."""
     copy = payload.get("copy")
     extra = ["copy", str(copy)] if copy is not None else []
-    return messages.message_id_for(channel_id, "delivery", decision_id, *extra)
+    return messages.message_id_for(channel_id, Purpose.DELIVERY, decision_id, *extra)
 
 
 def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str,
@@ -222,8 +225,8 @@ def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id
     """The ForceReply prompt of one text choice of a decision, in one chat; in a group, one
     per person who pressed (it names them, so that their reply box opens)."""
     if presser is None:
-        return messages.message_id_for(channel_id, "prompt", decision_id, choice_id, chat_id)
-    return messages.message_id_for(channel_id, "prompt", decision_id, choice_id, chat_id,
+        return messages.message_id_for(channel_id, Purpose.PROMPT, decision_id, choice_id, chat_id)
+    return messages.message_id_for(channel_id, Purpose.PROMPT, decision_id, choice_id, chat_id,
                                    str(presser))
 
 
@@ -302,7 +305,7 @@ def messages_of_effect(conn: apsw.Connection, channel_id: str,
         return [reminder_message_id(channel_id, decision_id, int(p["number"]))]
     if effect.effect_type == DELIVER:
         return [delivery_message_id(channel_id, decision_id, p)]
-    return [messages.message_id_for(channel_id, "settlement", decision_id)]
+    return [messages.message_id_for(channel_id, Purpose.SETTLEMENT, decision_id)]
 
 
 def delivery_failure(conn: apsw.Connection, channel_id: str,

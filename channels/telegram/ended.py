@@ -33,7 +33,8 @@ def conflict(res: ProviderResult) -> Ending:
     """A 409: a webhook, or another poller on the same token."""
     webhook = "webhook" in (res.description or "").lower()
     return ("conflict",
-            "a webhook is active for this bot; remove it (Bot API deleteWebhook) to poll"
+            "a webhook is active for this bot; delete it to poll (piw-channels setup telegram"
+            " ... --delete-webhook)"
             if webhook else
             "another getUpdates poller is using this bot token; run only one poller per bot",
             {"method": "getUpdates", **describe(res)})

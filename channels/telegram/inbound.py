@@ -16,27 +16,25 @@ from channels.decisions import records, resolution, views
 from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
-from channels.messages import MessageStatus
-from channels.telegram import documents, outcomes
+from channels.messages import MessageStatus, Purpose
+from channels.telegram import commands, documents, outcomes
 from channels.telegram.buttons import TOKEN_RE, ButtonIndex
 from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
     PROMPT,
     SETTLE,
     delivery_recipients,
-    open_routed_decisions,
     prompts,
-    reserve_copy,
     reserve_notice,
     resource_revision,
 )
 from channels.telegram.identity import Channel
 from channels.telegram.limits import CALLBACK_TEXT_LIMIT
-from channels.telegram.muting import MUTE_USAGE, parse_mute, set_mute
-from channels.telegram.text_answers import MAX_LISTED, choice_named, hint, pending_list
+from channels.telegram.text_answers import choice_named, hint
 from channels.telegram.updates import press_field
 from channels.text import utf16_len
 from state import effects
+from state.effects import OwnerScope
 from state.leases import Lease
 from state.resources import Actor
 
@@ -178,7 +176,7 @@ def _prompt(
     effects.reserve(
         conn, source_resource_id=decision.resource_id,
         source_revision=resource_revision(conn, decision.resource_id), effect_type=PROMPT,
-        idempotency_key=key, payload=payload, owner_scope="channel", actor=worker, now=now,
+        idempotency_key=key, payload=payload, owner_scope=OwnerScope.CHANNEL, actor=worker, now=now,
     )
     return _answered(p.get("callbackId"), {"result": "prompted", "choice": choice_id},
                      "Reply to the prompt message with your text.")
@@ -215,7 +213,7 @@ def _reconcile(
     buttons) reached the chat with this decision's keyboard. When that message is one we never
     learned (its send response was lost, or an operator's resend replaced it), record its
     reference, so that settlement removes its keyboard like any other."""
-    message_id = messages.message_id_for(channel.channel_id, "delivery", decision.decision_id)
+    message_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY, decision.decision_id)
     if messages.get_message(conn, message_id) is None:
         return
     recipients = delivery_recipients(conn, channel, decision)
@@ -230,10 +228,10 @@ def _reconcile(
     if intents:
         messages.confirm_part(conn, message_id, recipient, last, chat, message_ref)
     else:  # a second copy of the last part: kept as a message of its own
-        copy_id = messages.message_id_for(channel.channel_id, "delivery", decision.decision_id,
-                                          "copy", chat, message_ref)
+        copy_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY,
+                                          decision.decision_id, "copy", chat, message_ref)
         messages.ensure_message(conn, copy_id, channel.channel_id, decision.decision_id,
-                                "delivery", texts[-1], now)
+                                Purpose.DELIVERY, texts[-1], now)
         messages.write_part_intent(conn, copy_id, recipient, last, texts[-1], now)
         messages.confirm_part(conn, copy_id, recipient, last, chat, message_ref)
         messages.set_message_status(conn, copy_id, MessageStatus.CONFIRMED, now)
@@ -245,7 +243,7 @@ def _known(conn: apsw.Connection, channel: Channel, decision: records.StoredDeci
     return any(
         (part.conversation_ref, part.message_ref) == (chat, message_ref)
         for message in messages.messages_for_decision(conn, channel.channel_id,
-                                                      decision.decision_id, ["delivery"])
+                                                      decision.decision_id, [Purpose.DELIVERY])
         for part in messages.parts(conn, message.message_id))
 
 
@@ -262,7 +260,8 @@ def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.Sto
         conn, source_resource_id=decision.resource_id,
         source_revision=resource_revision(conn, decision.resource_id), effect_type=SETTLE,
         idempotency_key=f"{channel.channel_id}:learned:{learned}",
-        payload=effects.payload(conn, earlier), owner_scope="channel", actor=worker, now=now,
+        payload=effects.payload(conn, earlier), owner_scope=OwnerScope.CHANNEL, actor=worker,
+        now=now,
     )
 
 
@@ -275,10 +274,10 @@ def _reply(
         return Processed(_ignored("malformed"))
     if not channel.profile.allows(str(user), str(chat)):
         return Processed(_ignored("not_allowed"))
-    prompt = messages.find_message_by_ref(conn, channel.channel_id, "prompt", str(chat),
+    prompt = messages.find_message_by_ref(conn, channel.channel_id, Purpose.PROMPT, str(chat),
                                        str(reply_to)) or _reconcile_prompt(conn, channel, p, now)
     if prompt is None or prompt.decision_id is None:
-        card = messages.find_message_by_part_ref(conn, channel.channel_id, "delivery",
+        card = messages.find_message_by_part_ref(conn, channel.channel_id, Purpose.DELIVERY,
                                                  str(chat), str(reply_to))
         if card is None or card.decision_id is None:
             return Processed(_ignored("unbound_reply"))
@@ -343,34 +342,8 @@ def _card_reply(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow,
 
 def _command(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow, now: int,
              lease: Lease) -> Processed:
-    """`/pending` in an allowlisted chat: the open decisions, numbered, then their cards again
-    (a copy each, with live buttons). `/mute 1h`: no progress cards in that chat for an hour."""
-    p, worker = row.payload, lease.actor
-    user, chat, message = p.get("userId"), p.get("chatId"), p.get("messageId")
-    if user is None or chat is None or message is None:
-        return Processed(_ignored("malformed"))
-    if not channel.profile.allows(str(user), str(chat)):
-        return Processed(_ignored("not_allowed"))
-    if p.get("command") == "mute":
-        ms = parse_mute(str(p.get("args") or ""))
-        said = MUTE_USAGE if ms is None else \
-            set_mute(conn, lease, channel.channel_id, str(chat), ms, now)
-        reserve_notice(conn, channel, None, str(chat), message, said,
-                       f"command:{chat}:{message}", worker, now)
-        if ms is None:
-            return Processed(_ignored("bad_duration"))
-        return Processed({"result": "muted" if ms else "unmuted"})
-    if p.get("command") != "pending":
-        return Processed(_ignored("unknown_command"))
-    waiting = [records.load(conn, d) for d in open_routed_decisions(conn, channel, now)]
-    reserve_notice(conn, channel, None, str(chat), message, pending_list(
-        [(str(d.request.document["title"]), d.request.presentation_digest) for d in waiting]),
-        f"command:{chat}:{message}", worker, now)
-    for order, decision in enumerate(waiting[:MAX_LISTED], start=1):
-        # Effects go out oldest first: a millisecond apart, the cards follow the list in order.
-        reserve_copy(conn, channel, decision.decision_id, str(chat), f"{chat}:{message}",
-                     worker, now + order)
-    return Processed({"result": "listed", "count": len(waiting)})
+    """A bot command (`/pending`, `/mute`): `commands` says what it does."""
+    return Processed(commands.run(conn, channel, row.payload, now, lease))
 
 
 def _reconcile_prompt(

@@ -24,6 +24,7 @@ import apsw
 from channels import messages, store
 from channels.decisions import runs
 from channels.decisions.deadline import clock_time
+from channels.messages import Purpose
 from channels.notifications import records
 from channels.notifications.producing import TELEGRAM_NOTIFY
 from channels.telegram.card import CardPart, note_parts
@@ -87,12 +88,12 @@ def interrupted(conn: apsw.Connection, lease: Lease, channel_id: str, effect: Ef
 
 def status_card_id(channel_id: str, run_id: str) -> str:
     """The run's status card on a channel (one message per chat, recipient by recipient)."""
-    return messages.message_id_for(channel_id, "settlement", "notification-status", run_id)
+    return messages.message_id_for(channel_id, Purpose.SETTLEMENT, "notification-status", run_id)
 
 
 def result_message_id(channel_id: str, notification_id: str) -> str:
     """The message a final notification sends."""
-    return messages.message_id_for(channel_id, "settlement", "notification", notification_id)
+    return messages.message_id_for(channel_id, Purpose.SETTLEMENT, "notification", notification_id)
 
 
 def message_of(channel_id: str, payload: dict[str, Any]) -> str:
@@ -214,7 +215,7 @@ async def apply(out: Outbound, attempt: Attempt) -> None:
     parts = render(payload, found.text, out.db.clock.now_ms())
     message_id = message_of(out.channel.channel_id, payload)
     out.db.write(lambda c: messages.ensure_message(
-        c, message_id, out.channel.channel_id, None, "settlement", parts[0].text,
+        c, message_id, out.channel.channel_id, None, Purpose.SETTLEMENT, parts[0].text,
         out.db.clock.now_ms()))
     sender = _Sender(out, attempt, message_id, payload)
     if payload.get("type") == "final":

@@ -1,4 +1,5 @@
-"""Applying Telegram effects: deliveries, prompts, settlements (notifications: `notifying`).
+"""Applying Telegram effects: deliveries, prompts, notices, reminders (settlements:
+`settlements`; notifications: `notifying`).
 Nothing is sent twice blindly: before each part (a message, or an attached file) is sent its
 row is committed without provider references (the intent); a confirmed send writes the
 references; a provably unsent try (connection refused, pool timeout, an error response)
@@ -16,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from channels import messages
-from channels.decisions import records, views
+from channels.decisions import records
 from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
-from channels.messages import MessageStatus
-from channels.telegram import documents, giving_up, notifying, outcomes, reminders
+from channels.messages import MessageStatus, Purpose
+from channels.telegram import documents, giving_up, notifying, reminders, settlements
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
@@ -41,12 +42,9 @@ from channels.telegram.identity import Channel
 from channels.telegram.notifying import NOTIFY
 from channels.telegram.pacing import Pacer, sending_as
 from channels.telegram.plans import Delivery, Settlement
-from channels.telegram.sent import delivered_recipients, keyboard_messages
+from channels.telegram.sent import keyboard_messages
 from channels.telegram.settling import (
     maybe_acted,
-    record_post,
-    retry_in_ms,
-    settle_outcome,
     token_rejected,
 )
 from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
@@ -54,7 +52,7 @@ from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StaleLease, StateError, WriteRejected
-from state.resources import Actor
+from state.resources import Actor, ActorType
 
 NOT_SENT_BACKOFF_MS = 5_000
 BEGIN_MARGIN_MS = 500
@@ -83,7 +81,7 @@ class Outbound:
 
     @property
     def _actor(self) -> Actor:
-        return Actor("channel", self.owner_id)
+        return Actor(ActorType.CHANNEL, self.owner_id)
 
     async def apply_due(self, types: tuple[str, ...] = EFFECT_TYPES, concurrency: int = 1) -> int:
         """Apply every due effect of this channel (of `types`), up to `concurrency` at once
@@ -140,8 +138,8 @@ class Outbound:
             attempt = effects.begin_attempt(c, effect.effect_id, leases.OwnerType.CHANNEL,
                                             self.owner_id, self._now(), self.db.entropy)
             # A settlement's intents commit with its attempt: one commit before the sends.
-            return attempt, (self._settle_intents(c, attempt) if effect.effect_type == SETTLE
-                             else None)
+            return attempt, (settlements.intents(c, self.channel, attempt, self._now())
+                             if effect.effect_type == SETTLE else None)
 
         try:
             attempt, settlement = self.db.write(begin)
@@ -163,7 +161,7 @@ class Outbound:
                 await notifying.apply(self, attempt)
             else:
                 assert settlement is not None
-                await self._settle(attempt, settlement)
+                await settlements.settle(self, attempt, settlement)
         except StaleLease:
             return  # the effect's lease lapsed and another owner took it over
         except Exception as exc:  # a bug must not turn into a poison effect retried forever
@@ -188,13 +186,19 @@ class Outbound:
         self.db.write(lambda c: effects.finish_attempt(
             c, attempt, outcome, self._now(), result=result, error=error, retry_at=retry_at))
 
-    def _note_error(self, method: str, res: ProviderResult) -> None:
+    def note_error(self, method: str, res: ProviderResult) -> None:
         self.errors.append({"method": method, **describe(res)})
 
     def _renew(self, attempt: Attempt) -> Attempt:
         return self.db.write(lambda c: effects.renew_attempt(c, attempt, self._now()))
 
-    def _until(self, attempt: Attempt) -> float:
+    def renew_if_due(self, attempt: Attempt) -> Attempt:
+        """Renew the attempt's lease only when it nears expiry (no empty transaction)."""
+        if attempt.lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
+            return attempt
+        return self._renew(attempt)
+
+    def until(self, attempt: Attempt) -> float:
         """The deadline of a call: the window's end, or earlier so the lease outlives it."""
         return min(self.deadline(), attempt.lease.expires_at / 1000 - LEASE_MARGIN_S)
 
@@ -216,7 +220,8 @@ class Outbound:
         # The message's text is the card as sent: one part, one blob for message and part.
         text = "\n\n".join(part.text for part in parts)
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, decision_id, "delivery", text, self._now()))
+            c, message_id, self.channel.channel_id, decision_id, Purpose.DELIVERY, text,
+            self._now()))
         self.index.add(decision.request)  # presses may arrive before this attempt finishes
         only = payload.get("only")
         delivery = Delivery(decision_id, message_id, parts, keyboard(decision.request),
@@ -263,7 +268,7 @@ class Outbound:
                         "reason": "unsettled_intent"}, attempt
             attempt = self._write_intent(attempt, d.message_id, r, index, part.text, row is None)
             method, res = await documents.send(self.api, chat, part, d.markup if part.last
-                                               else None, self._until(attempt))
+                                               else None, self.until(attempt))
             status = self._part_result(attempt, d.message_id, r, index, chat, res, method)
             if status is not None:
                 return status, attempt
@@ -285,7 +290,7 @@ class Outbound:
             ref = str(res.message_id)
             self.db.write(lambda c: messages.confirm_part(c, message_id, r, p, chat, ref))
             return None
-        self._note_error(method, res)
+        self.note_error(method, res)
         if maybe_acted(res):  # the caller records it (a delivery goes on to other chats)
             return {"status": "ambiguous", "recipient": r, "part": p, **describe(res)}
         self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, p))
@@ -316,7 +321,7 @@ class Outbound:
         chat = str(p["chatId"])
         message_id = prompt_of(p)
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, p["decisionId"], "prompt", p["text"],
+            c, message_id, self.channel.channel_id, p["decisionId"], Purpose.PROMPT, p["text"],
             self._now()))
         existing = self.db.read(lambda c: messages.parts(c, message_id))
         if existing:
@@ -332,7 +337,7 @@ class Outbound:
         res = await self.api.send_message(chat, p["text"], markup, p.get("threadId"),
                                           entities=p.get("entities"),
                                           reply_to=None if card is None else int(card),
-                                          deadline=self._until(attempt))
+                                          deadline=self.until(attempt))
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
         if status is not None and status["status"] == "ambiguous":
             self._ambiguous(attempt, message_id, {**status, "chat": chat})
@@ -356,7 +361,7 @@ class Outbound:
         chat, text = str(p["chatId"]), str(p["text"])
         message_id = notice_message_id(self.channel.channel_id, str(p["key"]))
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, p["decisionId"], "settlement", text,
+            c, message_id, self.channel.channel_id, p["decisionId"], Purpose.SETTLEMENT, text,
             self._now()))
         existing = self.db.read(lambda c: messages.parts(c, message_id))
         if existing:  # an earlier try: sent (done), or maybe sent (never again blindly)
@@ -368,7 +373,7 @@ class Outbound:
         attempt = self._write_intent(attempt, message_id, 0, 0, text, True)
         reply_to = p.get("replyTo")
         res = await self.api.send_message(chat, text, reply_to=reply_to if isinstance(
-            reply_to, int) else None, deadline=self._until(attempt))
+            reply_to, int) else None, deadline=self.until(attempt))
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
         if status is None:
             def confirm(c: Any) -> None:
@@ -395,7 +400,7 @@ class Outbound:
         cards = self.db.read(lambda c: keyboard_messages(c, self.channel.channel_id,
                                                           decision_id))
         self.db.write(lambda c: messages.ensure_message(
-            c, message_id, self.channel.channel_id, decision_id, "settlement", text,
+            c, message_id, self.channel.channel_id, decision_id, Purpose.SETTLEMENT, text,
             self._now()))
         done = {p.recipient_index for p in self.db.read(lambda c: messages.parts(c, message_id))}
         for r, (chat, card) in enumerate(cards):
@@ -403,7 +408,7 @@ class Outbound:
                 continue  # sent, or maybe sent: never again
             attempt = self._write_intent(attempt, message_id, r, 0, text, True)
             res = await self.api.send_message(chat, text, reply_to=int(card),
-                                              deadline=self._until(attempt))
+                                              deadline=self.until(attempt))
             status = self._part_result(attempt, message_id, r, 0, chat, res)
             if status is not None and status["status"] != "rejected":
                 return  # that path recorded the attempt
@@ -414,79 +419,3 @@ class Outbound:
             messages.set_message_status(c, message_id, MessageStatus.CONFIRMED, now)
             effects.finish_attempt(c, final, AttemptOutcome.APPLIED, now)
         self.db.write(confirm)
-
-    # -- settlement ----------------------------------------------------------------------------
-    # One intent commit (the attempt and an intent row per outcome post), the sends (keyboard
-    # edits need no intent: removing a keyboard twice is harmless), one confirm commit (the
-    # posts' references or removed intents, the message status, the attempt's outcome). A
-    # crash in between leaves the intents: the outcome post is ambiguous, never posted twice.
-
-    def _settle_intents(self, c: Any, attempt: Attempt) -> Settlement:
-        decision_id = records.decision_of_resource(attempt.effect.source_resource_id)
-        now = self._now()
-        channel_id = self.channel.channel_id
-        # Telegram's own outcome post (who answered, how, when), not the channel-neutral text.
-        post = outcomes.outcome_post(c, self.channel, records.load(c, decision_id), now)
-        message_id = messages.message_id_for(channel_id, "settlement", decision_id)
-        messages.ensure_message(c, message_id, channel_id, decision_id, "settlement", post.text,
-                                now)
-        done = {part.recipient_index for part in messages.parts(c, message_id)}
-        keyboards = keyboard_messages(c, channel_id, decision_id)
-        cards = dict(keyboards)  # the post replies to the card it settles, in each chat
-        posts = [(r, chat, cards.get(chat)) for r, chat
-                 in delivered_recipients(c, channel_id, decision_id)
-                 if r not in done]  # posted, or ambiguous: never posted twice
-        for r, _, _ in posts:
-            messages.write_part_intent(c, message_id, r, 0, post.text, now)
-        return Settlement(decision_id, message_id, post, keyboards, posts)
-
-    async def _settle(self, attempt: Attempt, s: Settlement) -> None:
-        edits: list[ProviderResult] = []  # the keyboard edits that did not remove one
-        for chat, message_ref in s.keyboards:
-            attempt = self._renew_if_due(attempt)
-            res = await self.api.edit_message_reply_markup(chat, int(message_ref),
-                                                           deadline=self._until(attempt))
-            if not (res.outcome == OK or res.is_message_not_modified
-                    or res.is_message_to_edit_not_found):
-                self._note_error("editMessageReplyMarkup", res)
-                self.unauthorized = self.unauthorized or token_rejected(res)
-                edits.append(res)  # "not modified"/"not found": nothing left to remove
-        sent: list[tuple[int, str, ProviderResult]] = []
-        for r, chat, card in s.posts:
-            attempt = self._renew_if_due(attempt)
-            res = await self.api.send_message(
-                chat, s.post.text, entities=s.post.entities,
-                reply_to=None if card is None else int(card), deadline=self._until(attempt))
-            if not (res.outcome == OK and res.message_id is not None):
-                self._note_error("sendMessage", res)
-                self.unauthorized = self.unauthorized or token_rejected(res)
-            sent.append((r, chat, res))
-            self.failures += giving_up.lost_post(s.decision_id, chat, res)
-        final = attempt
-
-        def confirm(c: Any) -> None:
-            now = self._now()
-            posts = [res for r, chat, res in sent if record_post(c, s.message_id, r, chat, res)]
-            # A post whose answer was lost keeps its intent row: ambiguous, never confirmed.
-            unknown = messages.message_has_intents(c, s.message_id)
-            status = MessageStatus("pending" if posts else "ambiguous" if unknown else "confirmed")
-            messages.set_message_status(c, s.message_id, status, now)
-            # Never given up for a 429 or a transient error: tried again (after what a 429
-            # asked for) until the keyboards are off; only a refusal for good ends it.
-            outcome, error = settle_outcome([*edits, *posts])
-            retry_at = None if outcome != "retry" else \
-                now + retry_in_ms([*edits, *posts], final.attempt_number)
-            if outcome == "refused":
-                self.refused.append({"decisionId": s.decision_id, **(error or {}),
-                                     "fingerprint": views.fingerprint_of(c, s.decision_id)})
-            done = effects.AttemptOutcome(("ambiguous" if unknown else "applied")
-                                          if outcome == "applied" else "rejected")
-            effects.finish_attempt(c, final, done, now, error=error, retry_at=retry_at)
-        self.db.write(confirm)
-
-    def _renew_if_due(self, attempt: Attempt) -> Attempt:
-        """Renew the attempt's lease only when it nears expiry (no empty transaction)."""
-        if attempt.lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
-            return attempt
-        return self._renew(attempt)
-

@@ -26,6 +26,7 @@ from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
 from channels.messages import MessageStatus
+from channels.store import AdapterType
 from channels.telegram import (
     alerts,
     deliveries,
@@ -58,7 +59,7 @@ from state.errors import (
     StateError,
 )
 from state.leases import Lease
-from state.resources import Actor
+from state.resources import Actor, ActorType
 
 ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi]]
 ONCE_DEADLINE_SECONDS = 15
@@ -136,7 +137,7 @@ class _ChannelPoll:
 
     @property
     def _actor(self) -> Actor:
-        return Actor("channel", self.owner_id)
+        return Actor(ActorType.CHANNEL, self.owner_id)
 
     async def run(self, api_factory: ApiFactory) -> ChannelReport:
         try:
@@ -176,8 +177,8 @@ class _ChannelPoll:
 
     def _claim(self, conn: Any) -> Lease:
         now = self._now()
-        store.ensure_channel(conn, self.channel.channel_id, "telegram", self.channel.profile.name,
-                             now)
+        store.ensure_channel(conn, self.channel.channel_id, AdapterType.TELEGRAM,
+                             self.channel.profile.name, now)
         return store.claim_or_take_over(conn, self.channel.channel_id, self.owner_id, now,
                                         self.db.entropy, workflows.owner_process_gone)
 

@@ -7,13 +7,15 @@ from __future__ import annotations
 import apsw
 
 from channels import messages
+from channels.messages import Purpose
 
 
 def keyboard_messages(conn: apsw.Connection, channel_id: str,
                       decision_id: str) -> list[tuple[str, str]]:
     """(chat, message) of each recipient's last delivered part (the one with the keyboard)."""
     found: list[tuple[str, str]] = []
-    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
+    for message in messages.messages_for_decision(conn, channel_id, decision_id,
+                                                  [Purpose.DELIVERY]):
         last: dict[int, messages.PartRow] = {}
         for part in messages.parts(conn, message.message_id):
             last[part.recipient_index] = part
@@ -26,7 +28,8 @@ def delivered_recipients(conn: apsw.Connection, channel_id: str,
                          decision_id: str) -> list[tuple[int, str]]:
     """(recipient index, chat) of every recipient with at least one confirmed part."""
     found: dict[int, str] = {}
-    for message in messages.messages_for_decision(conn, channel_id, decision_id, ["delivery"]):
+    for message in messages.messages_for_decision(conn, channel_id, decision_id,
+                                                  [Purpose.DELIVERY]):
         for part in messages.parts(conn, message.message_id):
             if part.conversation_ref is not None:
                 found.setdefault(part.recipient_index, part.conversation_ref)

@@ -1,6 +1,7 @@
 """Answers by text, for when a button cannot be pressed (a press lost while no poller ran, an
 old client): a reply to a decision's card naming a choice by its number or its label, and the
-`/pending` command that lists what waits. Pure functions; inbound processing applies them.
+`/pending` command's list of what waits (`commands`). Pure functions; inbound processing
+applies them.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from typing import Any
 
 from channels.decisions.presentation import fingerprint
 from channels.telegram.outcomes import shorten
-
-COMMANDS = (("pending", "List the decisions that wait for an answer"),)
 
 MAX_LISTED = 20
 
@@ -62,4 +61,4 @@ def pending_list(decisions: Sequence[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["COMMANDS", "MAX_LISTED", "choice_named", "command", "hint", "pending_list"]
+__all__ = ["MAX_LISTED", "choice_named", "command", "hint", "pending_list"]

@@ -117,6 +117,15 @@ interface Posted {
 	delivered_to: string[];
 }
 
+/** Where this session's own posts (`/notify on`) would go: the audience's Telegram routes. */
+interface NotifyState {
+	type: "notify_state";
+	event_id: string;
+	audience: string;
+	delivered_to: string[];
+	problem: string | null;
+}
+
 interface Settle {
 	type: "settle";
 	decision_id: string;
@@ -174,13 +183,14 @@ type Inbound =
 	| Turn
 	| Notify
 	| Posted
+	| NotifyState
 	| Settle
 	| Gated
 	| GateResult
 	| GateState
 	| Failure;
 
-type Reply = Result | Asked | Gated | GateState | Posted | Failure;
+type Reply = Result | Asked | Gated | GateState | Posted | NotifyState | Failure;
 
 function piVersion(): string {
 	return typeof VERSION === "string" && VERSION ? VERSION : "unknown";
@@ -485,6 +495,11 @@ class Bridge {
 		});
 	}
 
+	/** Where this session's own notifications would go, for `/notify on`. */
+	notifyState(): Promise<Reply | undefined> {
+		return this.request({ type: "notify_state", event_id: `notes.${randomUUID()}` });
+	}
+
 	/** Mark decisions shown here as decided, in the session itself (the message that asked
 	 * "Answer with /decision" cannot be edited). */
 	private showSettled(): void {
@@ -625,6 +640,7 @@ class Bridge {
 			case "gated":
 			case "gate_state":
 			case "posted":
+			case "notify_state":
 				this.reply(message.event_id, message);
 				break;
 			case "gate_result": {
@@ -1021,6 +1037,17 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			ctx.ui.notify(lines.join("\n"), "info");
 		},
 	});
+
+	/** Why this session's posts would reach no phone (undefined: they would, or the bridge cannot say). */
+	const nowhere = async (): Promise<string | undefined> => {
+		const bridge = running();
+		const state = bridge ? await bridge.notifyState() : undefined;
+		if (state?.type !== "notify_state" || state.delivered_to.length > 0) return undefined;
+		return state.problem
+			? `the configuration cannot be read (${state.problem}), so nothing reaches the phone until it is fixed`
+			: `audience ${state.audience} has no Telegram route, so nothing reaches the phone (set one up: piw-channels setup telegram)`;
+	};
+
 	pi.registerCommand("notify", {
 		description: "/notify on [2m] | off: post this session's agent turns longer than 2 min to the phone (progress, then the end)",
 		handler: async (args, ctx) => {
@@ -1032,6 +1059,11 @@ export default function piwChannels(pi: ExtensionAPI): void {
 					return;
 				}
 				pi.appendEntry(NOTIFY_STATE_TYPE, { notify: wanted, afterMs });
+				const unheard = wanted === "on" ? await nowhere() : undefined;
+				if (unheard) {
+					ctx.ui.notify(`piw-channels notify: on for this session, but ${unheard}`, "warning");
+					return;
+				}
 				ctx.ui.notify(
 					wanted === "on"
 						? `piw-channels notify: on for this session (agent turns longer than ${spoken(afterMs)} are posted)`

@@ -140,8 +140,10 @@ def test_a_conflict_and_a_webhook_exit_75_with_their_fix(home: Path, fake: FakeB
         f" per bot: stop the other one, then run: {CHECK}"])
     fake.inject("getUpdates", Fault.canned(BotError.WEBHOOK_CONFLICT))
     assert poll(home) == Run(75, [
-        f"Error: {WHO}: a webhook is active for this bot; remove it (Bot API deleteWebhook:"
-        " https://api.telegram.org/bot<token>/deleteWebhook) to poll"])  # a new cause: said
+        f"Error: {WHO}: a webhook is active for this bot, and Telegram refuses to be polled"
+        " while one is set; delete it (the updates waiting are kept), run: piw-channels setup"
+        f" telegram --profile {PROFILE} --token-file FILE --user ID --chat ID"
+        " --delete-webhook"])  # a new cause: said
     assert poll(home) == Run(0, [f"Recovered: {WHO}: getUpdates works again (no conflict any"
                                  " more)"])
 

@@ -134,9 +134,11 @@ def test_setup_verifies_the_token_and_installs_private_files(
     )  # fmt: skip
     assert [(r.method, r.token_ok) for r in fake.requests()] == [
         ("getMe", True), ("getWebhookInfo", True), ("setMyCommands", True)]
-    [menu] = fake.requests("setMyCommands")  # the chat offers /pending
+    [menu] = fake.requests("setMyCommands")  # the chat offers /pending and /mute
     assert json.loads(menu.fields["commands"]) == [
-        {"command": "pending", "description": "List the decisions that wait for an answer"}]
+        {"command": "pending", "description": "List the decisions that wait for an answer"},
+        {"command": "mute",
+         "description": "Mute progress cards in this chat: /mute 1h (30m, 2h, 1d), /mute off"}]
     assert_token_nowhere(result, home)
 
 

@@ -1,23 +1,27 @@
 """The bridge alone, as the extension drives it: a run's notification for the session is
 offered once (its attempt written before the line), its receipt is the Pi entry id, and an
 attempt left open by a killed bridge is offered again by the next one, whose receipt says
-it adopted the entry the session already has."""
+it adopted the entry the session already has; and `notify_state` tells `/notify on` whether a
+post would reach a phone."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from channels.notifications import producing
 from channels.notifications.producing import NotifySpec
+from channels.notifications.records import Notification
 from channels.pi import notes
 from state import effects
 from state.clock import ManualClock
 from state.database import Database
-from tests.adapters.pi.helpers import SESSION, BridgeProcess, count
+from tests.adapters.pi.helpers import SESSION, BridgeProcess, count, route_to_telegram
 
 HELLO = {"type": "hello", "session_id": SESSION, "pi_version": "0.73.1", "mode": "rpc"}
 
@@ -40,13 +44,47 @@ def _status(db: Database, effect_id: str) -> str:
                                (effect_id,)).get)
 
 
+@contextmanager
+def _bridges(home: Path, *windows: bool) -> Iterator[list[BridgeProcess]]:
+    """Bridge processes (`True`: started as a Pi window's), killed at the end whatever
+    happened."""
+    started: list[BridgeProcess] = []
+    try:
+        for window in windows:
+            started.append(BridgeProcess(home, window=window))
+        yield started
+    finally:
+        for bridge in started:
+            bridge.kill()
+
+
+def _offered(bridge: BridgeProcess, timeout: float = 15) -> str:
+    """The notification the bridge's next line offers (that line must be a `notify`)."""
+    line = bridge.read(timeout=timeout)
+    assert line is not None and line["type"] == "notify", line
+    return str(line["notification_id"])
+
+
+def _receipt(bridge: BridgeProcess, n: Notification, entry_id: str, *,
+             adopted: bool = False) -> None:
+    bridge.send({"type": "notified", "notification_id": n.notification_id,
+                 "entry_id": entry_id, "adopted": adopted})
+
+
+def _stop(bridge: BridgeProcess, bye: str | None = None) -> None:
+    """Close the bridge's stdin (after `bye` when given); it exits cleanly."""
+    if bye is not None:
+        bridge.send({"type": "bye", "reason": bye})
+    bridge.close_stdin()
+    assert bridge.wait() == 0
+
+
 def test_a_notification_is_offered_once_with_its_intent_first_and_settled_by_the_entry(
         home: Path, db: Database) -> None:
     done = _notify(db, "All 12 tables imported.")
     other = _notify(db, "Not for this session.", session="aaaaaaaa-9c1e-4c55-8f6e-2f4b1c9d7e10")
     n = done.notification
-    bridge = BridgeProcess(home)
-    try:
+    with _bridges(home, False) as [bridge]:
         bridge.send(HELLO)
         line = bridge.read()
         assert line == {"type": "notify", "notification_id": n.notification_id, "kind": "final",
@@ -57,21 +95,16 @@ def test_a_notification_is_offered_once_with_its_intent_first_and_settled_by_the
         assert _attempts(db, n.effect_id) == [(1, None)]
         # Never a second line while the attempt is open (no blind resend), whatever the ticks.
         assert bridge.read(timeout=1.5) is None
-        bridge.send({"type": "notified", "notification_id": n.notification_id,
-                     "entry_id": "4f1c2a9e", "adopted": False})
+        _receipt(bridge, n, "4f1c2a9e")
         bridge.send({"type": "notified", "notification_id": "notification-nope",
                      "entry_id": "4f1c2a9e", "adopted": False})
         error = bridge.read()
         assert error is not None and error["code"] == "unknown_notification"
         # Another session's notification is not this bridge's to confirm.
-        bridge.send({"type": "notified", "notification_id": other.notification.notification_id,
-                     "entry_id": "4f1c2a9e", "adopted": False})
+        _receipt(bridge, other.notification, "4f1c2a9e")
         error = bridge.read()
         assert error is not None and error["code"] == "unknown_notification"
-        bridge.close_stdin()
-        assert bridge.wait() == 0
-    finally:
-        bridge.kill()
+        _stop(bridge)
     assert _status(db, n.effect_id) == "applied"
     assert _attempts(db, n.effect_id) == [(1, "applied")]
     assert db.read(lambda c: notes.note_receipt(c, n.notification_id)) == {
@@ -84,26 +117,16 @@ def test_a_notification_is_offered_once_with_its_intent_first_and_settled_by_the
 def test_a_bridge_killed_before_the_receipt_leaves_it_to_the_next_which_records_adoption(
         home: Path, db: Database) -> None:
     n = _notify(db, "Deploy finished.").notification
-    first = BridgeProcess(home)
-    second = BridgeProcess(home)
-    try:
+    with _bridges(home, False, False) as [first, second]:
         first.send(HELLO)
-        line = first.read()
-        assert line is not None and line["notification_id"] == n.notification_id
+        assert _offered(first) == n.notification_id
         first.kill()  # SIGKILL after the line went out: the extension may have shown it
         assert _status(db, n.effect_id) == "applying"
         second.send(HELLO)
-        again = second.read()
-        assert again is not None and again["type"] == "notify" and \
-            again["notification_id"] == n.notification_id
+        assert _offered(second) == n.notification_id
         # The extension found the entry in the branch: the receipt adopts it.
-        second.send({"type": "notified", "notification_id": n.notification_id,
-                     "entry_id": "9a8b7c6d", "adopted": True})
-        second.close_stdin()
-        assert second.wait() == 0
-    finally:
-        first.kill()
-        second.kill()
+        _receipt(second, n, "9a8b7c6d", adopted=True)
+        _stop(second)
     assert _attempts(db, n.effect_id) == [(1, "interrupted"), (2, "applied")]
     assert db.read(lambda c: notes.note_receipt(c, n.notification_id)) == {
         "entryId": "9a8b7c6d", "adopted": True}
@@ -115,26 +138,16 @@ def test_a_second_bridge_of_the_session_never_offers_what_the_first_has_open(
     # Two paths to one target: the database decides. The window that waits for the lease
     # sends nothing; once the first has the receipt, nothing is left to offer.
     n = _notify(db, "Backup verified.").notification
-    first = BridgeProcess(home, window=True)
-    second = BridgeProcess(home)
-    try:
+    with _bridges(home, True, False) as [first, second]:
         first.send(HELLO)
-        line = first.read()
-        assert line is not None and line["type"] == "notify"
+        assert _offered(first) == n.notification_id
         second.send(HELLO)
         waiting = second.read()
         assert waiting is not None and waiting["code"] == "lease_held"
-        first.send({"type": "notified", "notification_id": n.notification_id,
-                    "entry_id": "0e1f2a3b", "adopted": False})
-        first.send({"type": "bye", "reason": "quit"})
-        first.close_stdin()
-        assert first.wait() == 0
+        _receipt(first, n, "0e1f2a3b")
+        _stop(first, bye="quit")
         assert second.read(timeout=3) is None  # it takes the lease; nothing to offer
-        second.close_stdin()
-        assert second.wait() == 0
-    finally:
-        first.kill()
-        second.kill()
+        _stop(second)
     assert _attempts(db, n.effect_id) == [(1, "applied")]
 
 
@@ -149,24 +162,47 @@ def test_an_attempt_of_a_live_owner_is_left_alone_and_reopened_once_its_process_
     owner_id = f"pi-bridge:{socket.gethostname()}:{owner.pid}:x"
     db.write(lambda c: effects.begin_attempt(c, second.effect_id, "channel", owner_id,
                                              clock.now_ms(), db.entropy))
-    bridge = BridgeProcess(home)
     try:
-        bridge.send(HELLO)
-        line = bridge.read()
-        assert line is not None and line["notification_id"] == first.notification_id
-        assert bridge.read(timeout=1) is None  # the live owner's attempt is not touched
-        owner.kill()
-        owner.wait()
-        # The next look (every few seconds) finds its owner gone and offers it again.
-        line = bridge.read(timeout=20)
-        assert line is not None and line["notification_id"] == second.notification_id
-        for n in (first, second):
-            bridge.send({"type": "notified", "notification_id": n.notification_id,
-                         "entry_id": "5d4c3b2a", "adopted": False})
-        bridge.close_stdin()
-        assert bridge.wait() == 0
+        with _bridges(home, False) as [bridge]:
+            bridge.send(HELLO)
+            assert _offered(bridge) == first.notification_id
+            assert bridge.read(timeout=1) is None  # the live owner's attempt is not touched
+            owner.kill()
+            owner.wait()
+            # The next look (every few seconds) finds its owner gone and offers it again.
+            assert _offered(bridge, timeout=20) == second.notification_id
+            for n in (first, second):
+                _receipt(bridge, n, "5d4c3b2a")
+            _stop(bridge)
     finally:
         owner.kill()
-        bridge.kill()
     assert _attempts(db, first.effect_id) == [(1, "applied")]
     assert _attempts(db, second.effect_id) == [(1, "interrupted"), (2, "applied")]
+
+
+def _notify_state(bridge: BridgeProcess, event_id: str) -> dict[str, Any] | None:
+    bridge.send({"type": "notify_state", "event_id": event_id})
+    return bridge.read()
+
+
+def test_notify_state_names_the_telegram_routes_a_post_would_reach_and_none_without_one(
+        home: Path, db: Database) -> None:
+    # What `/notify on` asks: with no Telegram route, the session's posts reach no phone.
+    with _bridges(home, False) as [bridge]:
+        bridge.send(HELLO)
+        assert _notify_state(bridge, "notes.1") == {
+            "type": "notify_state", "event_id": "notes.1", "audience": "operator",
+            "delivered_to": [], "problem": None}
+        route_to_telegram(home, pi_too=False)
+        assert _notify_state(bridge, "notes.2") == {
+            "type": "notify_state", "event_id": "notes.2", "audience": "operator",
+            "delivered_to": ["telegram:default"], "problem": None}
+        channels = home / ".config" / "pi-workflows" / "channels.json"
+        channels.write_text("{")  # unreadable: said once as an error, then in the answer
+        bridge.send({"type": "notify_state", "event_id": "notes.3"})
+        error, state = bridge.read(), bridge.read()
+        assert error is not None and error["type"] == "error"
+        assert state is not None and state["delivered_to"] == []
+        assert state["problem"] is not None and "channels.json" in state["problem"]
+        _stop(bridge)
+    assert count(db, "SELECT count(*) FROM channels") == 0  # a reading: nothing written

@@ -91,3 +91,20 @@ def test_notify_on_posts_a_long_turn_s_progress_and_result_to_telegram(
         finally:
             assert client.close() == 0
         assert len(notifications(db)) == 2
+
+
+def test_notify_on_says_in_one_line_when_no_telegram_route_would_carry_the_posts(
+        home: Path, db: Database, tmp_path: Path, model: MockModel) -> None:
+    # No configuration: the audience `operator` routes to `pi` alone, and a session is never
+    # told about its own turns, so the posts would reach no one.
+    client = RpcClient(home, bridge_command(tmp_path), session=())
+    try:
+        client.session_id()
+        client.send({"id": "cmd", "type": "prompt", "message": "/notify on"})
+        said = client.wait_for(is_notice("piw-channels notify: on"), "the answer to /notify on")
+    finally:
+        assert client.close() == 0
+    assert said["notifyType"] == "warning"
+    assert said["message"] == (
+        "piw-channels notify: on for this session, but audience operator has no Telegram"
+        " route, so nothing reaches the phone (set one up: piw-channels setup telegram)")

@@ -1,6 +1,6 @@
 """What a person meets in the chat around a card: prompts and outcome posts threaded under it
 and naming who answered, late presses and replies told what won, answers typed as a reply to
-the card (by number or label), `/pending`, and outcome posts that always fit Telegram's limits.
+the card (by number or label), `/pending`, the commands the menu offers, and outcome posts that always fit Telegram's limits.
 The real poll cycle against the loopback fake Bot API (its recorded update fixtures).
 """
 
@@ -17,6 +17,7 @@ import pytest
 from adapters.telegram.fake import FakeBotApi
 from adapters.telegram.fake.fixtures import load_fixture
 from channels.decisions.presentation import fingerprint
+from channels.telegram.commands import HANDLERS, MENU
 from channels.telegram.text_answers import choice_named, command, hint, pending_list
 from state.database import Database
 from tests.channels.telegram.helpers import FIXTURES, is_outcome
@@ -191,9 +192,11 @@ def test_a_reply_from_a_stranger_is_ignored_without_an_answer(flow: Flow) -> Non
 # -- /pending ----------------------------------------------------------------------------------
 
 
-def push_command(flow: Flow, text: str, user: int = USER) -> int:
+def push_command(flow: Flow, text: str, user: int = USER, message_id: int | None = None) -> int:
     [update] = load_fixture(FIXTURES / "message_plain_text.json")["result"]
     update["message"]["text"] = text
+    if message_id is not None:  # a chat's messages have ids of their own
+        update["message"]["message_id"] = message_id
     update["message"]["from"]["id"] = user
     update["message"]["chat"]["id"] = CHAT
     update.pop("update_id")
@@ -223,6 +226,22 @@ def test_pending_lists_the_open_decisions_and_sends_their_cards_again(flow: Flow
     edited = sorted(int(e.params["message_id"]) for e in
                     flow.server.requests("editMessageReplyMarkup"))
     assert len(edited) == 2
+
+
+def test_the_menu_offers_every_command_the_bot_answers_and_no_other(flow: Flow) -> None:
+    # `setup` registers MENU (setMyCommands); HANDLERS is what the bot acts on.
+    assert sorted(name for name, _ in MENU) == sorted(HANDLERS) and len(MENU) == len(HANDLERS)
+    for number, (name, _) in enumerate(MENU, start=901):
+        before = len(flow.sends())
+        update = push_command(flow, f"/{name}", message_id=number)
+        flow.poll()
+        result = flow.inbox()[str(update)]["result"]
+        assert not result.startswith("ignored"), (name, result)
+        said = sends_after(flow, before)
+        assert said and str(said[0]["chat_id"]) == str(CHAT), name  # answered in the chat
+    update = push_command(flow, "/start", message_id=900)  # not in the menu: unknown
+    flow.poll()
+    assert flow.inbox()[str(update)]["result"] == "ignored:unknown_command"
 
 
 def test_pending_from_a_stranger_is_ignored(flow: Flow) -> None:

@@ -570,7 +570,7 @@ def test_a_409_conflict_stops_the_channel_and_names_the_fix(flow: Flow) -> None:
     report = flow.poll()
     assert report.status == "conflict" and "only one poller" in report.message
     flow.server.inject("getUpdates", Fault.canned(BotError.WEBHOOK_CONFLICT))
-    assert "deleteWebhook" in flow.poll().message
+    assert "piw-channels setup telegram ... --delete-webhook" in flow.poll().message
     last = store.last_provider_error(flow.db.conn, CHANNEL)
     assert last is not None and last["errorCode"] == 409
 

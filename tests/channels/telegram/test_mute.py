@@ -4,38 +4,18 @@ a process of its own (what goes on the wire is what the fake recorded)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
-from typing import Any
 
 from adapters.telegram.fake import RemoteFakeBotApi
 from adapters.telegram.fake.fixtures import load_fixture
 from channels.telegram.muting import parse_mute
-from tests.channels.telegram.helpers import (
-    FIXTURES,
-    USER,
-    configure_telegram_profile,
-    out_of_process_fake,
-    run_cli,
-    write_token_file,
+from tests.channels.telegram.helpers import FIXTURES, USER
+from tests.channels.telegram.notification_flow import (
+    notification_chat,
+    notify,
+    poll_once,
+    sends,
 )
-from tests.conftest import child_env
-from tests.paths import ROOT
-from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
-
-
-def _notify(home: Path, *args: str) -> str:
-    result = run_cli(home, "notify", *args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
-
-
-def _poll(home: Path, *, ahead_ms: int = 0) -> None:
-    # Ahead by more than a card's 10 s edit slot, so a progress is due at once.
-    result = subprocess.run([*CLI_SHIFTED, "poll", "--once"], cwd=ROOT, capture_output=True,
-                            env={**child_env(home), CLOCK_OFFSET_ENV: str(ahead_ms)},
-                            text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
 
 
 def _say(fake: RemoteFakeBotApi, text: str, message_id: int) -> None:
@@ -47,51 +27,45 @@ def _say(fake: RemoteFakeBotApi, text: str, message_id: int) -> None:
     fake.push_update(update)
 
 
-def _sends(fake: RemoteFakeBotApi) -> list[dict[str, Any]]:
-    return [r.params for r in fake.requests("sendMessage") if r.status == 200]
-
-
 def test_mute_1h_keeps_progress_cards_out_of_the_chat_and_lets_results_through(
         home: Path) -> None:
-    with out_of_process_fake(write_token_file(home)) as server:
-        fake = server.control
-        configure_telegram_profile(home, server.base_url)
-        run = _notify(home, "--progress", "Step 1 of 3: migrating the schema")
-        _poll(home)
-        [card] = _sends(fake)
+    with notification_chat(home) as fake:
+        run = notify(home, "--progress", "Step 1 of 3: migrating the schema")
+        poll_once(home)
+        [card] = sends(fake)
         assert card["text"].startswith("In progress\n\nStep 1 of 3")
         card_id = fake.requests("sendMessage")[0].result["message_id"]
 
         _say(fake, "/mute 1h", 901)
-        _poll(home)
-        [reply] = _sends(fake)[1:]
+        poll_once(home)
+        [reply] = sends(fake)[1:]
         assert reply["chat_id"] == str(USER)
         assert reply["text"].startswith("Progress cards muted in this chat until ")
         assert "/mute off" in reply["text"]
 
-        _notify(home, "--run", run, "--progress", "Step 2 of 3: copying rows")
-        _poll(home, ahead_ms=15_000)
-        _notify(home, "--run", run, "--progress", "Step 3 of 3: checking")
-        _poll(home, ahead_ms=30_000)
+        notify(home, "--run", run, "--progress", "Step 2 of 3: copying rows")
+        poll_once(home, ahead_ms=15_000)
+        notify(home, "--run", run, "--progress", "Step 3 of 3: checking")
+        poll_once(home, ahead_ms=30_000)
         assert fake.requests("editMessageText") == []  # nothing on the wire for the card
-        assert len(_sends(fake)) == 2
+        assert len(sends(fake)) == 2
 
-        _notify(home, "--run", run, "--final", "All 12 migrations applied.")
-        _poll(home, ahead_ms=45_000)
-        final = _sends(fake)[2]
+        notify(home, "--run", run, "--final", "All 12 migrations applied.")
+        poll_once(home, ahead_ms=45_000)
+        final = sends(fake)[2]
         assert final["text"].startswith("Finished\n\nAll 12 migrations applied.")
         assert final["reply_parameters"]["message_id"] == card_id
 
         # An hour later the mute is over: a new run's card is sent again.
-        later = _notify(home, "--progress", "Nightly backup: 40%")
-        _poll(home, ahead_ms=3_700_000)
-        assert len(_sends(fake)) == 4
-        assert _sends(fake)[3]["text"].startswith("In progress\n\nNightly backup: 40%")
+        later = notify(home, "--progress", "Nightly backup: 40%")
+        poll_once(home, ahead_ms=3_700_000)
+        assert len(sends(fake)) == 4
+        assert sends(fake)[3]["text"].startswith("In progress\n\nNightly backup: 40%")
         assert later != run
 
         _say(fake, "/mute soon", 902)  # unreadable: a hint, nothing muted
-        _poll(home, ahead_ms=3_700_000)
-        assert _sends(fake)[4]["text"] == "Use /mute 1h (or 30m, 2h, 1d), or /mute off."
+        poll_once(home, ahead_ms=3_700_000)
+        assert sends(fake)[4]["text"] == "Use /mute 1h (or 30m, 2h, 1d), or /mute off."
 
 
 def test_mute_durations() -> None:

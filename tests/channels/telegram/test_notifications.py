@@ -7,99 +7,65 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from adapters.telegram.fake import Fault, RemoteFakeBotApi
+from adapters.telegram.fake import Fault
+from adapters.telegram.fake.faults import BotError
+from channels.notifications.producing import TELEGRAM_NOTIFY
 from channels.telegram.limits import TELEGRAM_TEXT_LIMIT
 from channels.text import utf16_len
 from tests.channels.telegram.helpers import (
     USER,
-    configure_telegram_profile,
     db_rows,
     expire_poller_leases,
-    kill_hard,
-    out_of_process_fake,
+    finish,
     reap,
     run_cli,
     start_cli,
     wait_in_flight,
-    write_token_file,
+    wait_until,
 )
-from tests.shifted_clock import CLOCK_OFFSET_ENV
-
-NOTIFY = "telegram.notify"
-
-
-def _notify(home: Path, *args: str) -> str:
-    result = run_cli(home, "notify", *args)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip()
-
-
-def _poll(home: Path, code: int = 0, **env: str) -> str:
-    result = run_cli(home, "poll", "--once") if not env else _run_with(home, env)
-    assert result.returncode == code, result.stderr
-    return result.stderr
-
-
-def _run_with(home: Path, env: dict[str, str]) -> Any:
-    import subprocess
-
-    from tests.conftest import child_env
-    from tests.paths import ROOT
-    from tests.shifted_clock import CLI_SHIFTED
-
-    return subprocess.run([*CLI_SHIFTED, "poll", "--once"], cwd=ROOT, env={**child_env(home), **env},
-                          capture_output=True, text=True, timeout=60)
-
-
-def _sends(fake: RemoteFakeBotApi) -> list[dict[str, Any]]:
-    return [r.params for r in fake.requests("sendMessage") if r.status == 200]
-
-
-def _edits(fake: RemoteFakeBotApi) -> list[dict[str, Any]]:
-    return [r.params for r in fake.requests("editMessageText")]
-
-
-def _effects(run_id: str) -> list[tuple[str, str]]:
-    return [(str(a), str(b)) for a, b in db_rows(
-        "SELECT status, coalesce(json_extract(b.content, '$.superseded'), '') FROM effects e"
-        " LEFT JOIN blobs b ON b.blob_hash = e.result_hash"
-        " WHERE e.source_resource_id = ? AND e.effect_type = ? ORDER BY e.created_at, e.rowid",
-        f"run:{run_id}", NOTIFY)]
+from tests.channels.telegram.notification_flow import (
+    edits,
+    kill_poll_during,
+    notification_chat,
+    notify,
+    notify_effects,
+    poll_once,
+    sends,
+    texts_starting,
+)
 
 
 def test_three_progress_notes_then_a_result_give_one_edited_card_and_one_final_message(
         home: Path) -> None:
-    with out_of_process_fake(write_token_file(home)) as server:
-        fake = server.control
-        configure_telegram_profile(home, server.base_url)
-        run = _notify(home, "--progress", "Step 1 of 3: migrating the schema")
-        _poll(home)
-        [card] = _sends(fake)
+    with notification_chat(home) as fake:
+        run = notify(home, "--progress", "Step 1 of 3: migrating the schema")
+        poll_once(home)
+        [card] = sends(fake)
         assert card["chat_id"] == str(USER) and card["disable_notification"] == "true"
         assert card["text"].startswith("In progress\n\nStep 1 of 3: migrating the schema\n\n")
         assert f"Run {run}" in card["text"] and "Updated " in card["text"]
         assert card["entities"][0] == {"type": "bold", "offset": 0, "length": 11}
         card_id = fake.requests("sendMessage")[0].result["message_id"]
 
-        _notify(home, "--run", run, "--progress", "Step 2 of 3: copying rows")
-        _notify(home, "--run", run, "--progress", "Step 3 of 3: checking")
-        _notify(home, "--run", run, "--final", "All 12 migrations applied.")
-        _poll(home)
+        notify(home, "--run", run, "--progress", "Step 2 of 3: copying rows")
+        notify(home, "--run", run, "--progress", "Step 3 of 3: checking")
+        notify(home, "--run", run, "--final", "All 12 migrations applied.")
+        poll_once(home)
         # Step 2 was overtaken before it went: the latest text wins, one edit, then the
         # result, replying to the card, with sound.
-        [edit] = _edits(fake)
+        [edit] = edits(fake)
         assert edit["message_id"] == str(card_id) and "Step 3 of 3: checking" in edit["text"]
-        sends = _sends(fake)
-        assert len(sends) == 2
-        final = sends[1]
+        sent = sends(fake)
+        assert len(sent) == 2
+        final = sent[1]
         assert final["text"].startswith("Finished\n\nAll 12 migrations applied.\n\n")
         assert final.get("disable_notification") is None
         assert final["reply_parameters"]["message_id"] == card_id
-        assert _effects(run)[1][1] != "" and [s for s, _ in _effects(run)] == ["applied"] * 4
-        _poll(home)  # nothing more goes out
-        assert len(_sends(fake)) == 2 and len(_edits(fake)) == 1
+        effects = notify_effects(run)
+        assert effects[1][1] != "" and [s for s, _ in effects] == ["applied"] * 4
+        poll_once(home)  # nothing more goes out
+        assert len(sends(fake)) == 2 and len(edits(fake)) == 1
         shown = run_cli(home, "show", run)
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.splitlines()[0] == f"run {run}: 4 notifications"
@@ -118,45 +84,39 @@ def test_three_progress_notes_then_a_result_give_one_edited_card_and_one_final_m
 
 
 def test_edits_of_a_card_are_coalesced_to_one_per_ten_seconds(home: Path) -> None:
-    with out_of_process_fake(write_token_file(home)) as server:
-        fake = server.control
-        configure_telegram_profile(home, server.base_url)
-        run = _notify(home, "--progress", "Phase 1")
-        _poll(home)
-        _notify(home, "--run", run, "--progress", "Phase 2")
-        _poll(home)  # the card was sent a moment ago: the edit waits for its slot
-        assert _edits(fake) == [] and [s for s, _ in _effects(run)] == ["applied", "pending"]
+    with notification_chat(home) as fake:
+        run = notify(home, "--progress", "Phase 1")
+        poll_once(home)
+        notify(home, "--run", run, "--progress", "Phase 2")
+        poll_once(home)  # the card was sent a moment ago: the edit waits for its slot
+        assert edits(fake) == [] and [s for s, _ in notify_effects(run)] == ["applied", "pending"]
         assert db_rows("SELECT count(*) FROM effect_attempts a JOIN effects e USING (effect_id)"
-                       " WHERE e.effect_type = ?", NOTIFY) == [(1,)]  # waiting is no attempt
-        _poll(home, **{CLOCK_OFFSET_ENV: "11000"})  # 11 s later
-        [edit] = _edits(fake)
+                       " WHERE e.effect_type = ?", TELEGRAM_NOTIFY) == [(1,)]  # waiting is no attempt
+        poll_once(home, ahead_ms=11_000)  # 11 s later
+        [edit] = edits(fake)
         assert "Phase 2" in edit["text"]
-        assert [s for s, _ in _effects(run)] == ["applied", "applied"]
+        assert [s for s, _ in notify_effects(run)] == ["applied", "applied"]
 
 
 def test_a_repeated_index_adopts_and_a_conflicting_one_is_refused(home: Path) -> None:
-    with out_of_process_fake(write_token_file(home)) as server:
-        fake = server.control
-        configure_telegram_profile(home, server.base_url)
-        run = _notify(home, "--final", "Report ready", "--index", "7")
+    with notification_chat(home) as fake:
+        run = notify(home, "--final", "Report ready", "--index", "7")
         again = run_cli(home, "notify", "--run", run, "--index", "7", "--final", "Report ready")
         assert again.returncode == 0
         refused = run_cli(home, "notify", "--run", run, "--index", "7", "--final", "Other")
         assert refused.returncode == 2 and "another text" in refused.stderr
-        _poll(home)
-        _poll(home)
-        assert [s["text"].split("\n")[2] for s in _sends(fake)] == ["Report ready"]
+        poll_once(home)
+        poll_once(home)
+        assert [s["text"].split("\n")[2] for s in sends(fake)] == ["Report ready"]
 
 
 def test_a_long_result_is_split_and_a_long_progress_shortened_never_refused(home: Path) -> None:
-    with out_of_process_fake(write_token_file(home)) as server:
-        fake = server.control
-        configure_telegram_profile(home, server.base_url)
+    with notification_chat(home) as fake:
         long = "\n".join(f"line {i}: " + "détail " * 20 for i in range(90))
-        run = _notify(home, "--progress", long)
-        _notify(home, "--run", run, "--final", long)
-        _poll(home)
-        card, *parts = _sends(fake)
+        run = notify(home, "--progress", long)
+        notify(home, "--run", run, "--final", long)
+        poll_once(home)
+        card, *parts = sends(fake)
         assert utf16_len(card["text"]) <= TELEGRAM_TEXT_LIMIT and "…" in card["text"]
         assert len(parts) >= 3
         assert all(utf16_len(p["text"]) <= TELEGRAM_TEXT_LIMIT for p in parts)
@@ -166,28 +126,19 @@ def test_a_long_result_is_split_and_a_long_progress_shortened_never_refused(home
 
 
 def test_sigkill_while_the_result_is_on_the_wire_never_sends_it_twice(home: Path) -> None:
-    with out_of_process_fake(write_token_file(home)) as server:
-        fake = server.control
-        configure_telegram_profile(home, server.base_url)
-        run = _notify(home, "--progress", "Working")
-        _poll(home)
-        _notify(home, "--run", run, "--final", "Done at last")
-        fake.inject("sendMessage", Fault.hang())
-        poller = start_cli(home, "poll", "--once")
-        try:
-            wait_in_flight(fake, "sendMessage", 2)
-            kill_hard(poller)
-        finally:
-            reap(poller)
+    with notification_chat(home) as fake:
+        run = notify(home, "--progress", "Working")
+        poll_once(home)
+        notify(home, "--run", run, "--final", "Done at last")
+        killed = kill_poll_during(home, fake, "sendMessage", 2)
         fake.release()  # the held result reaches the chat: it may have arrived
-        assert expire_poller_leases(poller.pid) >= 1
-        stderr = _poll(home, code=75)
+        assert expire_poller_leases(killed) >= 1
+        stderr = poll_once(home, code=75)
         assert stderr.startswith(f"Error: telegram:ops: the final notification 1 of run {run}"
                                  f" may not have arrived in chat {USER}"), stderr
-        _poll(home, code=75)
-        texts = [r.params["text"] for r in fake.requests("sendMessage")]
-        assert sum(t.startswith("Finished") for t in texts) == 1
-        assert [s for s, _ in _effects(run)] == ["applied", "ambiguous"]
+        poll_once(home, code=75)
+        assert texts_starting(fake, "Finished") == 1
+        assert [s for s, _ in notify_effects(run)] == ["applied", "ambiguous"]
         # The read side agrees: an alert in `status` (exit 75), marked in `show`.
         status = run_cli(home, "status")
         assert status.returncode == 75
@@ -199,57 +150,40 @@ def test_sigkill_while_the_result_is_on_the_wire_never_sends_it_twice(home: Path
 
 
 def test_sigkill_while_the_card_is_edited_edits_it_again_and_loses_nothing(home: Path) -> None:
-    with out_of_process_fake(write_token_file(home)) as server:
-        fake = server.control
-        configure_telegram_profile(home, server.base_url)
-        run = _notify(home, "--progress", "Working")
-        _poll(home)
-        _notify(home, "--run", run, "--progress", "Working harder")
-        _notify(home, "--run", run, "--final", "Done")
-        fake.inject("editMessageText", Fault.hang())
-        poller = start_cli(home, "poll", "--once")
-        try:
-            wait_in_flight(fake, "editMessageText", 1)
-            kill_hard(poller)
-        finally:
-            reap(poller)
-        assert expire_poller_leases(poller.pid) >= 1
+    with notification_chat(home) as fake:
+        run = notify(home, "--progress", "Working")
+        poll_once(home)
+        notify(home, "--run", run, "--progress", "Working harder")
+        notify(home, "--run", run, "--final", "Done")
+        killed = kill_poll_during(home, fake, "editMessageText", 1)
+        assert expire_poller_leases(killed) >= 1
         fake.release()
-        _poll(home)
+        poll_once(home)
         # The interrupted edit is harmless to repeat: done again; the result goes out once.
-        assert [s for s, _ in _effects(run)] == ["applied", "applied", "applied"]
-        texts = [r.params["text"] for r in fake.requests("sendMessage")]
-        assert sum(t.startswith("Finished") for t in texts) == 1
-        assert sum(t.startswith("In progress") for t in texts) == 1
+        assert [s for s, _ in notify_effects(run)] == ["applied", "applied", "applied"]
+        assert texts_starting(fake, "Finished") == 1
+        assert texts_starting(fake, "In progress") == 1
 
 
 def test_a_refused_result_is_an_alert_and_is_not_sent_again(home: Path) -> None:
-    from adapters.telegram.fake.faults import BotError
-
-    with out_of_process_fake(write_token_file(home)) as server:
-        fake = server.control
-        configure_telegram_profile(home, server.base_url)
-        run = _notify(home, "--final", "Nightly report ready")
+    with notification_chat(home) as fake:
+        run = notify(home, "--final", "Nightly report ready")
         fake.inject("sendMessage", Fault.error(BotError.BLOCKED.error_code,
                                                BotError.BLOCKED.description))
-        stderr = _poll(home, code=78)
+        stderr = poll_once(home, code=78)
         assert f"the final notification 0 of run {run} was refused for chat {USER}" in stderr
-        _poll(home, code=78)
+        poll_once(home, code=78)
         assert len(fake.requests("sendMessage")) == 1
-        assert [s for s, _ in _effects(run)] == ["rejected"]
+        assert [s for s, _ in notify_effects(run)] == ["rejected"]
         assert run_cli(home, "status").returncode == 78
 
 
 def test_a_notification_goes_out_during_a_running_poll_window(home: Path) -> None:
-    from tests.channels.telegram.helpers import finish, wait_until
-
-    with out_of_process_fake(write_token_file(home)) as server:
-        fake = server.control
-        configure_telegram_profile(home, server.base_url)
+    with notification_chat(home) as fake:
         poller = start_cli(home, "poll", "--for", "30")
         try:
             wait_in_flight(fake, "getUpdates", 2)  # the long poll is under way
-            run = _notify(home, "--final", "Backup finished")
+            run = notify(home, "--final", "Backup finished")
             wait_until(lambda: any(r.params.get("text", "").startswith("Finished")
                                    for r in fake.requests("sendMessage")),
                        "the result to go out during the long poll")
@@ -258,4 +192,4 @@ def test_a_notification_goes_out_during_a_running_poll_window(home: Path) -> Non
             finish(poller)
         finally:
             reap(poller)
-        assert [s for s, _ in _effects(run)] == ["applied"]
+        assert [s for s, _ in notify_effects(run)] == ["applied"]

@@ -1,0 +1,116 @@
+"""Applying a settlement: a resolved decision's keyboards removed and its outcome posted, in
+each chat that got its card (`outbound` claims the effect and calls these; `settling` holds
+the rules on what the calls' results mean).
+
+One intent commit (the attempt and an intent row per outcome post), the sends (keyboard edits
+need no intent: removing a keyboard twice is harmless), one confirm commit (the posts'
+references or removed intents, the message status, the attempt's outcome). A crash in
+between leaves the intents: the outcome post is ambiguous, never posted twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import apsw
+
+from channels import messages
+from channels.decisions import records, views
+from channels.failures import Failure
+from channels.messages import MessageStatus, Purpose
+from channels.telegram import giving_up, outcomes
+from channels.telegram.identity import Channel
+from channels.telegram.plans import Settlement
+from channels.telegram.sent import delivered_recipients, keyboard_messages
+from channels.telegram.settling import record_post, retry_in_ms, settle_outcome, token_rejected
+from channels.transport import OK, BotApi, ProviderResult
+from state import effects
+from state.database import Database
+from state.effects import Attempt
+
+
+class Sender(Protocol):
+    """What a settlement's sends need of the channel's outbound (`outbound.Outbound`)."""
+
+    db: Database
+    api: BotApi
+    # The Bot API refused the token: the pass applies no more effects.
+    unauthorized: bool
+    failures: list[Failure]  # effects that failed alone
+    refused: list[dict[str, Any]]  # settlements refused for good
+
+    def until(self, attempt: Attempt) -> float: ...  # epoch seconds by which a call ends
+
+    def renew_if_due(self, attempt: Attempt) -> Attempt: ...
+
+    def note_error(self, method: str, res: ProviderResult) -> None: ...
+
+
+def intents(c: apsw.Connection, channel: Channel, attempt: Attempt, now: int) -> Settlement:
+    """What the settlement will send, its posts' intents written (in the attempt's begin
+    transaction: one commit before the sends)."""
+    decision_id = records.decision_of_resource(attempt.effect.source_resource_id)
+    channel_id = channel.channel_id
+    # Telegram's own outcome post (who answered, how, when), not the channel-neutral text.
+    post = outcomes.outcome_post(c, channel, records.load(c, decision_id), now)
+    message_id = messages.message_id_for(channel_id, Purpose.SETTLEMENT, decision_id)
+    messages.ensure_message(c, message_id, channel_id, decision_id, Purpose.SETTLEMENT, post.text,
+                            now)
+    done = {part.recipient_index for part in messages.parts(c, message_id)}
+    keyboards = keyboard_messages(c, channel_id, decision_id)
+    cards = dict(keyboards)  # the post replies to the card it settles, in each chat
+    posts = [(r, chat, cards.get(chat)) for r, chat
+             in delivered_recipients(c, channel_id, decision_id)
+             if r not in done]  # posted, or ambiguous: never posted twice
+    for r, _, _ in posts:
+        messages.write_part_intent(c, message_id, r, 0, post.text, now)
+    return Settlement(decision_id, message_id, post, keyboards, posts)
+
+
+async def settle(out: Sender, attempt: Attempt, s: Settlement) -> None:
+    """The keyboard edits and the outcome posts, then the one confirm commit."""
+    edits: list[ProviderResult] = []  # the keyboard edits that did not remove one
+    for chat, message_ref in s.keyboards:
+        attempt = out.renew_if_due(attempt)
+        res = await out.api.edit_message_reply_markup(chat, int(message_ref),
+                                                      deadline=out.until(attempt))
+        if not (res.outcome == OK or res.is_message_not_modified
+                or res.is_message_to_edit_not_found):
+            out.note_error("editMessageReplyMarkup", res)
+            out.unauthorized = out.unauthorized or token_rejected(res)
+            edits.append(res)  # "not modified"/"not found": nothing left to remove
+    sent: list[tuple[int, str, ProviderResult]] = []
+    for r, chat, card in s.posts:
+        attempt = out.renew_if_due(attempt)
+        res = await out.api.send_message(
+            chat, s.post.text, entities=s.post.entities,
+            reply_to=None if card is None else int(card), deadline=out.until(attempt))
+        if not (res.outcome == OK and res.message_id is not None):
+            out.note_error("sendMessage", res)
+            out.unauthorized = out.unauthorized or token_rejected(res)
+        sent.append((r, chat, res))
+        out.failures += giving_up.lost_post(s.decision_id, chat, res)
+    final = attempt
+
+    def confirm(c: apsw.Connection) -> None:
+        now = out.db.clock.now_ms()
+        posts = [res for r, chat, res in sent if record_post(c, s.message_id, r, chat, res)]
+        # A post whose answer was lost keeps its intent row: ambiguous, never confirmed.
+        unknown = messages.message_has_intents(c, s.message_id)
+        status = MessageStatus("pending" if posts else "ambiguous" if unknown else "confirmed")
+        messages.set_message_status(c, s.message_id, status, now)
+        # Never given up for a 429 or a transient error: tried again (after what a 429
+        # asked for) until the keyboards are off; only a refusal for good ends it.
+        outcome, error = settle_outcome([*edits, *posts])
+        retry_at = None if outcome != "retry" else \
+            now + retry_in_ms([*edits, *posts], final.attempt_number)
+        if outcome == "refused":
+            out.refused.append({"decisionId": s.decision_id, **(error or {}),
+                                "fingerprint": views.fingerprint_of(c, s.decision_id)})
+        done = effects.AttemptOutcome(("ambiguous" if unknown else "applied")
+                                      if outcome == "applied" else "rejected")
+        effects.finish_attempt(c, final, done, now, error=error, retry_at=retry_at)
+    out.db.write(confirm)
+
+
+__all__ = ["Sender", "intents", "settle"]
