@@ -132,16 +132,16 @@ def set_cursor_for_effect(conn: apsw.Connection, lease: Lease, channel_id: str, 
     )
 
 
-def channel_row(conn: apsw.Connection, channel_id: str) -> tuple[str, str] | None:
+def channel_row(conn: apsw.Connection, channel_id: str) -> tuple[AdapterType, str] | None:
     """(adapter_type, profile_key) of a registered channel."""
     r = conn.execute("SELECT adapter_type, profile_key FROM channels WHERE channel_id = ?",
                      (channel_id,)).fetchone()
-    return None if r is None else (str(r[0]), str(r[1]))
+    return None if r is None else (AdapterType(r[0]), str(r[1]))
 
 
-def all_channels(conn: apsw.Connection) -> list[tuple[str, str, str]]:
+def all_channels(conn: apsw.Connection) -> list[tuple[str, AdapterType, str]]:
     """(channel_id, adapter_type, profile_key) of every registered channel."""
-    return [(str(a), str(b), str(c)) for a, b, c in conn.execute(
+    return [(str(a), AdapterType(b), str(c)) for a, b, c in conn.execute(
         "SELECT channel_id, adapter_type, profile_key FROM channels ORDER BY adapter_type,"
         " profile_key")]
 

@@ -45,8 +45,8 @@ class Resolution:
     """The immutable winner of a decision."""
 
     decision_id: str
-    outcome: str  # an Outcome
-    provenance: str  # a Provenance
+    outcome: Outcome
+    provenance: Provenance
     response: dict[str, Any] | None
     reason: str | None
     resolved_at: int
@@ -171,4 +171,5 @@ def resolution_of(conn: apsw.Connection, decision_id: str) -> Resolution | None:
     if row is None:
         return None
     response = None if row[3] is None else blobs.get_json(conn, bytes(row[3]))
-    return Resolution(row[0], row[1], row[2], response, row[4], row[5], bytes(row[6]))
+    return Resolution(row[0], Outcome(row[1]), Provenance(row[2]), response, row[4], row[5],
+                      bytes(row[6]))

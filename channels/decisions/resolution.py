@@ -19,7 +19,14 @@ from channels.decisions import runs, turn_intents
 from channels.decisions.choices import validate_response
 from channels.decisions.digests import digest_to_bytes
 from channels.decisions.presentation import fingerprint
-from channels.decisions.records import Outcome, Resolution, StoredDecision, load, resolution_of
+from channels.decisions.records import (
+    Outcome,
+    Provenance,
+    Resolution,
+    StoredDecision,
+    load,
+    resolution_of,
+)
 from channels.decisions.request import (
     answer_digest,
     human_attempt_id,
@@ -255,12 +262,14 @@ def _resolve_deadline(
         raise DecisionRefused("Human decision timeout default is not eligible yet")
     default = decision.request.default_response
     if default is None:
-        resolution = _win(conn, decision, outcome="cancelled", provenance="expired_no_default",
+        resolution = _win(conn, decision, outcome=Outcome.CANCELLED,
+                          provenance=Provenance.EXPIRED_NO_DEFAULT,
                           response=None, reason="expired", actor=Actor(ActorType.POLICY), now=now,
                           lease=policy.lease, basis=None)
     else:
         basis = timeout_answer_digest(decision.request.request_digest, default)
-        resolution = _win(conn, decision, outcome="accepted", provenance="timeout_policy",
+        resolution = _win(conn, decision, outcome=Outcome.ACCEPTED,
+                          provenance=Provenance.TIMEOUT_POLICY,
                           response=dict(default), reason=None, actor=Actor(ActorType.POLICY),
                           now=now, lease=policy.lease, basis=basis)
     return Verdict(Result.WON, resolution.provenance, resolution)
@@ -277,7 +286,8 @@ def _resolve_cancellation(
         if winner.provenance == "explicit_cancel" and winner.reason == cancel.reason:
             return Verdict(Result.ADOPTED, "identical cancellation", winner)
         raise DecisionRefused("Immutable human decision cancellation conflicts")
-    resolution = _win(conn, decision, outcome="cancelled", provenance="explicit_cancel",
+    resolution = _win(conn, decision, outcome=Outcome.CANCELLED,
+                      provenance=Provenance.EXPLICIT_CANCEL,
                       response=None, reason=cancel.reason,
                       actor=Actor(ActorType.CONTROL, cancel.actor_id), now=now, lease=cancel.lease,
                       basis=None)
@@ -294,7 +304,8 @@ def _win_human(
     source = {"channel": answer.channel, "actorId": answer.actor_id,
               "eventId": answer.external_event_id}
     basis = answer_digest(response, source)  # type: ignore[arg-type]
-    return _win(conn, decision, outcome="accepted", provenance="human", response=response,
+    return _win(conn, decision, outcome=Outcome.ACCEPTED, provenance=Provenance.HUMAN,
+                                response=response,
                 reason=None, actor=Actor(ActorType.HUMAN, answer.actor_id), now=now, lease=None,
                 basis=basis, human=answer)
 
@@ -303,8 +314,8 @@ def _win(
     conn: apsw.Connection,
     decision: StoredDecision,
     *,
-    outcome: str,
-    provenance: str,
+    outcome: Outcome,
+    provenance: Provenance,
     response: dict[str, Any] | None,
     reason: str | None,
     actor: Actor,
