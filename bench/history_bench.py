@@ -46,7 +46,7 @@ from bench.common import TOKEN, USER, TlsFront, abba, machine_load, self_signed,
 from bench.naive_side import NaiveBot
 from channels import inbox, messages, store
 from channels.config.loading import load_config
-from channels.decisions import records, resolution, workflows
+from channels.decisions import follow_ups, records, resolution, workflows
 from channels.decisions.resolution import HumanAnswer
 from channels.messages import MessageStatus, Purpose
 from channels.store import AdapterType
@@ -99,7 +99,7 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
         messages.confirm_part(conn, outcome, 0, 0, chat, str(first_ref + 2 * k + 1))
         messages.set_message_status(conn, outcome, MessageStatus.CONFIRMED, now)
         effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now)
-        resolution.apply_continue_locally(conn, decision_id, handle.run.lease, now)
+        follow_ups.apply_continue_locally(conn, decision_id, handle.run.lease, now)
         leases.release(conn, handle.run.lease, now)
     inbox.ingest(conn, channel_lease, channel.channel_id, events, now)
     for event in events:

@@ -57,7 +57,7 @@ from bench.common import (
 from channels.config.loading import load_config
 from channels.config.model import TelegramProfile
 from channels.decisions import workflows
-from channels.telegram import poll as worker
+from channels.telegram import poll
 from channels.telegram.outbound import Outbound
 from channels.transport import BotApi
 from state.database import Database
@@ -68,9 +68,9 @@ PARSER_ONLY = [sys.executable, "-c", "from adapters.cli.main import build_parser
 def cold_start(base: Path, base_url: str, runs: int, bundle: Path) -> None:
     home = piw.make_home(base / "cold", base_url)
     env = piw.child_env(home, SSL_CERT_FILE=str(bundle))
-    poll = piw.poll_command()
-    piw.wall(poll, env)  # creates the database, registers the channel, warms caches
-    samples = piw.alternating_samples({"poll": (poll, env), "import": (piw.IMPORT_TELEGRAM, env),
+    command = piw.poll_command()
+    piw.wall(command, env)  # creates the database, registers the channel, warms caches
+    samples = piw.alternating_samples({"poll": (command, env), "import": (piw.IMPORT_TELEGRAM, env),
                                        "parser": (PARSER_ONLY, env)}, runs)
     got = {name: statistics.median(values) for name, values in samples.items()}
     print(f"(a) cold `piw-channels poll --once` over https, nothing to do (ABBA, {runs} each):"
@@ -139,7 +139,7 @@ def _pass(db: Database, *, piw_api: bool) -> None:
     config = load_config()
     assert config is not None
     api = telegram_cli.bot_api if piw_api else _timed_api
-    asyncio.run(worker.poll(db, config, api, worker.PollOptions()))
+    asyncio.run(poll.poll(db, config, api, poll.PollOptions()))
 
 
 def _batch(db: Database, fake: FakeBotApiProcess, n: int, done: int) -> int:
@@ -171,8 +171,8 @@ def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: 
             counted += commits[0] - before
             piw.check_settled(db, done)
         done = _batch(db, fake, n, done)  # one more batch, instrumented: where the time goes
-        undo = [_instrument(worker._ChannelPoll, "_receive", "receive"),
-                _instrument(worker._ChannelPoll, "_process_inbox", "process"),
+        undo = [_instrument(poll.ChannelPoll, "_receive", "receive"),
+                _instrument(poll.ChannelPoll, "_process_inbox", "process"),
                 _instrument(Outbound, "apply_due", "effects"),
                 _instrument(workflows, "expire_overdue", "finish runs")]
         start = time.perf_counter()

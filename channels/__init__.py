@@ -5,5 +5,11 @@ this level are what every channel shares: the channel and cursor records (`store
 messages and their parts, the Bot API seam (`transport`), text measurement and the status report.
 Imports point down only: `channels` uses `state`, never `adapters`."""
 
+__all__ = [
+    "PIW_CHANNELS_PACKAGE", "config", "decisions", "errors", "failures", "gate", "health",
+    "notifications", "pi", "status", "store", "telegram", "transport",
+]
+
+
 # The marker lets start-up tell this package from another one of the same name.
 PIW_CHANNELS_PACKAGE = "channels"

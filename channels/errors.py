@@ -22,6 +22,12 @@ from typing import ClassVar
 
 from state.errors import WriteRejected
 
+__all__ = [
+    "ChannelsError", "DecisionError", "DecisionRefused", "ExpiredRequest",
+    "IncompatibleRequest", "InvalidDigest", "InvalidPresentation", "InvalidRequest",
+    "InvalidResponse", "StaleAnswer", "TooManyParts", "UnknownDecision",
+]
+
 
 class ChannelsError(Exception):
     """Root of every error the channels package raises on purpose."""

@@ -19,7 +19,10 @@ from state.database import Database
 from state.errors import StateError
 from state.exit_codes import EXIT_INTERNAL
 
-T = TypeVar("T")
+__all__ = ["ExpiryFailures", "Failure", "alone", "expire_overdue", "expiry_failure", "failure"]
+
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +66,8 @@ def expire_overdue(db: Database, owner_id: str, failed: ExpiryFailures) -> None:
             failed[decision_id] = expiry_failure(decision_id, exc)
 
 
-async def alone(context: str, failed: Callable[[Failure], T],
-                work: Coroutine[Any, Any, T]) -> T:
+async def alone(context: str, failed: Callable[[Failure], _T],
+                work: Coroutine[Any, Any, _T]) -> _T:
     """Run `work`, failing alone: what escapes it becomes `failed(its failure)`, and the
     work beside it (another profile's pass) goes on."""
     try:

@@ -17,7 +17,10 @@ from typing import Any, Final
 from channels.telegram.alerts import Alert
 from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
 
-STALE_PASS_MS: Final = 180_000  # cron runs every minute: three minutes without a pass is one
+__all__ = ["conditions", "exit_code"]
+
+
+_STALE_PASS_MS: Final = 180_000  # cron runs every minute: three minutes without a pass is one
 
 
 def conditions(report: Mapping[str, Any], profiles: Sequence[str],
@@ -59,7 +62,7 @@ def _stale_pollers(report: Mapping[str, Any], profiles: Sequence[str],
                           "since": None, "message": f"telegram:{profile}: never polled; add"
                           " the cron line (README: Set up Telegram), or run: piw-channels"
                           f" poll --once -v --profile {profile}"})
-        elif now - int(last["at"]) > STALE_PASS_MS:
+        elif now - int(last["at"]) > _STALE_PASS_MS:
             found.append({"kind": "stale", "profile": profile, "exit_code": EXIT_TEMPORARY,
                           "since": int(last["at"]), "message": None})
     return found

@@ -18,6 +18,11 @@ from state import blobs, resources
 from state.errors import WriteRejected
 from state.leases import Lease
 
+__all__ = [
+    "EventType", "InboundEvent", "InboxRow", "get_inbox", "inbox_counts", "inbox_result",
+    "ingest", "mark_processed", "unprocessed",
+]
+
 
 class EventType(StrEnum):
     """The kinds of provider event the inbox stores (the DDL's `event_type` CHECK set)."""

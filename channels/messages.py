@@ -16,6 +16,14 @@ import apsw
 from channels.store import hex40
 from state import blobs
 
+__all__ = [
+    "ID_HEX", "MessageRow", "MessageStatus", "PartRow", "Purpose", "confirm_part",
+    "delivery_counts", "ensure_message", "find_message_by_part_ref", "find_message_by_ref",
+    "get_message", "message_has_intents", "message_id_for", "messages_for_decision", "parts",
+    "remove_part_intent", "set_message_status", "stored_id", "unconfirmed_text",
+    "write_part_intent",
+]
+
 
 class Purpose(StrEnum):
     """What a channel message is for (`channel_messages.purpose`)."""

@@ -17,6 +17,8 @@ from channels.telegram.deliveries import PROMPT, SETTLE
 from state import leases, maintenance
 from state.database import Database
 
+__all__ = ["status_report"]
+
 
 def status_report(db: Database) -> dict[str, Any]:
     """Build the report from one read snapshot."""
@@ -29,13 +31,13 @@ def status_report(db: Database) -> dict[str, Any]:
         attention = [a for cid, adapter, profile in store.all_channels(conn)
                      if adapter == "telegram" for a in _attention(conn, cid, profile, now)]
         ambiguous = _ambiguous_effects(conn, now)
-        notes = notifications(conn, now)
+        notes = _notifications(conn, now)
     return {"now": now, "database": {**diag.to_json(), "open_decisions": open_decisions},
             "channels": channels, "needs_attention": attention, "ambiguous_effects": ambiguous,
             "notifications": notes}
 
 
-def notifications(conn: apsw.Connection, now: int) -> list[dict[str, Any]]:
+def _notifications(conn: apsw.Connection, now: int) -> list[dict[str, Any]]:
     """The notifications of the runs active in the last day, with each target's delivery
     state; no text, and a Pi session named only by a few hex of its channel's hash."""
     found = []
@@ -55,7 +57,7 @@ def _target(target: str) -> str:
     return target
 
 
-AMBIGUOUS_LISTED_MS = 86_400_000  # an ambiguous post is listed for a day: check the chat
+_AMBIGUOUS_LISTED_MS = 86_400_000  # an ambiguous post is listed for a day: check the chat
 
 
 def _ambiguous_effects(conn: apsw.Connection, now: int) -> list[dict[str, Any]]:
@@ -65,7 +67,7 @@ def _ambiguous_effects(conn: apsw.Connection, now: int) -> list[dict[str, Any]]:
         "SELECT e.effect_type, e.source_resource_id, e.idempotency_key, e.updated_at"
         " FROM effects e WHERE e.status = 'ambiguous' AND e.effect_type IN (?, ?)"
         " AND e.updated_at > ? ORDER BY e.updated_at",
-        (PROMPT, SETTLE, now - AMBIGUOUS_LISTED_MS)).fetchall()
+        (PROMPT, SETTLE, now - _AMBIGUOUS_LISTED_MS)).fetchall()
     names = {cid: profile for cid, _, profile in store.all_channels(conn)}
     found = []
     for effect_type, source, key, at in rows:

@@ -19,6 +19,13 @@ from state.errors import WriteRejected
 from state.leases import Lease, OwnerType
 from state.resources import ResourceType
 
+__all__ = [
+    "AdapterType", "advance_numeric_cursor", "all_channels", "channel_resource", "channel_row",
+    "claim", "claim_or_take_over", "cursor", "ensure_channel", "hex40", "last_provider_error",
+    "record_provider_error", "record_reservations", "set_cursor", "set_cursor_for_effect",
+    "verify",
+]
+
 
 class AdapterType(StrEnum):
     """The provider a channel speaks to (the DDL's `channels.adapter_type` CHECK set)."""

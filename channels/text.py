@@ -5,6 +5,12 @@ from __future__ import annotations
 import re
 import struct
 
+__all__ = [
+    "TERMINAL_CONTROL_RE", "from_units", "has_control_character", "is_blank",
+    "operator_safe_text", "to_units", "utf16_len",
+]
+
+
 # JavaScript's String.prototype.trim set: WhiteSpace, LineTerminator and the Zs category.
 _JS_WHITESPACE = frozenset(
     "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"

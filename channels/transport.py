@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+__all__ = ["AMBIGUOUS", "NOT_SENT", "OK", "REJECTED", "BotApi", "ProviderResult", "describe"]
+
+
 OK = "ok"
 NOT_SENT = "not_sent"
 AMBIGUOUS = "ambiguous"

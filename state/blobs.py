@@ -10,8 +10,11 @@ import apsw
 from state.canonical import JsonValue, canonical_bytes, sha256
 from state.errors import BlobMismatch
 
+__all__ = ["JSON", "get_bytes", "get_json", "get_text", "put_bytes", "put_json", "put_text"]
+
+
 JSON = "application/json"
-TEXT = "text/plain; charset=utf-8"
+_TEXT = "text/plain; charset=utf-8"
 
 
 def put_bytes(conn: apsw.Connection, content: bytes, media_type: str, now: int) -> bytes:
@@ -40,7 +43,7 @@ def put_json(conn: apsw.Connection, value: JsonValue, now: int) -> bytes:
 
 def put_text(conn: apsw.Connection, text: str, now: int) -> bytes:
     """Store plain text as UTF-8."""
-    return put_bytes(conn, text.encode("utf-8", "surrogatepass"), TEXT, now)
+    return put_bytes(conn, text.encode("utf-8", "surrogatepass"), _TEXT, now)
 
 
 def get_bytes(conn: apsw.Connection, blob_hash: bytes) -> bytes:

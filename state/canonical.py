@@ -17,6 +17,12 @@ from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
+__all__ = [
+    "CanonicalJsonError", "JsonValue", "canonical_bytes", "canonical_json", "js_key_order",
+    "js_number", "sha256",
+]
+
+
 JsonValue = Any  # JSON-compatible Python values: dict[str, ...], list, str, int, float, bool, None
 
 _MAX_ARRAY_INDEX = 2**32 - 2  # ECMAScript: an array index is an integer below 2**32 - 1

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+__all__ = ["Clock", "CountingEntropy", "Entropy", "ManualClock", "SystemClock", "SystemEntropy"]
+
 
 class Clock(Protocol):
     """Source of the current time in UTC epoch milliseconds."""

@@ -20,18 +20,21 @@ from typing import Final
 from state.files import default_path, make_private_dir
 from state.version import VERSION
 
-PREFIX: Final = "piw-channels-crash-"
+__all__ = ["format_report", "report_line"]
+
+
+_PREFIX: Final = "piw-channels-crash-"
 # The Bot API token shape (<bot id>:<secret>), wherever it stands (a request URL has it right
 # after "bot"); a crash must not copy one into a file.
 _TOKEN_SHAPE: Final = re.compile(r"[0-9]{5,}:[A-Za-z0-9_-]{20,}")
 
 
-def crash_directory() -> Path:
+def _crash_directory() -> Path:
     """Where crash reports go: the workflows directory of the state database."""
     return default_path().parent
 
 
-def scrub(text: str) -> str:
+def _scrub(text: str) -> str:
     """Replace anything shaped like a bot token with <redacted>."""
     return _TOKEN_SHAPE.sub("<redacted>", text)
 
@@ -43,15 +46,15 @@ def format_report(exc: BaseException, context: str) -> str:
              f"while: {context}",
              f"command: {' '.join(sys.argv[1:]) or '(library call)'}",
              "", *traceback.format_exception(exc)]
-    return scrub("\n".join(line.rstrip("\n") for line in lines) + "\n")
+    return _scrub("\n".join(line.rstrip("\n") for line in lines) + "\n")
 
 
-def write_report(exc: BaseException, context: str, directory: Path | None = None) -> Path:
+def _write_report(exc: BaseException, context: str, directory: Path | None = None) -> Path:
     """Write a new private (0600) report of `exc`; return its path. OSError when it cannot
     be written (the caller then says so in its one line)."""
-    where = directory or crash_directory()
+    where = directory or _crash_directory()
     make_private_dir(where)
-    name = f"{PREFIX}{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-" \
+    name = f"{_PREFIX}{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}-" \
         f"{secrets.token_hex(3)}.txt"
     path = where / name
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
@@ -66,9 +69,9 @@ def write_report(exc: BaseException, context: str, directory: Path | None = None
 def report_line(exc: BaseException, context: str, directory: Path | None = None) -> str:
     """One line about an internal error, naming its report (or why none could be written)."""
     what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    what = scrub(what)[:200]
+    what = _scrub(what)[:200]
     try:
-        path = write_report(exc, context, directory)
+        path = _write_report(exc, context, directory)
     except OSError as failure:
         return f"internal error while {context}: {what} (no crash report: {failure.strerror})"
     return f"internal error while {context}: {what}; crash report: {path}"

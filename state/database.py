@@ -45,9 +45,12 @@ from state.schema import (
 )
 from state.version import VERSION
 
-T = TypeVar("T")
+__all__ = ["COMMON_PRAGMAS", "Database", "SystemClock", "default_path", "savepoint"]
 
-BUSY_TIMEOUT_MS = 5000
+
+_T = TypeVar("_T")
+
+_BUSY_TIMEOUT_MS = 5000
 
 COMMON_PRAGMAS = (
     ("foreign_keys", "ON"),
@@ -158,7 +161,7 @@ class Database:
             conn = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READWRITE)
         except apsw.CantOpenError as exc:
             raise PermissionProblem(f"cannot open {db_path}: {exc}") from exc
-        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.set_busy_timeout(_BUSY_TIMEOUT_MS)
         try:
             info = os.stat(db_path)
             identity: tuple[int, int] | None = (info.st_dev, info.st_ino)
@@ -284,7 +287,7 @@ class Database:
 
     # -- transactions --------------------------------------------------------------------------
 
-    def write(self, command: Callable[[apsw.Connection], T]) -> T:
+    def write(self, command: Callable[[apsw.Connection], _T]) -> _T:
         """Run `command` in one BEGIN IMMEDIATE transaction; retry only a busy lock.
 
         Any exception rolls the whole command back. `command` must be safe to run again
@@ -348,7 +351,7 @@ class Database:
     def _busy(self) -> DatabaseBusy:
         return DatabaseBusy(f"{self.path} stayed locked by another writer; try again shortly")
 
-    def _write_once(self, command: Callable[[apsw.Connection], T]) -> T:
+    def _write_once(self, command: Callable[[apsw.Connection], _T]) -> _T:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             self._check_schema_cookie()
@@ -366,7 +369,7 @@ class Database:
             self._verify_objects()
             self._schema_cookie = int(self.conn.execute("PRAGMA schema_version").get)
 
-    def read(self, query: Callable[[apsw.Connection], T]) -> T:
+    def read(self, query: Callable[[apsw.Connection], _T]) -> _T:
         """Run `query` against one consistent snapshot (a read transaction)."""
         with self.snapshot() as conn:
             return query(conn)

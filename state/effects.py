@@ -22,6 +22,13 @@ from state.ids import digest_id
 from state.leases import Lease, OwnerType
 from state.resources import Actor, ResourceType
 
+__all__ = [
+    "Attempt", "AttemptOutcome", "Effect", "EffectStatus", "OwnerScope", "Reservation",
+    "abandoned", "apply_locally", "begin_attempt", "cancel", "defer", "effect_id_for",
+    "error_of", "find", "finish_attempt", "get", "interrupt", "list_due", "list_for_source",
+    "payload", "renew_attempt", "reserve", "result_of",
+]
+
 
 class OwnerScope(StrEnum):
     """Whose work an effect is (the DDL's `effects.owner_scope` CHECK set)."""
@@ -235,7 +242,7 @@ def list_due(
     return [Effect.from_row(r) for r in rows]
 
 
-def next_due_at(
+def _next_due_at(
     conn: apsw.Connection, effect_types: Sequence[str], *, scope: str | None = None
 ) -> int | None:
     """When the earliest pending effect of these types is due (0: at any time, it has no
@@ -261,7 +268,7 @@ def list_for_source(
     return [Effect.from_row(r) for r in rows]
 
 
-def list_applying(
+def _list_applying(
     conn: apsw.Connection, effect_types: Sequence[str], *, scope: str | None = None
 ) -> list[Effect]:
     """Effects of these types with an attempt in progress (live or abandoned)."""
@@ -390,7 +397,7 @@ def abandoned(
 ) -> list[Effect]:
     """Applying effects whose owner is gone (lease free or expired)."""
     found = []
-    for effect in list_applying(conn, effect_types, scope=scope):
+    for effect in _list_applying(conn, effect_types, scope=scope):
         state = leases.read(conn, effect.resource_id)
         if state is None or not state.is_live(now):
             found.append(effect)

@@ -31,6 +31,14 @@ from state.exit_codes import (
     EXIT_TEMPORARY,
 )
 
+__all__ = [
+    "CORRUPT_INSTRUCTION", "RESET_INSTRUCTION", "BlobMismatch", "DatabaseBusy",
+    "DatabaseCorrupt", "DatabaseMissing", "DatabaseReplaced", "DiskFull", "DiskIOError",
+    "EffectConflict", "IncompatibleDatabase", "LeaseHeld", "PermissionProblem", "StaleLease",
+    "StaleRevision", "StateError", "WriteRejected",
+]
+
+
 RESET_INSTRUCTION = (
     "Pi Workflows durable state is incompatible. Move or remove the old workflow state, "
     "then create a new state.sqlite database."

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import Final
 
+__all__ = [
+    "EXIT_BROKEN_PIPE", "EXIT_CONFIG", "EXIT_INCOMPATIBLE", "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED", "EXIT_IO_ERROR", "EXIT_NOT_ACCEPTED", "EXIT_OK", "EXIT_PERMISSION",
+    "EXIT_TEMPORARY", "EXIT_TERMINATED", "EXIT_USAGE", "MEANINGS",
+]
+
+
 EXIT_OK: Final = 0
 EXIT_INTERNAL: Final = 1  # a bug: report it
 EXIT_USAGE: Final = 2  # bad arguments

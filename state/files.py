@@ -24,6 +24,13 @@ from state.errors import (
     StateError,
 )
 
+__all__ = [
+    "STATE_RELATIVE_PATH", "check_modes", "corrupt", "create_file", "default_path",
+    "disk_full", "incompatible", "lost", "make_private_dir", "open_failure", "translate",
+    "write_marker",
+]
+
+
 STATE_RELATIVE_PATH = Path(".pi/agent/workflows/state.sqlite")
 
 
@@ -32,7 +39,7 @@ def default_path() -> Path:
     return Path.home() / STATE_RELATIVE_PATH
 
 
-def legacy_paths(db_path: Path) -> list[Path]:
+def _legacy_paths(db_path: Path) -> list[Path]:
     """Old storage locations that must not be read, imported or deleted."""
     workflows = db_path.parent
     return [
@@ -196,7 +203,7 @@ def make_private_dir(path: Path) -> None:
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path))
 
 
-def marker_path(db_path: Path) -> Path:
+def _marker_path(db_path: Path) -> Path:
     """The note beside a database that says it existed (`state.sqlite` -> `piw-channels-state.txt`);
     a name of its own, so that `rm state.sqlite*` leaves it."""
     return db_path.with_name(f"piw-channels-{db_path.stem}.txt")
@@ -212,10 +219,10 @@ file from a backup, or start an empty database with: piw-channels init
 
 def lost(db_path: Path) -> DatabaseMissing | None:
     """Why a missing database must not be created now: the note says it existed."""
-    if db_path.exists() or not marker_path(db_path).exists():
+    if db_path.exists() or not _marker_path(db_path).exists():
         return None
     return DatabaseMissing(
-        f"{db_path} is missing, but a database existed there ({marker_path(db_path).name}"
+        f"{db_path} is missing, but a database existed there ({_marker_path(db_path).name}"
         " says so): it was deleted or moved, and an empty new one would lose the decisions"
         f" and the presses; restore it (cp BACKUP {db_path}), or start an empty one:"
         " piw-channels init")
@@ -223,7 +230,7 @@ def lost(db_path: Path) -> DatabaseMissing | None:
 
 def write_marker(db_path: Path) -> None:
     """Leave the note once (0600); best effort: a database that opened is usable without it."""
-    marker = marker_path(db_path)
+    marker = _marker_path(db_path)
     if marker.exists():
         return
     try:
@@ -240,7 +247,7 @@ def create_file(db_path: Path) -> None:
     try:
         make_private_dir(parent)
         _check_private(parent, directory=True)
-        if legacy := [p for p in legacy_paths(db_path) if p.exists()]:
+        if legacy := [p for p in _legacy_paths(db_path) if p.exists()]:
             names = ", ".join(str(p) for p in legacy)
             raise incompatible(db_path, f"old workflow storage exists ({names})")
         fd = os.open(db_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)

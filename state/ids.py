@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 
+__all__ = ["ALPHABET", "digest_id", "number_id"]
+
+
 ALPHABET = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 
 

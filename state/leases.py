@@ -23,6 +23,12 @@ from state.clock import Entropy
 from state.errors import LeaseHeld, StaleLease, StaleRevision, WriteRejected
 from state.resources import Actor, ActorType
 
+__all__ = [
+    "RENEW_WHEN_LEFT_MS", "TTL_MS", "Lease", "LeaseState", "OwnerType", "WritePermit",
+    "acquire_row", "actor_of", "brief_tenure", "check_permit", "claim", "clear_row", "read",
+    "release", "renew", "take_over", "verify",
+]
+
 
 class OwnerType(StrEnum):
     """Who holds a lease (the DDL's `leases.owner_type` CHECK set)."""
@@ -90,7 +96,7 @@ class LeaseState:
         return self.owner_type is not None and self.expires_at is not None and self.expires_at > now
 
 
-def token_hash(token: str) -> bytes:
+def _token_hash(token: str) -> bytes:
     """SHA-256 of the raw token text."""
     return sha256(token.encode("ascii"))
 
@@ -127,7 +133,7 @@ def acquire_row(
         "generation": generation,
         "owner_type": owner_type,
         "owner_id": owner_id,
-        "hash": token_hash(token),
+        "hash": _token_hash(token),
         "now": now,
         "expires": now + ttl_ms,
     }
@@ -210,7 +216,7 @@ def verify(conn: apsw.Connection, lease: Lease, now: int, *, allow_expired: bool
         " WHERE resource_id = ?",
         (lease.resource_id,),
     ).fetchone()
-    expected = (lease.generation, lease.owner_type, lease.owner_id, token_hash(lease.token))
+    expected = (lease.generation, lease.owner_type, lease.owner_id, _token_hash(lease.token))
     if row is None or tuple(row[:4]) != expected:
         raise StaleLease(f"{lease.resource_id} is no longer owned by this process")
     if not allow_expired and row[4] <= now:

@@ -10,11 +10,13 @@ from typing import Any
 import apsw
 
 from state.database import Database
-from state.errors import IncompatibleDatabase, PermissionProblem, StateError
+from state.errors import IncompatibleDatabase, PermissionProblem
+
+__all__ = ["backup", "diagnostics", "integrity_problems", "verify"]
 
 
 @dataclass(frozen=True, slots=True)
-class VerifyReport:
+class _VerifyReport:
     """Outcome of `verify`: schema identity, integrity and foreign keys."""
 
     path: str
@@ -38,7 +40,7 @@ def integrity_problems(conn: apsw.Connection, *, quick: bool = False) -> list[st
         return [f"corrupt: {exc}"]
 
 
-def foreign_key_problems(conn: apsw.Connection) -> list[str]:
+def _foreign_key_problems(conn: apsw.Connection) -> list[str]:
     """One line per row that `PRAGMA foreign_key_check` reports."""
     try:
         return [
@@ -54,12 +56,12 @@ def _one_line(problems: list[str]) -> str:
     return "; ".join(" ".join(p.split()) for p in problems)
 
 
-def verify(path: Path | None = None) -> VerifyReport:
+def verify(path: Path | None = None) -> _VerifyReport:
     """Open read-only and run the full checks. Raises when the schema is incompatible."""
     with Database.open_reader(path) as db:
         integrity = integrity_problems(db.conn)
-        foreign = foreign_key_problems(db.conn)
-        return VerifyReport(
+        foreign = _foreign_key_problems(db.conn)
+        return _VerifyReport(
             path=str(db.path),
             schema="ok",
             integrity="ok" if not integrity else _one_line(integrity[:5]),
@@ -67,7 +69,7 @@ def verify(path: Path | None = None) -> VerifyReport:
         )
 
 
-def backup(dest: Path, path: Path | None = None) -> VerifyReport:
+def backup(dest: Path, path: Path | None = None) -> _VerifyReport:
     """Copy the live database with the SQLite backup API into a new 0600 file, then verify it."""
     dest = dest.absolute()
     if dest.exists():
@@ -117,11 +119,11 @@ def _remove_partial(dest: Path) -> None:
         Path(f"{dest}{suffix}").unlink(missing_ok=True)
 
 
-def _verify_copy(dest: Path) -> VerifyReport:
+def _verify_copy(dest: Path) -> _VerifyReport:
     with Database.open_reader(dest, private_directory=False) as copy:
         integrity = integrity_problems(copy.conn)
-        foreign = foreign_key_problems(copy.conn)
-    return VerifyReport(
+        foreign = _foreign_key_problems(copy.conn)
+    return _VerifyReport(
         path=str(dest),
         schema="ok",
         integrity="ok" if not integrity else "; ".join(integrity[:5]),
@@ -130,7 +132,7 @@ def _verify_copy(dest: Path) -> VerifyReport:
 
 
 @dataclass(frozen=True, slots=True)
-class Diagnostics:
+class _Diagnostics:
     """Counts and statuses only: no actor, chat, user or owner identifiers."""
 
     path: str
@@ -145,7 +147,7 @@ class Diagnostics:
         return asdict(self)
 
 
-def diagnostics(db: Database, *, full_checks: bool = True) -> Diagnostics:
+def diagnostics(db: Database, *, full_checks: bool = True) -> _Diagnostics:
     """Report size, identity, integrity, foreign keys, active leases and unsettled effects."""
     conn = db.conn
     now = db.clock.now_ms()
@@ -155,7 +157,7 @@ def diagnostics(db: Database, *, full_checks: bool = True) -> Diagnostics:
         if Path(f"{db.path}{s}").exists()
     )
     integrity = integrity_problems(conn) if full_checks else []
-    foreign = foreign_key_problems(conn) if full_checks else []
+    foreign = _foreign_key_problems(conn) if full_checks else []
     leases = {
         str(kind): int(count)
         for kind, count in conn.execute(
@@ -171,7 +173,7 @@ def diagnostics(db: Database, *, full_checks: bool = True) -> Diagnostics:
             " WHERE status IN ('pending', 'applying', 'ambiguous') GROUP BY 1"
         )
     }
-    return Diagnostics(
+    return _Diagnostics(
         path=str(db.path),
         size_bytes=size,
         schema="ok",
@@ -180,6 +182,3 @@ def diagnostics(db: Database, *, full_checks: bool = True) -> Diagnostics:
         active_leases=leases,
         unsettled_effects=effects,
     )
-
-
-__all__ = ["Diagnostics", "StateError", "VerifyReport", "backup", "diagnostics", "verify"]

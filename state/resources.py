@@ -16,6 +16,11 @@ from state.canonical import JsonValue
 from state.errors import StaleRevision, WriteRejected
 from state.ids import digest_id, number_id
 
+__all__ = [
+    "SYSTEM", "Actor", "ActorType", "ResourceType", "bump", "bump_current", "create",
+    "create_follow_up", "current_revision", "event_id_for",
+]
+
 
 class ResourceType(StrEnum):
     """What a resource is (the DDL's `resources.resource_type` CHECK set)."""

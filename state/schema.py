@@ -12,6 +12,9 @@ import hashlib
 
 from state.ddl import DDL
 
+__all__ = ["APPLICATION_ID", "DDL_DIGEST", "SCHEMA_NAME", "SCHEMA_VERSION", "expected_objects"]
+
+
 SCHEMA_NAME = "pi-workflows-state"
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x50495746  # "PIWF"
@@ -19,7 +22,7 @@ APPLICATION_ID = 0x50495746  # "PIWF"
 DDL_DIGEST: bytes = hashlib.sha256(DDL.encode("utf-8")).digest()
 
 
-def ddl_statements(ddl: str = DDL) -> list[str]:
+def _ddl_statements(ddl: str = DDL) -> list[str]:
     """Split DDL into statements as SQLite stores them in `sqlite_schema.sql`."""
     import apsw  # local: keeps this module importable without touching the extension at load
 
@@ -36,7 +39,7 @@ def ddl_statements(ddl: str = DDL) -> list[str]:
 def expected_objects() -> dict[str, tuple[str, str, str]]:
     """name -> (type, table name, sql) of every schema object the DDL creates."""
     objects: dict[str, tuple[str, str, str]] = {}
-    for sql in ddl_statements():
+    for sql in _ddl_statements():
         words = sql.split()
         kind = words[2].lower() if words[1] == "UNIQUE" else words[1].lower()
         name = words[3] if words[1] == "UNIQUE" else words[2]

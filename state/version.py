@@ -2,4 +2,7 @@
 
 from __future__ import annotations
 
+__all__ = ["VERSION"]
+
+
 VERSION = "0.1.0"

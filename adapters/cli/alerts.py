@@ -13,7 +13,10 @@ from typing import Any
 from channels.config.model import CHANNELS_FILE
 from channels.telegram.alerts import Alert, AlertReport
 
-SETUP = "piw-channels setup telegram --profile {p} --token-file FILE --user ID --chat ID"
+__all__ = ["alert_lines", "describe", "duration", "refused_settlement"]
+
+
+_SETUP = "piw-channels setup telegram --profile {p} --token-file FILE --user ID --chat ID"
 
 
 def alert_lines(report: AlertReport, config_dir: str, *, verbose: bool = False,
@@ -26,7 +29,7 @@ def alert_lines(report: AlertReport, config_dir: str, *, verbose: bool = False,
     lines = [f"Error: {say(a)}" for a in report.reported]
     if verbose:
         lines += [f"Still: {say(a)}" for a in report.ongoing]
-    lines += [f"Recovered: {recovered(a, report.profile, report.now)}"
+    lines += [f"Recovered: {_recovered(a, report.profile, report.now)}"
               for a in report.recovered]
     return lines
 
@@ -41,7 +44,7 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
     if alert.kind == "token":
         where = token_file or "its token file"
         return (f"{who}: the Bot API rejected the token (HTTP {f.get('errorCode')}); put the"
-                f" bot's current token in {where}, or run: {SETUP.format(p=profile)}")
+                f" bot's current token in {where}, or run: {_SETUP.format(p=profile)}")
     if alert.kind == "conflict":
         return (f"{who}: another getUpdates poller is using this bot token; run only one"
                 f" poller per bot: stop the other one, then run:"
@@ -49,7 +52,7 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
     if alert.kind == "webhook":
         return (f"{who}: a webhook is active for this bot, and Telegram refuses to be polled"
                 f" while one is set; delete it (the updates waiting are kept), run:"
-                f" {SETUP.format(p=profile)} --delete-webhook")
+                f" {_SETUP.format(p=profile)} --delete-webhook")
     if alert.kind == "pass":
         return f"{who}: {f.get('description')}"
     if alert.kind == "expiry":  # not the channel's own: the same line from every profile
@@ -90,7 +93,7 @@ def describe(alert: Alert, profile: str, now: int, config_dir: str, *,
             f" {resend}")
 
 
-def recovered(alert: Alert, profile: str, now: int) -> str:
+def _recovered(alert: Alert, profile: str, now: int) -> str:
     """The one line saying a condition cleared."""
     f = alert.facts
     who = f"telegram:{profile}"

@@ -24,17 +24,12 @@ from channels.telegram.commands import MENU
 from state.exit_codes import EXIT_TEMPORARY
 
 __all__ = [
-    "NOTHING_WRITTEN",
-    "VERIFY_DEADLINE_SECONDS",
-    "BotApiUnavailable",
-    "VerifiedBot",
-    "WebhookBlocksPolling",
-    "prepare_polling",
-    "print_notes",
-    "verify_token",
+    "BotApiUnavailable", "VerifiedBot", "WebhookBlocksPolling", "prepare_polling",
+    "print_notes", "verify_token",
 ]
 
-VERIFY_DEADLINE_SECONDS: Final = 10.0
+
+_VERIFY_DEADLINE_SECONDS: Final = 10.0
 # Per-phase HTTP timeouts, all inside the total deadline above.
 _CONNECT_TIMEOUT: Final = 5.0
 _IO_TIMEOUT: Final = 5.0
@@ -45,7 +40,7 @@ _REJECTED_TOKEN_CODES: Final = frozenset({401, 404})  # what the Bot API answers
 _USERNAME: Final = re.compile(r"[A-Za-z0-9_]{1,64}")
 # A webhook's host as printed (a DNS name or an address; anything else is not printed).
 _HOST: Final = re.compile(r"[A-Za-z0-9.:_-]{1,253}")
-NOTHING_WRITTEN: Final = "nothing was written"
+_NOTHING_WRITTEN: Final = "nothing was written"
 
 
 class BotApiUnavailable(ChannelsError):
@@ -80,7 +75,7 @@ class VerifiedBot:
 
 
 def verify_token(
-    token: str, api_base_url: str, *, deadline_seconds: float = VERIFY_DEADLINE_SECONDS
+    token: str, api_base_url: str, *, deadline_seconds: float = _VERIFY_DEADLINE_SECONDS
 ) -> VerifiedBot:
     """getMe (one retry if not sent), then whether a webhook is set (getWebhookInfo), within
     the deadline; raise unless getMe succeeded."""
@@ -90,7 +85,7 @@ def verify_token(
     except TimeoutError:
         raise BotApiUnavailable(
             f"Telegram getMe at {api_base_url} did not return a response within "
-            f"{deadline_seconds:g} s; {NOTHING_WRITTEN}"
+            f"{deadline_seconds:g} s; {_NOTHING_WRITTEN}"
         ) from None
     except SetupCallFailed as failed:
         raise _refusal(failed.result, api_base_url) from None
@@ -98,7 +93,7 @@ def verify_token(
 
 def prepare_polling(
     token: str, api_base_url: str, bot: VerifiedBot, *, delete_webhook: bool,
-    deadline_seconds: float = VERIFY_DEADLINE_SECONDS,
+    deadline_seconds: float = _VERIFY_DEADLINE_SECONDS,
 ) -> VerifiedBot:  # fmt: skip
     """Make the verified bot pollable: delete its webhook if it has one and the operator
     agrees (`--delete-webhook`, or yes at the prompt; otherwise exit 75, nothing written),
@@ -111,13 +106,13 @@ def prepare_polling(
         what = "deleteWebhook" if deleting else "setMyCommands"
         raise BotApiUnavailable(
             f"Telegram {what} at {api_base_url} did not return a response within "
-            f"{deadline_seconds:g} s; {NOTHING_WRITTEN}"
+            f"{deadline_seconds:g} s; {_NOTHING_WRITTEN}"
         ) from None
     except SetupCallFailed as failed:  # only deleteWebhook's failure stops setup
         detail = failed.result.description or "no detail"
         raise BotApiUnavailable(
             f"Telegram deleteWebhook failed ({detail}); the webhook is still set;"
-            f" {NOTHING_WRITTEN}") from None
+            f" {_NOTHING_WRITTEN}") from None
     return replace(bot, commands_set=commands_set, webhook_deleted=deleting)
 
 
@@ -127,7 +122,7 @@ def _setup_bot(token: str, api_base_url: str) -> SetupBot:
                         io_timeout=_IO_TIMEOUT, pool_timeout=_POOL_TIMEOUT)
     except InvalidTokenFormat as exc:
         # The message describes the expected shape; it never holds the token itself.
-        raise ConfigInvalid(f"Telegram setup: token file: {exc}; {NOTHING_WRITTEN}") from None
+        raise ConfigInvalid(f"Telegram setup: token file: {exc}; {_NOTHING_WRITTEN}") from None
 
 
 async def _check(bot: SetupBot, deadline_seconds: float) -> VerifiedBot:
@@ -169,7 +164,7 @@ def _webhook_may_go(webhook: str, token: str, delete_webhook: bool) -> bool:
     raise WebhookBlocksPolling(
         f"Telegram setup: this bot has a webhook ({where}), and Telegram refuses to be polled"
         " while it is set: run setup again with --delete-webhook to delete it (the updates"
-        f" waiting are kept); {NOTHING_WRITTEN}")
+        f" waiting are kept); {_NOTHING_WRITTEN}")
 
 
 def _webhook_place(webhook: str, token: str) -> str:
@@ -191,20 +186,20 @@ def _refusal(result: CallResult, api_base_url: str) -> ChannelsError:
         # The reference's wording; the description ("Unauthorized") adds nothing to it.
         return ConfigInvalid(
             f"Telegram setup: the Bot API rejected the token (HTTP {result.error_code}); "
-            f"check the --token-file; {NOTHING_WRITTEN}"
+            f"check the --token-file; {_NOTHING_WRITTEN}"
         )
     detail = result.description or "no detail"
     if result.outcome is CallOutcome.REJECTED:
         return BotApiUnavailable(
-            f"Telegram getMe failed with HTTP {result.error_code} ({detail}); {NOTHING_WRITTEN}"
+            f"Telegram getMe failed with HTTP {result.error_code} ({detail}); {_NOTHING_WRITTEN}"
         )
     if result.outcome is CallOutcome.NOT_SENT:
         return BotApiUnavailable(
-            f"could not reach the Telegram Bot API at {api_base_url} ({detail}); {NOTHING_WRITTEN}"
+            f"could not reach the Telegram Bot API at {api_base_url} ({detail}); {_NOTHING_WRITTEN}"
         )
     return BotApiUnavailable(
         f"Telegram getMe at {api_base_url} did not return a response that confirms the token "
-        f"({detail}); {NOTHING_WRITTEN}"
+        f"({detail}); {_NOTHING_WRITTEN}"
     )
 
 

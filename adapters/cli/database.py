@@ -17,30 +17,32 @@ from state.errors import CORRUPT_INSTRUCTION, DatabaseMissing, StateError
 from state.exit_codes import EXIT_INCOMPATIBLE, EXIT_OK, EXIT_PERMISSION, EXIT_TEMPORARY
 from state.files import corrupt, default_path, disk_full, lost, translate
 
+__all__ = ["register"]
 
-def print_json(value: Any) -> None:
+
+def _print_json(value: Any) -> None:
     """Pretty, key-sorted JSON on stdout (the `--json` form of every command)."""
     print(json.dumps(value, indent=2, sort_keys=True))
 
 
-def cmd_init(args: argparse.Namespace) -> int:
+def _cmd_init(args: argparse.Namespace) -> int:
     """Create the database when missing (idempotent) and print its path."""
     existed = default_path().exists()
     with Database.open_writer(recreate=True) as db:  # the explicit way to start afresh
         if args.json:
-            print_json({"path": str(db.path), "created": not existed})
+            _print_json({"path": str(db.path), "created": not existed})
         else:
             print(db.path)
     return EXIT_OK
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
+def _cmd_verify(args: argparse.Namespace) -> int:
     """Schema identity, integrity_check and foreign_key_check."""
     from state import maintenance
 
     report = maintenance.verify()
     if args.json:
-        print_json({"ok": report.ok, "path": report.path, "schema": report.schema,
+        _print_json({"ok": report.ok, "path": report.path, "schema": report.schema,
                      "integrity": report.integrity, "foreign_keys": report.foreign_keys})
     elif not report.ok:
         print(f"Error: {report.path}: integrity {report.integrity}; "
@@ -50,7 +52,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_INCOMPATIBLE
 
 
-def cmd_backup(args: argparse.Namespace) -> int:
+def _cmd_backup(args: argparse.Namespace) -> int:
     """Backup API copy into a new 0600 file, then verify the copy."""
     from state import maintenance
 
@@ -61,7 +63,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
                          " or choose another place for the backup")
     report = maintenance.backup(args.dest)
     if args.json:
-        print_json({"ok": report.ok, "path": report.path, "source": str(default_path()),
+        _print_json({"ok": report.ok, "path": report.path, "source": str(default_path()),
                     "schema": report.schema, "integrity": report.integrity,
                     "foreign_keys": report.foreign_keys})
     else:
@@ -69,7 +71,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+def _cmd_status(args: argparse.Namespace) -> int:
     """Database and channel health, with no private identifiers; a health check: it exits
     with the highest code of what needs attention (0 only when nothing does)."""
     # Heavy imports only when used.
@@ -90,7 +92,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             {"kind": "database", "exit_code": gone.exit_code, "message": str(gone)}])
         items += _uncreatable(default_path())
         if args.json:
-            print_json({"database": "missing", "path": str(default_path()),
+            _print_json({"database": "missing", "path": str(default_path()),
                         "needs_attention": items})
         else:
             advice = "" if gone else " (run: piw-channels init)"
@@ -115,7 +117,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     items = health.conditions(report, profiles, config_problem) + _disk(default_path())
     report = {**report, "needs_attention": items}
     if args.json:
-        print_json(with_iso(report))
+        _print_json(with_iso(report))
     else:
         print(render_status(report, str(resolve_config_dir()), items))
     return health.exit_code(items)
@@ -141,7 +143,7 @@ def _database_problem(args: argparse.Namespace, before: list[dict[str, Any]],
 
     items = [*before, {"kind": "database", "exit_code": exc.exit_code, "message": str(exc)}]
     if args.json:
-        print_json({"database": "unusable", "path": str(default_path()),
+        _print_json({"database": "unusable", "path": str(default_path()),
                     "needs_attention": items})
     else:  # nothing else can be shown: one line each, as every command says it
         for item in items:
@@ -172,17 +174,17 @@ def register(sub: Any) -> None:
     """Add the database commands to the parser."""
     p = sub.add_parser("init", help="create the state database if missing and print its path")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_init)
+    p.set_defaults(handler=_cmd_init)
 
     p = sub.add_parser("verify", help="check schema identity, integrity and foreign keys")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_verify)
+    p.set_defaults(handler=_cmd_verify)
 
     p = sub.add_parser("backup", help="copy the database to a new verified 0600 file")
     p.add_argument("dest", type=Path, help="destination file (must not exist)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_backup)
+    p.set_defaults(handler=_cmd_backup)
 
     p = sub.add_parser("status", help="database and channel health (no private ids)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_status)
+    p.set_defaults(handler=_cmd_status)

@@ -21,12 +21,15 @@ from typing import Final
 from adapters.cli.alerts import duration
 from channels.decisions import history, views
 
-NONE: Final = "—"
-GAP: Final = "  "
-CELL_MAX: Final = 24  # a cancel reason or a long label is cut here
+__all__ = ["BY", "Listed", "cut", "display_width", "render_table", "status_text", "terminal_width"]
+
+
+_NONE: Final = "—"
+_GAP: Final = "  "
+_CELL_MAX: Final = 24  # a cancel reason or a long label is cut here
 _CAPPED: Final = frozenset({"AUDIENCE", "OUTCOME", "VIA"})
-TITLE_MAX_PIPED: Final = 100  # the title's cut when the output is not a terminal
-TITLE_MIN: Final = 12  # below this, a column is dropped instead of cutting the title further
+_TITLE_MAX_PIPED: Final = 100  # the title's cut when the output is not a terminal
+_TITLE_MIN: Final = 12  # below this, a column is dropped instead of cutting the title further
 _COLUMNS: Final = ("ID", "FINGERPRINT", "AGE", "AUDIENCE", "STATUS", "OUTCOME", "VIA", "WHEN",
                    "DEADLINE", "TITLE")
 # Dropped in this order while the row does not fit.
@@ -53,10 +56,10 @@ def terminal_width() -> int | None:
     return None
 
 
-def deadline_text(deadline_at: int | None, now: int, *, relative: bool) -> str:
+def _deadline_text(deadline_at: int | None, now: int, *, relative: bool) -> str:
     """`16:22 UTC (in 15 min)`, another day's with its date, or "—" without a deadline."""
     if deadline_at is None:
-        return NONE
+        return _NONE
     at = datetime.fromtimestamp(deadline_at / 1000, UTC)
     same_day = at.date() == datetime.fromtimestamp(now / 1000, UTC).date()
     text = at.strftime("%H:%M UTC") if same_day else \
@@ -86,56 +89,56 @@ def status_text(view: views.DecisionView, now: int) -> str:
     return view.display_status
 
 
-def row(item: Listed, now: int) -> dict[str, str]:
+def _row(item: Listed, now: int) -> dict[str, str]:
     """The cells of one decision, by column name."""
     v, w = item.view, item.winner
     is_open = v.status == "open"
     return {
         "ID": v.decision_id[:17], "FINGERPRINT": item.fingerprint,
         "AGE": duration(now - v.created_at), "AUDIENCE": v.audience,
-        "STATUS": status_text(v, now), "OUTCOME": v.choice_label or v.reason or NONE,
-        "VIA": NONE if w is None else (w.channel or BY.get(w.provenance, w.provenance)),
-        "WHEN": NONE if v.resolved_at is None else f"{duration(now - v.resolved_at)} ago",
-        "DEADLINE": deadline_text(v.deadline_at, now, relative=is_open),
+        "STATUS": status_text(v, now), "OUTCOME": v.choice_label or v.reason or _NONE,
+        "VIA": _NONE if w is None else (w.channel or BY.get(w.provenance, w.provenance)),
+        "WHEN": _NONE if v.resolved_at is None else f"{duration(now - v.resolved_at)} ago",
+        "DEADLINE": _deadline_text(v.deadline_at, now, relative=is_open),
         "TITLE": v.title,
     }
 
 
 def render_table(listed: Sequence[Listed], now: int, width: int | None) -> list[str]:
     """The header and one line per decision, each at most `width` columns wide."""
-    rows = [dict(zip(_COLUMNS, _COLUMNS, strict=True))] + [row(i, now) for i in listed]
-    rows = [{k: cut(one_line(v), CELL_MAX) if k in _CAPPED else one_line(v)
+    rows = [dict(zip(_COLUMNS, _COLUMNS, strict=True))] + [_row(i, now) for i in listed]
+    rows = [{k: cut(_one_line(v), _CELL_MAX) if k in _CAPPED else _one_line(v)
              for k, v in r.items()} for r in rows]
     columns = list(_COLUMNS)
     widths = {c: max(display_width(r[c]) for r in rows) for c in columns}
 
     def fixed() -> int:
-        return sum(widths[c] + len(GAP) for c in columns if c != "TITLE")
+        return sum(widths[c] + len(_GAP) for c in columns if c != "TITLE")
 
     if width is None:
-        title_width = TITLE_MAX_PIPED
+        title_width = _TITLE_MAX_PIPED
     else:
         # Columns with nothing in them go first (an open decision has no outcome yet).
-        empty = [c for c in _DROP_ORDER if all(r[c] == NONE for r in rows[1:])]
+        empty = [c for c in _DROP_ORDER if all(r[c] == _NONE for r in rows[1:])]
         for name in dict.fromkeys(empty + list(_DROP_ORDER)):
-            if width - fixed() >= min(TITLE_MIN, widths["TITLE"]):
+            if width - fixed() >= min(_TITLE_MIN, widths["TITLE"]):
                 break
             columns.remove(name)
         title_width = width - fixed()
     lines = []
     for r in rows:
-        cells = [pad(r[c], widths[c]) for c in columns if c != "TITLE"]
-        line = GAP.join(cells) + GAP + cut(r["TITLE"], max(title_width, 1))
+        cells = [_pad(r[c], widths[c]) for c in columns if c != "TITLE"]
+        line = _GAP.join(cells) + _GAP + cut(r["TITLE"], max(title_width, 1))
         lines.append(line.rstrip() if width is None else cut(line, width).rstrip())
     return lines
 
 
-def one_line(text: str) -> str:
+def _one_line(text: str) -> str:
     """Line breaks, tabs and other control characters become spaces."""
     return "".join(" " if unicodedata.category(ch)[0] == "C" else ch for ch in text)
 
 
-def char_width(ch: str) -> int:
+def _char_width(ch: str) -> int:
     """Columns a character takes on a terminal: wide East Asian and emoji 2, marks 0."""
     if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
         return 0
@@ -144,7 +147,7 @@ def char_width(ch: str) -> int:
 
 def display_width(text: str) -> int:
     """Columns a text takes on a terminal."""
-    return sum(char_width(ch) for ch in text)
+    return sum(_char_width(ch) for ch in text)
 
 
 def cut(text: str, width: int) -> str:
@@ -153,13 +156,13 @@ def cut(text: str, width: int) -> str:
         return text
     out, used = [], 0
     for ch in text:
-        if used + char_width(ch) > width - 1:
+        if used + _char_width(ch) > width - 1:
             break
         out.append(ch)
-        used += char_width(ch)
+        used += _char_width(ch)
     return "".join(out).rstrip().rstrip("…") + "…"
 
 
-def pad(text: str, width: int) -> str:
+def _pad(text: str, width: int) -> str:
     """Left-aligned in `width` columns."""
     return text + " " * (width - display_width(text))

@@ -18,8 +18,7 @@ from adapters.cli.errors import UsageError, raise_terminated
 from adapters.cli.status_text import ago, clock_time, with_iso
 from channels.config.loading import load_config
 from channels.config.model import audience_routes
-from channels.decisions import context, history, records, views
-from channels.decisions import workflows as service
+from channels.decisions import context, history, records, views, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.fields import NAME_PATTERN, NAME_RULE
 from channels.decisions.presentation import fingerprint, render_decision_text
@@ -30,20 +29,23 @@ from state.database import Database
 from state.errors import DatabaseMissing, StateError
 from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
 
+__all__ = ["register"]
+
+
 _DURATION = re.compile(r"([1-9][0-9]*)(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-MAX_TIMEOUT_DAYS = 3650  # far enough for any workflow, well inside every date range
+_MAX_TIMEOUT_DAYS = 3650  # far enough for any workflow, well inside every date range
 
 
-def parse_duration(text: str) -> int:
+def _parse_duration(text: str) -> int:
     """`90s`, `10m`, `2h`, `1d`, `500ms` -> milliseconds."""
     match = _DURATION.fullmatch(text.strip())
     if match is None:
         raise UsageError(f"--timeout {text!r}: use a positive duration like 90s, 10m or 2h")
     value = int(match.group(1)) * _UNIT_MS[match.group(2)]
-    if value > MAX_TIMEOUT_DAYS * _UNIT_MS["d"]:
+    if value > _MAX_TIMEOUT_DAYS * _UNIT_MS["d"]:
         raise UsageError(f"--timeout {text!r} is too far away: use a duration between 1ms"
-                         f" and {MAX_TIMEOUT_DAYS}d")
+                         f" and {_MAX_TIMEOUT_DAYS}d")
     return value
 
 
@@ -57,7 +59,7 @@ class _ChoiceAction(argparse.Action):
         setattr(namespace, self.dest, specs)
 
 
-def parse_choices(specs: list[tuple[str, str]]) -> dict[str, Any]:
+def _parse_choices(specs: list[tuple[str, str]]) -> dict[str, Any]:
     """`--choice ID=LABEL` and `--text-choice ID=LABEL=PROMPT`, in the order given."""
     choices: dict[str, Any] = {}
     for option, spec in specs:
@@ -97,15 +99,15 @@ def _load_presentation(path: Path | None) -> dict[str, Any] | None:
     return value
 
 
-DEFAULT_AUDIENCE = "operator"
+_DEFAULT_AUDIENCE = "operator"
 
 
-def check_audience(audience: str) -> tuple[str, ...]:
+def _check_audience(audience: str) -> tuple[str, ...]:
     """The channels of a configured audience; without any configuration only the default one
     (which then goes to Pi alone) is accepted. A typo would otherwise route to Pi only."""
     config = load_config()
     names = [] if config is None else sorted(config.audiences)
-    if audience in names or (config is None and audience == DEFAULT_AUDIENCE):
+    if audience in names or (config is None and audience == _DEFAULT_AUDIENCE):
         return audience_routes(config, audience)
     raise UsageError(
         f"audience {audience!r} is not configured (configured: {', '.join(names) or 'none'});"
@@ -113,10 +115,10 @@ def check_audience(audience: str) -> tuple[str, ...]:
         " ...")
 
 
-CONTEXT_KEYS = ("project", "session", "host")
+_CONTEXT_KEYS = ("project", "session", "host")
 
 
-def ask_context(settings: list[str]) -> context.Context:
+def _ask_context(settings: list[str]) -> context.Context:
     """The context line of a decision asked from this shell: automatic values (the repository
     or folder, `shell`, this host), each replaced by `--context KEY=VALUE`, or none at all
     with `--context none`."""
@@ -125,36 +127,36 @@ def ask_context(settings: list[str]) -> context.Context:
     facts = vars(context.automatic(Path.cwd()))
     for setting in settings:
         key, sep, value = setting.partition("=")
-        if not sep or key not in CONTEXT_KEYS:
+        if not sep or key not in _CONTEXT_KEYS:
             raise UsageError(f"--context takes project=NAME, session=NAME, host=NAME or none,"
                              f" not {setting!r}")
         facts[key] = context.clean(value)
     return context.Context(**facts)
 
 
-def cmd_ask(args: argparse.Namespace) -> int:
+def _cmd_ask(args: argparse.Namespace) -> int:
     """Open a decision in a new waiting run; optionally wait for its answer."""
-    routes = check_audience(args.audience)
+    routes = _check_audience(args.audience)
     if args.default is not None and args.timeout is None:
         raise UsageError("--default needs --timeout")
     if args.summary is not None and args.presentation is not None:
         raise UsageError("use either --summary or --presentation, not both")
-    presentation = service.presentation_for(args.title, args.summary,
+    presentation = workflows.presentation_for(args.title, args.summary,
                                             _load_presentation(args.presentation))
-    spec = service.AskSpec(
+    spec = workflows.AskSpec(
         title=args.title,
-        presentation=context.with_context(presentation, ask_context(args.context)),
-        choices=parse_choices(args.choices),
+        presentation=context.with_context(presentation, _ask_context(args.context)),
+        choices=_parse_choices(args.choices),
         audience=args.audience,
-        timeout_ms=None if args.timeout is None else parse_duration(args.timeout),
+        timeout_ms=None if args.timeout is None else _parse_duration(args.timeout),
         default_choice=args.default,
     )
     if args.wait:  # SIGTERM unwinds like Ctrl-C, so the run lease is released at once (not
         signal.signal(signal.SIGTERM, raise_terminated)  # in 60 s), as soon as the run exists
     with Database.open_writer() as db:
-        handle = service.create_ask(db, spec, service.new_owner_id(db, "ask"))
+        handle = workflows.create_ask(db, spec, workflows.new_owner_id(db, "ask"))
         if not args.wait:
-            service.release_run(db, handle.run.lease)
+            workflows.release_run(db, handle.run.lease)
             if args.json:
                 print(json.dumps(with_iso({
                     "decision_id": handle.decision_id,
@@ -171,9 +173,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 progress = _DeliveryProgress(db, handle.decision_id)
         except BaseException:  # Ctrl-C or SIGTERM before the wait holds the run: release it
             with contextlib.suppress(StateError):
-                service.release_run(db, handle.run.lease)
+                workflows.release_run(db, handle.run.lease)
             raise
-        resolution = service.wait_for_resolution(db, handle, on_change=progress)
+        resolution = workflows.wait_for_resolution(db, handle, on_change=progress)
     entered = None if resolution.response is None else resolution.response.get("input")
     answer: dict[str, Any] = {"decision_id": handle.decision_id, "choice": resolution.choice,
                               "input": entered, "provenance": resolution.provenance}
@@ -189,7 +191,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return EXIT_OK if resolution.outcome == "accepted" else EXIT_NOT_ACCEPTED
 
 
-def _tell_waiting(handle: service.AskHandle, routes: tuple[str, ...]) -> None:
+def _tell_waiting(handle: workflows.AskHandle, routes: tuple[str, ...]) -> None:
     """What a person at a terminal needs while `ask --wait` sits there (on stderr)."""
     fp = fingerprint(handle.request.presentation_digest)
     print(f"Waiting for Decision {fp} ({handle.decision_id}), sent to: {', '.join(routes)}"
@@ -211,7 +213,7 @@ class _DeliveryProgress:
                 print(f"Delivered to {channel}.", file=sys.stderr, flush=True)
 
 
-def cmd_decisions(args: argparse.Namespace) -> int:
+def _cmd_decisions(args: argparse.Namespace) -> int:
     """List open decisions (or all), with a header: age, audience, status (overdue past the
     deadline), the outcome, the winning channel and when, the deadline; fitted to the
     terminal."""
@@ -242,13 +244,13 @@ def cmd_decisions(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def _cmd_show(args: argparse.Namespace) -> int:
     """One decision: its text, who answered through which channel and when, a timeline."""
     with Database.open_reader() as db:
         if notes := notify.run_notifications(db, args.decision_id):
             notify.show_run(notes, args.json)  # a run's id: its notifications
             return EXIT_OK
-        decision_id = service.resolve_id(db, args.decision_id)
+        decision_id = workflows.resolve_id(db, args.decision_id)
         now = db.clock.now_ms()
 
         def read(c: Any) -> tuple[views.DecisionView, Any, history.Winner | None,
@@ -320,13 +322,13 @@ def _entry_text(entry: history.Entry) -> str:
     return f"{d['effect']}{where}, attempt {d['attempt']}: {d['outcome']}"
 
 
-def cmd_cancel(args: argparse.Namespace) -> int:
+def _cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel an open decision as an operator (control actor)."""
     with Database.open_writer() as db:
-        decision_id = service.resolve_id(db, args.decision_id)
+        decision_id = workflows.resolve_id(db, args.decision_id)
         try:
-            outcome = service.cancel_decision(db, decision_id, args.reason,
-                                              service.new_owner_id(db, "control"))
+            outcome = workflows.cancel_decision(db, decision_id, args.reason,
+                                              workflows.new_owner_id(db, "control"))
             won = outcome.result.value == "won"
         except DecisionRefused:
             won = False  # decided before: say how, below
@@ -346,10 +348,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_expire(args: argparse.Namespace) -> int:
+def _cmd_expire(args: argparse.Namespace) -> int:
     """Settle overdue decisions whose run owner is gone (cron-safe, quiet)."""
     with Database.open_writer() as db:
-        report = service.expire_overdue(db, service.new_owner_id(db, "expire"))
+        report = workflows.expire_overdue(db, workflows.new_owner_id(db, "expire"))
     failures = [expiry_failure(decision_id, exc) for decision_id, exc in report.failed]
     if args.json:
         print(json.dumps({
@@ -364,7 +366,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
     elif args.verbose:
         for outcome in report.resolved:
             named = "" if outcome.resolution is None else f"{outcome.resolution.decision_id}: "
-            print(named + service.summarize(outcome))
+            print(named + workflows.summarize(outcome))
         for decision_id in report.skipped_live_owner:
             print(f"skipped {decision_id}: its run owner is alive")
     code = EXIT_OK
@@ -397,7 +399,7 @@ def register(sub: Any) -> None:
                          metavar="ID=LABEL", help="a choice (repeat; order is kept)")
     choices.add_argument("--text-choice", action=_ChoiceAction, dest="choices", default=[],
                          metavar="ID=LABEL=PROMPT", help="a choice that asks for text")
-    p.add_argument("--audience", default=DEFAULT_AUDIENCE,
+    p.add_argument("--audience", default=_DEFAULT_AUDIENCE,
                    help="a configured audience (default operator)")
     p.add_argument("--context", action="append", default=[], metavar="KEY=VALUE",
                    help="the card's context line: project=, session= or host= (default: this"
@@ -407,27 +409,27 @@ def register(sub: Any) -> None:
     p.add_argument("--wait", action="store_true", help="wait for the answer and print it")
     p.add_argument("--json", action="store_true",
                    help="machine-readable output (without --wait: the opened decision)")
-    p.set_defaults(handler=cmd_ask)
+    p.set_defaults(handler=_cmd_ask)
 
     p = sub.add_parser("decisions", help="list open decisions (--all for every decision)")
     p.add_argument("--all", action="store_true", help="include resolved decisions")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_decisions)
+    p.set_defaults(handler=_cmd_decisions)
 
     p = sub.add_parser("show", help="show one decision's text, status and submissions, or"
                                     " a run's notifications")
     p.add_argument("decision_id", help=DECISION_ID_HELP + "; or a run id: its notifications")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_show)
+    p.set_defaults(handler=_cmd_show)
 
     p = sub.add_parser("cancel", help="cancel an open decision as an operator")
     p.add_argument("decision_id", help=DECISION_ID_HELP)
     p.add_argument("--reason", default="cancelled", help="reason shown to channels")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_cancel)
+    p.set_defaults(handler=_cmd_cancel)
 
     p = sub.add_parser("expire", help="settle overdue decisions whose run owner is gone")
     p.add_argument("-v", "--verbose", action="store_true", help="say what was done")
     p.add_argument("--json", action="store_true",
                    help="machine-readable output: what was settled, continued, skipped, failed")
-    p.set_defaults(handler=cmd_expire)
+    p.set_defaults(handler=_cmd_expire)

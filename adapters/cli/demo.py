@@ -33,9 +33,12 @@ from channels.telegram.buttons import callback_token
 from state.database import Database
 from state.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 
-DEMO_TOKEN = "123456789:demo-token-not-a-secret_0123456789ab"
-USER = 5123456789
-TRANSCRIPT_TICK_S = 0.2  # how often --serve prints what happened in the chat
+__all__ = ["register"]
+
+
+_DEMO_TOKEN = "123456789:demo-token-not-a-secret_0123456789ab"
+_USER = 5123456789
+_TRANSCRIPT_TICK_S = 0.2  # how often --serve prints what happened in the chat
 
 
 def _steps(first: int, last: int) -> str:
@@ -68,11 +71,11 @@ def _say(step: str) -> None:
 
 def _configure(home: Path, server: FakeBotApi) -> None:
     token_file = home / "telegram.token"
-    token_file.write_text(DEMO_TOKEN + "\n")
+    token_file.write_text(_DEMO_TOKEN + "\n")
     token_file.chmod(0o600)
     install_telegram_profile(
-        home / ".config" / "pi-workflows", token_file=token_file, user_ids=[str(USER)],
-        chat_ids=[str(USER)], profile="demo", audience="operator",
+        home / ".config" / "pi-workflows", token_file=token_file, user_ids=[str(_USER)],
+        chat_ids=[str(_USER)], profile="demo", audience="operator",
         api_base_url=server.base_url)
 
 
@@ -107,9 +110,9 @@ def _sent(server: FakeBotApi) -> list[dict[str, Any]]:
     return [r.params for r in server.requests("sendMessage")]
 
 
-def run_demo() -> int:
+def _run_demo() -> int:
     """Narrated demo; returns the exit code."""
-    with _temporary_home() as home, FakeBotApi(token=DEMO_TOKEN) as server:
+    with _temporary_home() as home, FakeBotApi(token=_DEMO_TOKEN) as server:
         _say(f"temporary HOME {home}; fake Bot API at {server.base_url}")
         _configure(home, server)
         _say("configured Telegram profile 'demo' (token file 0600, allowlisted user and chat)")
@@ -119,18 +122,18 @@ def run_demo() -> int:
             _poll(db)
             parts = _sent(server)
             _say(f"delivered in {len(parts)} parts (keyboard on the last part)")
-            last = server.sent_messages(USER)[-1]
+            last = server.sent_messages(_USER)[-1]
             token = callback_token(handle.decision_id, handle.request.request_digest, "replan")
             server.push_fixture("callback_press.json", {
-                "user_id": USER, "chat_id": USER, "message_id": last["message_id"],
+                "user_id": _USER, "chat_id": _USER, "message_id": last["message_id"],
                 "message_text": last.get("text", ""), "callback_data": token})
             _say("button 'Replan' pressed")
             _poll(db)
             prompt = _sent(server)[-1]
             _say(f"prompt sent: {prompt['text']!r} (ForceReply)")
-            prompt_message = server.sent_messages(USER)[-1]
+            prompt_message = server.sent_messages(_USER)[-1]
             server.push_fixture("reply_to_prompt.json", {
-                "user_id": USER, "chat_id": USER,
+                "user_id": _USER, "chat_id": _USER,
                 "message_id": int(prompt_message["message_id"]) + 1,
                 "prompt_message_id": prompt_message["message_id"],
                 "prompt_text": prompt["text"], "reply_text": "Do modules 1-10 first."})
@@ -149,14 +152,14 @@ def run_demo() -> int:
     return EXIT_OK
 
 
-def serve(token_file: Path, port: int) -> int:
+def _serve(token_file: Path, port: int) -> int:
     """`demo --serve`: the fake Bot API in the foreground, to rehearse a real setup."""
     created = not token_file.exists()
     if created:
         token_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as handle:
-            handle.write(DEMO_TOKEN + "\n")
+            handle.write(_DEMO_TOKEN + "\n")
     token = token_file.read_text(encoding="utf-8").strip()
     # Update ids continue above those of an earlier run (a setup that polled it has its
     # cursor there; ids below it would be taken as already confirmed and dropped).
@@ -169,8 +172,8 @@ def serve(token_file: Path, port: int) -> int:
         raise UsageError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror}; choose another"
                          " --port (or leave it out for a free one)") from exc
     print(f"Fake Bot API: {server.base_url} (its token is in {token_file}); Ctrl-C stops it.")
-    print(f"Rehearse: piw-channels setup telegram --token-file {token_file} --user {USER}"
-          f" --chat {USER} --api-base-url {server.base_url}")
+    print(f"Rehearse: piw-channels setup telegram --token-file {token_file} --user {_USER}"
+          f" --chat {_USER} --api-base-url {server.base_url}")
     print(f"Press a button: piw-channels demo --press LABEL --api-base-url {server.base_url}")
     print(f"Type a reply: piw-channels demo --reply TEXT --api-base-url {server.base_url}")
     print("The chat, as the person sees it:", flush=True)
@@ -178,7 +181,7 @@ def serve(token_file: Path, port: int) -> int:
     code = EXIT_OK
     follower = TranscriptFollower(server)
     try:
-        while not server.wait_closed(TRANSCRIPT_TICK_S):
+        while not server.wait_closed(_TRANSCRIPT_TICK_S):
             for line in follower.new_lines():
                 print(line, flush=True)
     except KeyboardInterrupt:
@@ -201,7 +204,7 @@ _MODE_OPTIONS: Final = {"port": ("serve",), "token_file": ("serve",),
                         "decision": ("press", "reply")}
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def _cmd_demo(args: argparse.Namespace) -> int:
     """Run the demo, serve its fake Bot API, or act as the person on it."""
     active = {"serve": args.serve, "press": args.press is not None,
               "reply": args.reply is not None}
@@ -218,8 +221,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.reply is not None:
         return rehearsal.reply(args.api_base_url, args.reply, args.user, args.decision)
     if args.serve:
-        return serve(args.token_file or Path.home() / "piw-demo.token", args.port or 0)
-    return run_demo()
+        return _serve(args.token_file or Path.home() / "piw-demo.token", args.port or 0)
+    return _run_demo()
 
 
 def register(sub: Any) -> None:
@@ -249,4 +252,4 @@ def register(sub: Any) -> None:
     p.add_argument("--decision", metavar="ID",
                    help="--press, --reply: act on this decision's message (its id or Decision"
                    " fingerprint, or a unique prefix) instead of the newest")
-    p.set_defaults(handler=cmd_demo)
+    p.set_defaults(handler=_cmd_demo)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from state.exit_codes import EXIT_TERMINATED, EXIT_USAGE
 
+__all__ = ["Terminated", "UsageError", "raise_terminated"]
+
 
 class UsageError(ValueError):
     """Bad command-line input detected after parsing (exit 2)."""
@@ -21,4 +23,3 @@ class Terminated(BaseException):
 def raise_terminated(signum: int, frame: object) -> None:
     """A SIGTERM handler: unwind with `Terminated`."""
     raise Terminated(signum)
-

@@ -22,8 +22,11 @@ from channels.errors import ChannelsError
 from channels.telegram.limits import DEFAULT_API_BASE_URL
 from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
 
-LONG_POLL_SECONDS: Final = 20
-QUEUED_RECHECK_SECONDS: Final = 1.0
+__all__ = ["FindChatUnavailable", "find_chat"]
+
+
+_LONG_POLL_SECONDS: Final = 20
+_QUEUED_RECHECK_SECONDS: Final = 1.0
 _MESSAGES: Final = ("message", "edited_message", "channel_post", "my_chat_member")
 
 
@@ -35,7 +38,7 @@ class FindChatUnavailable(ChannelsError):
 
 
 @dataclass(frozen=True, slots=True)
-class Found:
+class _Found:
     """One chat a message came from, and who sent it."""
 
     chat_id: int
@@ -54,9 +57,9 @@ def _name(who: dict[str, Any]) -> str:
     return " ".join(p for p in parts if isinstance(p, str)) or "?"
 
 
-def chats_in(updates: list[Any]) -> list[Found]:
+def _chats_in(updates: list[Any]) -> list[_Found]:
     """Every distinct (chat, sender) of the message-like updates, oldest first."""
-    found: dict[tuple[int, int | None], Found] = {}
+    found: dict[tuple[int, int | None], _Found] = {}
     for update in updates:
         if not isinstance(update, dict):
             continue
@@ -69,17 +72,17 @@ def chats_in(updates: list[Any]) -> list[Found]:
         sender: dict[str, Any] = given if isinstance(given, dict) else {}
         user_id = sender.get("id") if isinstance(sender.get("id"), int) else None
         key = (int(chat["id"]), user_id)
-        found.setdefault(key, Found(int(chat["id"]), str(chat.get("type", "?")), _name(chat),
+        found.setdefault(key, _Found(int(chat["id"]), str(chat.get("type", "?")), _name(chat),
                                     user_id, _name(sender) if sender else "?"))
     return list(found.values())
 
 
-async def _wait(client: TelegramClient, seconds: float) -> list[Found]:
+async def _wait(client: TelegramClient, seconds: float) -> list[_Found]:
     end = time.monotonic() + seconds
     async with client:
         while (left := end - time.monotonic()) > 0:
             result: CallResult = await client.get_updates(
-                None, timeout=min(LONG_POLL_SECONDS, int(left)),
+                None, timeout=min(_LONG_POLL_SECONDS, int(left)),
                 allowed_updates=DEFAULT_ALLOWED_UPDATES)
             if result.is_conflict:
                 raise FindChatUnavailable(
@@ -88,10 +91,10 @@ async def _wait(client: TelegramClient, seconds: float) -> list[Found]:
             if not result.ok:
                 raise FindChatUnavailable(f"getUpdates failed: {result.description or 'no detail'}")
             updates = result.result if isinstance(result.result, list) else []
-            if found := chats_in(updates):
+            if found := _chats_in(updates):
                 return found
             if updates:  # only other updates are queued: they stay for the poller
-                await asyncio.sleep(QUEUED_RECHECK_SECONDS)
+                await asyncio.sleep(_QUEUED_RECHECK_SECONDS)
     return []
 
 

@@ -25,8 +25,10 @@ from channels.config.gate import (
 from channels.config.loading import resolve_config_dir
 from state.exit_codes import EXIT_OK
 
+__all__ = ["register"]
 
-def cmd_switch(args: argparse.Namespace) -> int:
+
+def _cmd_switch(args: argparse.Namespace) -> int:
     """`gate on` / `gate off`."""
     directory = resolve_config_dir()
     policy = load_gate_policy(directory)  # a broken file raises: never overwrite it
@@ -38,7 +40,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def _cmd_show(args: argparse.Namespace) -> int:
     """`gate show [--json]`."""
     directory = resolve_config_dir()
     path = gate_path(directory)
@@ -51,7 +53,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps({"path": str(path), "exists": exists, "broken": None,
                           "policy": policy.to_json()}, indent=2, ensure_ascii=False))
         return EXIT_OK
-    for line in describe(policy, str(path), exists=exists):
+    for line in _describe(policy, str(path), exists=exists):
         print(line)
     return EXIT_OK
 
@@ -68,7 +70,7 @@ def _show_broken(args: argparse.Namespace, path: str, exc: ConfigError) -> int:
     return exc.exit_code
 
 
-def describe(policy: GatePolicy, path: str, *, exists: bool) -> list[str]:
+def _describe(policy: GatePolicy, path: str, *, exists: bool) -> list[str]:
     """The policy in plain lines."""
     source = path if exists else f"{path} (no file: the default policy)"
     state = "on" if policy.enabled else "off (turn it on with: piw-channels gate on)"
@@ -99,7 +101,7 @@ def register(sub: Any) -> None:
     for state, text in (("on", "ask a person before the tool calls the policy names"),
                         ("off", "stop asking (the guard still blocks what it blocks)")):
         p = actions.add_parser(state, help=text, description=text)
-        p.set_defaults(handler=cmd_switch, state=state)
+        p.set_defaults(handler=_cmd_switch, state=state)
     show = actions.add_parser("show", help="print the policy and whether its file is broken")
     show.add_argument("--json", action="store_true", help="machine-readable output")
-    show.set_defaults(handler=cmd_show)
+    show.set_defaults(handler=_cmd_show)

@@ -16,6 +16,9 @@ from typing import Any, NoReturn
 
 from adapters.cli.packages import check_packages
 
+__all__ = ["build_parser", "main", "run"]
+
+
 check_packages()  # before anything imports `state` or `channels`: they may be someone else's
 
 import apsw  # noqa: E402
@@ -33,60 +36,60 @@ from state.exit_codes import (  # noqa: E402
 from state.files import default_path, translate  # noqa: E402
 from state.version import VERSION  # noqa: E402
 
-Handler = Callable[[argparse.Namespace], int]
-Register = Callable[[Any], None]
+_Handler = Callable[[argparse.Namespace], int]
+_Register = Callable[[Any], None]
 
 
-def _database() -> Register:
+def _database() -> _Register:
     from adapters.cli import database
 
     return database.register
 
 
-def _decisions() -> Register:
+def _decisions() -> _Register:
     from adapters.cli import decisions
 
     return decisions.register
 
 
-def _setup() -> Register:
+def _setup() -> _Register:
     from adapters.cli import setup
 
     return setup.register
 
 
-def _telegram() -> Register:
+def _telegram() -> _Register:
     from adapters.cli import telegram
 
     return telegram.register
 
 
-def _demo() -> Register:
+def _demo() -> _Register:
     from adapters.cli import demo
 
     return demo.register
 
 
-def _pi() -> Register:
+def _pi() -> _Register:
     from adapters.cli import pi
 
     return pi.register
 
 
-def _notify() -> Register:
+def _notify() -> _Register:
     from adapters.cli import notify
 
     return notify.register
 
 
-def _gate() -> Register:
+def _gate() -> _Register:
     from adapters.cli import gate
 
     return gate.register
 
 
 # Command -> the loader of the group that registers it (in help order).
-_GROUPS: dict[str, Callable[[], Register]] = {
+_GROUPS: dict[str, Callable[[], _Register]] = {
     "init": _database, "verify": _database, "backup": _database, "status": _database,
     "ask": _decisions, "decisions": _decisions, "show": _decisions, "cancel": _decisions,
     "expire": _decisions, "notify": _notify, "setup": _setup, "poll": _telegram,
@@ -136,7 +139,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     parser = build_parser(command)
     args = parser.parse_args(words)
-    handler: Handler = args.handler
+    handler: _Handler = args.handler
     try:
         return handler(args)
     except StateError as exc:

@@ -10,12 +10,13 @@ from typing import Any
 
 from adapters.cli.status_text import clock_time, with_iso
 from channels.config.loading import load_config
-from channels.decisions import context
-from channels.decisions import workflows as service
+from channels.decisions import context, workflows
 from channels.notifications import producing, views
 from channels.notifications.records import NotificationType
 from state.database import Database
 from state.exit_codes import EXIT_OK
+
+__all__ = ["register", "run_notifications", "show_run"]
 
 
 def _text(args: argparse.Namespace) -> str:
@@ -24,7 +25,7 @@ def _text(args: argparse.Namespace) -> str:
     return sys.stdin.read() if text == "-" else text
 
 
-def cmd_notify(args: argparse.Namespace) -> int:
+def _cmd_notify(args: argparse.Namespace) -> int:
     """Write one notification and its delivery effects; print its run id (or `--json`)."""
     found = context.automatic(Path.cwd())
     spec = producing.NotifySpec(
@@ -35,7 +36,7 @@ def cmd_notify(args: argparse.Namespace) -> int:
     config = load_config()
     producing.check(spec, config)  # bad input: one line, before the database is opened
     with Database.open_writer() as db:
-        done = producing.notify(db, spec, config, service.new_owner_id(db, "notify"))
+        done = producing.notify(db, spec, config, workflows.new_owner_id(db, "notify"))
     n = done.notification
     if args.json:
         out: dict[str, Any] = {
@@ -62,11 +63,11 @@ def show_run(listed: list[views.NotificationView], as_json: bool) -> None:
         return
     print(f"run {listed[0].notification.run_id}: {len(listed)} notification"
           f"{'' if len(listed) == 1 else 's'}")
-    for line in notification_lines(listed):
+    for line in _notification_lines(listed):
         print(line)
 
 
-def notification_lines(listed: list[views.NotificationView]) -> list[str]:
+def _notification_lines(listed: list[views.NotificationView]) -> list[str]:
     """Two lines and more per notification: what it said, then each target's delivery."""
     lines = []
     for view in listed:
@@ -106,4 +107,4 @@ def register(sub: Any) -> None:
     p.add_argument("--session", metavar="SESSION_ID",
                    help="the Pi session to tell (default: the run's own session, if any)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_notify)
+    p.set_defaults(handler=_cmd_notify)

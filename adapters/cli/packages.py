@@ -13,15 +13,18 @@ import importlib.util
 import sys
 from pathlib import Path
 
-NAMES = ("state", "channels", "adapters")
-INSTALL_HINT = ("install piw-channels on its own: uv tool install /path/to/piw-channels"
+__all__ = ["check_packages"]
+
+
+_NAMES = ("state", "channels", "adapters")
+_INSTALL_HINT = ("install piw-channels on its own: uv tool install /path/to/piw-channels"
                 " (or pipx install /path/to/piw-channels); see the README")
 
 
-def foreign_packages() -> list[tuple[str, str]]:
+def _foreign_packages() -> list[tuple[str, str]]:
     """(name, where) of each package of ours that is missing or is someone else's."""
     found = []
-    for name in NAMES:
+    for name in _NAMES:
         spec = importlib.util.find_spec(name)
         origin = None if spec is None else spec.origin
         marker = f'PIW_CHANNELS_PACKAGE = "{name}"'
@@ -36,10 +39,10 @@ def foreign_packages() -> list[tuple[str, str]]:
 
 def check_packages() -> None:
     """Exit 1 with one line when a foreign package shadows one of ours."""
-    foreign = foreign_packages()
+    foreign = _foreign_packages()
     if foreign:
         name, where = foreign[0]
         print(f"Error: the Python package {name!r} at {where} is not piw-channels' own (another"
               f" project, such as Django Channels, uses that name in this environment);"
-              f" {INSTALL_HINT}", file=sys.stderr)
+              f" {_INSTALL_HINT}", file=sys.stderr)
         sys.exit(1)

@@ -31,10 +31,13 @@ from state.database import Database
 from state.errors import DatabaseMissing
 from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
 
-EXTENSION = Path(__file__).resolve().parents[1] / "pi" / "extension" / "piw-channels.ts"
+__all__ = ["register"]
 
 
-def cmd_list(args: argparse.Namespace) -> int:
+_EXTENSION = Path(__file__).resolve().parents[1] / "pi" / "extension" / "piw-channels.ts"
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
     """Open decisions whose audience routes to pi."""
     config = load_config()
     try:
@@ -55,7 +58,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_show(args: argparse.Namespace) -> int:
+def _cmd_show(args: argparse.Namespace) -> int:
     """One decision: its text, numbered choices and status."""
     with Database.open_reader() as db:
         decision_id = workflows.resolve_id(db, args.decision_id)
@@ -104,7 +107,7 @@ def _needs_text(decision: OpenDecision, choice: str) -> bool:
     return any(c["id"] == choice and c["input"] is not None for c in decision.choices)
 
 
-def cmd_answer(args: argparse.Namespace) -> int:
+def _cmd_answer(args: argparse.Namespace) -> int:
     """Answer one decision as the local operator (a person at a terminal only)."""
     os.close(operator.open_terminal())  # checked before anything touches the database
     text = _read_text(args)
@@ -138,7 +141,7 @@ def _print_report(report: AnswerReport, *, as_json: bool) -> int:
     return EXIT_OK if report.accepted else EXIT_NOT_ACCEPTED
 
 
-def cmd_interactive(args: argparse.Namespace) -> int:
+def _cmd_interactive(args: argparse.Namespace) -> int:
     """List open decisions, let the person pick one and a choice, prompt for text, submit."""
     term = operator.Terminal(operator.open_terminal())
     try:
@@ -160,13 +163,13 @@ def cmd_interactive(args: argparse.Namespace) -> int:
     return _print_report(report, as_json=False)
 
 
-def cmd_extension_path(args: argparse.Namespace) -> int:
+def _cmd_extension_path(args: argparse.Namespace) -> int:
     """Where the Pi extension file is (to link it into ~/.pi/agent/extensions/)."""
-    print(EXTENSION)
+    print(_EXTENSION)
     return EXIT_OK
 
 
-def cmd_bridge(args: argparse.Namespace) -> int:
+def _cmd_bridge(args: argparse.Namespace) -> int:
     """Serve one Pi session over JSON lines on stdin/stdout until stdin closes."""
     # The secret pipe is read first, while the extension that made it is surely still there.
     found = binding.read_binding(args.secret_fd)
@@ -184,17 +187,17 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "pi", help="answer decisions as the local operator; the Pi session bridge",
         description="Without a subcommand: pick an open decision and answer it in the terminal.")
-    p.set_defaults(handler=cmd_interactive)
+    p.set_defaults(handler=_cmd_interactive)
     pi_sub = p.add_subparsers(dest="pi_command", metavar="PI_COMMAND")
 
     q = pi_sub.add_parser("list", help="open decisions routed to pi")
     q.add_argument("--json", action="store_true", help="machine-readable output")
-    q.set_defaults(handler=cmd_list)
+    q.set_defaults(handler=_cmd_list)
 
     q = pi_sub.add_parser("show", help="one decision's text, numbered choices and status")
     q.add_argument("decision_id", help=DECISION_ID_HELP)
     q.add_argument("--json", action="store_true", help="machine-readable output")
-    q.set_defaults(handler=cmd_show)
+    q.set_defaults(handler=_cmd_show)
 
     q = pi_sub.add_parser("answer", help="answer a decision as the local operator (terminal only)")
     q.add_argument("decision_id", help=DECISION_ID_HELP)
@@ -204,17 +207,14 @@ def register(sub: Any) -> None:
     text.add_argument("--text-file", type=Path, metavar="PATH",
                       help="read the text from a UTF-8 file (one final newline is dropped)")
     q.add_argument("--json", action="store_true", help="machine-readable result")
-    q.set_defaults(handler=cmd_answer)
+    q.set_defaults(handler=_cmd_answer)
 
     q = pi_sub.add_parser("bridge", help="JSON-lines bridge for one Pi session (run by the Pi"
                           " extension)")
     q.add_argument("--tick", type=float, default=serving.TICK_SECONDS, help=argparse.SUPPRESS)
     q.add_argument("--secret-fd", type=int, metavar="FD",
                    help="the inherited pipe the Pi extension writes its secret on")
-    q.set_defaults(handler=cmd_bridge)
+    q.set_defaults(handler=_cmd_bridge)
 
     q = pi_sub.add_parser("extension-path", help="print the path of the Pi extension file")
-    q.set_defaults(handler=cmd_extension_path)
-
-
-__all__ = ["register"]
+    q.set_defaults(handler=_cmd_extension_path)

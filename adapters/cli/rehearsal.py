@@ -22,6 +22,9 @@ from state.database import Database
 from state.errors import DatabaseMissing
 from state.exit_codes import EXIT_OK
 
+__all__ = ["press", "reply"]
+
+
 # The person the demo fixtures act as (a private chat's user id is its chat id).
 _PERSON: Final = {"is_bot": False, "first_name": "Ada", "username": "ada_ops",
                   "language_code": "en"}

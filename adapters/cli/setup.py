@@ -27,16 +27,7 @@ from channels.config.model import InstallResult
 from channels.telegram import limits
 from state.exit_codes import EXIT_OK
 
-__all__ = [
-    "absolute_path_argument",
-    "audience_argument",
-    "cmd_setup_telegram",
-    "id_argument",
-    "name_argument",
-    "read_token_file",
-    "register",
-    "url_argument",
-]
+__all__ = ["audience_argument", "id_argument", "name_argument", "register", "url_argument"]
 
 
 # config.py's own rules (names, audiences, IDs), applied here too so that a bad argument is
@@ -81,7 +72,7 @@ audience_argument = _matching(
 )  # fmt: skip
 
 
-def absolute_path_argument(text: str) -> Path:
+def _absolute_path_argument(text: str) -> Path:
     """An absolute path (the installed path is used from cron, whose directory is not yours)."""
     path = Path(text).expanduser()
     if not path.is_absolute():
@@ -101,7 +92,7 @@ def url_argument(text: str) -> str:
 # --- the steps -----------------------------------------------------------------------------
 
 
-def read_token_file(token_file: Path, credential: str) -> str:
+def _read_token_file(token_file: Path, credential: str) -> str:
     """The trimmed token, after channels.config's checks: absolute, regular, private, non-empty.
 
     The check runs through `ChannelsConfig.read_token`, the very code the poller uses, so setup
@@ -150,7 +141,7 @@ def _count(number: int, what: str) -> str:
 # --- command -------------------------------------------------------------------------------
 
 
-def cmd_setup_telegram(args: argparse.Namespace) -> int:
+def _cmd_setup_telegram(args: argparse.Namespace) -> int:
     """Check the inputs, verify the token with getMe, then merge and write both files (or,
     with --remove, remove a profile)."""
     if args.remove is not None:
@@ -162,7 +153,7 @@ def cmd_setup_telegram(args: argparse.Namespace) -> int:
                if not value]
     if missing:
         raise UsageError(f"setup telegram needs {', '.join(missing)} (or --remove PROFILE)")
-    token = read_token_file(args.token_file, args.credential or args.profile)
+    token = _read_token_file(args.token_file, args.credential or args.profile)
     api_base_url = args.api_base_url or limits.DEFAULT_API_BASE_URL
     bot = verify_token(token, api_base_url)
     bot = prepare_polling(token, api_base_url, bot, delete_webhook=args.delete_webhook)
@@ -197,7 +188,7 @@ def _find_chat(args: argparse.Namespace) -> int:
     if not 1 <= args.find_chat <= 3600:
         raise UsageError("--find-chat waits between 1 and 3600 seconds")
     api_base_url = args.api_base_url or limits.DEFAULT_API_BASE_URL
-    token = read_token_file(args.token_file, "find-chat")
+    token = _read_token_file(args.token_file, "find-chat")
     bot = verify_token(token, api_base_url)
     bot = prepare_polling(token, api_base_url, bot, delete_webhook=args.delete_webhook)
     print_notes(bot)
@@ -252,13 +243,13 @@ def register(sub: Any) -> None:
         epilog=_TELEGRAM_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     _add_telegram_arguments(p)
-    p.set_defaults(handler=cmd_setup_telegram)
+    p.set_defaults(handler=_cmd_setup_telegram)
 
 
 def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token-file",
-        type=absolute_path_argument,
+        type=_absolute_path_argument,
         required=False,
         metavar="ABS_PATH",
         help="absolute path of the mode-0600 file that holds the bot token",

@@ -10,7 +10,10 @@ from typing import Any
 from adapters.cli.alerts import describe, duration
 from channels.telegram.alerts import Alert
 
-STALE_PASS_MS = 180_000  # cron runs every minute: three minutes without a pass is a problem
+__all__ = ["ago", "attention_lines", "clock_time", "render_status", "with_iso"]
+
+
+_STALE_PASS_MS = 180_000  # cron runs every minute: three minutes without a pass is a problem
 
 
 def clock_time(ms: int) -> str:
@@ -18,7 +21,7 @@ def clock_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def iso(ms: int) -> str:
+def _iso(ms: int) -> str:
     """ISO-8601 in UTC with milliseconds, as the `--json` outputs print beside epoch ms."""
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z")
@@ -44,13 +47,13 @@ def render_status(report: dict[str, Any], config_dir: str,
         lines += _telegram(channel, now) if channel["adapter"] == "telegram" else _pi(channel)
     if closed:
         lines.append(f"Closed Pi sessions with nothing waiting: {len(closed)}.")
-    lines += notification_lines(report.get("notifications") or [])
+    lines += _notification_lines(report.get("notifications") or [])
     return "\n".join(lines + attention_lines(
         report.get("needs_attention") or [] if attention is None else attention, now,
         config_dir))
 
 
-def notification_lines(notes: list[dict[str, Any]]) -> list[str]:
+def _notification_lines(notes: list[dict[str, Any]]) -> list[str]:
     """The notifications of the last day: run, index, type, and where each one got to."""
     if not notes:
         return []
@@ -104,7 +107,7 @@ def _telegram(c: dict[str, Any], now: int) -> list[str]:
         state = "polling now; last pass ended" if polling else "last pass"
         lines = [f"{name}: {state} {ago(int(last['at']), now)}; last successful getUpdates"
                  f" {reached}"]
-        if not polling and now - int(last["at"]) > STALE_PASS_MS:
+        if not polling and now - int(last["at"]) > _STALE_PASS_MS:
             lines.append(f"  Warning: no poll pass for {duration(now - int(last['at']))}; is"
                          " the cron job running? Check `crontab -l` and cron's mail.")
     error = c.get("last_error")
@@ -160,5 +163,5 @@ def with_iso(value: Any) -> Any:
         out[key] = with_iso(item)
         timed = key == "at" or key.endswith("_at") or key in ("since", "now")
         if timed and isinstance(item, int) and not isinstance(item, bool):
-            out[f"{key}_iso"] = iso(item)
+            out[f"{key}_iso"] = _iso(item)
     return out

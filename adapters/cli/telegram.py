@@ -32,7 +32,10 @@ from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
 from state.files import default_path
 from state.resources import Actor, ActorType
 
-T = TypeVar("T")
+__all__ = ["bot_api", "register"]
+
+
+_T = TypeVar("_T")
 
 
 @asynccontextmanager
@@ -44,7 +47,7 @@ async def bot_api(profile: TelegramProfile, token: str) -> AsyncIterator[BotApi]
         yield client
 
 
-async def _until_terminated(work: Coroutine[Any, Any, T]) -> T:
+async def _until_terminated(work: Coroutine[Any, Any, _T]) -> _T:
     """Run `work`; SIGTERM cancels it as Ctrl-C does, so the pass unwinds and releases its
     channel leases at once (a killed poller's lease would hold the channel for 60 s), and the
     command then exits 143."""
@@ -82,7 +85,7 @@ _UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
                      "shared_bot": EXIT_CONFIG}
 
 
-def run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
+def _run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
              as_json: bool = False) -> int:
     """One poll pass; print what needs a person (one line each) and exit with the highest
     code of what is still wrong (README table); `as_json` adds what each channel did, and
@@ -161,7 +164,7 @@ def _token_file(config: ChannelsConfig, profile: str) -> str | None:
     return None if credential is None else str(credential.token_file)
 
 
-def cmd_poll(args: argparse.Namespace) -> int:
+def _cmd_poll(args: argparse.Namespace) -> int:
     """The cron job: poll every configured profile once, or for a window of seconds."""
     try:
         config = _config_or_hint(check_tokens=False)  # each token file fails its profile alone
@@ -173,7 +176,7 @@ def cmd_poll(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     options = poll.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
                                  alert_after_ms=int(args.alert_after * 60_000))
-    return run_poll(config, options, args.verbose, args.json)
+    return _run_poll(config, options, args.verbose, args.json)
 
 
 def _note_config_failure(exc: ChannelsError) -> None:
@@ -207,7 +210,7 @@ def _resend_profile(config: ChannelsConfig, name: str | None) -> str:
                      f"{', '.join(sorted(config.profiles))})")
 
 
-def cmd_resend(args: argparse.Namespace) -> int:
+def _cmd_resend(args: argparse.Namespace) -> int:
     """Explicitly resend an ambiguous or failed delivery (or, with --all-failed, every failed
     one of the profile), then poll that profile once."""
     if (args.decision_id is None) == (not args.all_failed):
@@ -237,9 +240,9 @@ def cmd_resend(args: argparse.Namespace) -> int:
             print(f"no failed delivery on {channel.name}")
         return EXIT_OK
     if not args.json:
-        return run_poll(config, poll.PollOptions(profile=args.profile), args.verbose)
+        return _run_poll(config, poll.PollOptions(profile=args.profile), args.verbose)
     with contextlib.redirect_stdout(io.StringIO()) as polled:
-        code = run_poll(config, poll.PollOptions(profile=args.profile), args.verbose, True)
+        code = _run_poll(config, poll.PollOptions(profile=args.profile), args.verbose, True)
     print(json.dumps({"channel": channel.name, "reserved": chosen,
                       "poll": json.loads(polled.getvalue())}, indent=2, sort_keys=True,
                      ensure_ascii=False))
@@ -284,7 +287,7 @@ def register(sub: Any) -> None:
                    help="say what each channel did, and repeat conditions already reported")
     p.add_argument("--json", action="store_true", help="what each channel did, as JSON on"
                    " stdout (the lines that need a person stay on stderr too)")
-    p.set_defaults(handler=cmd_poll)
+    p.set_defaults(handler=_cmd_poll)
 
     p = sub.add_parser("resend", help="explicitly resend an ambiguous or failed delivery")
     p.add_argument("decision_id", nargs="?",
@@ -296,4 +299,4 @@ def register(sub: Any) -> None:
                    " one, when there is one)")
     p.add_argument("-v", "--verbose", action="store_true", help="say what the poll did")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(handler=cmd_resend)
+    p.set_defaults(handler=_cmd_resend)

@@ -17,8 +17,11 @@ from channels.decisions.presentation import SCHEMA
 from channels.decisions.workflows import AskSpec
 from channels.errors import InvalidRequest
 
-DEFAULT_AUDIENCE = "operator"
-MAX_TIMEOUT_MINUTES = 7 * 24 * 60
+__all__ = ["ask_spec", "delivered_to"]
+
+
+_DEFAULT_AUDIENCE = "operator"
+_MAX_TIMEOUT_MINUTES = 7 * 24 * 60
 
 
 def _string(message: dict[str, Any], name: str, *, required: bool = True) -> str | None:
@@ -66,16 +69,16 @@ def ask_spec(message: dict[str, Any], session_id: str) -> AskSpec:
     timeout_ms = None
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
-                or not 0 < timeout <= MAX_TIMEOUT_MINUTES:
+                or not 0 < timeout <= _MAX_TIMEOUT_MINUTES:
             raise InvalidRequest(f"ask.timeout_minutes must be a number of minutes above 0"
-                                 f" and at most {MAX_TIMEOUT_MINUTES}")
+                                 f" and at most {_MAX_TIMEOUT_MINUTES}")
         timeout_ms = int(timeout * 60_000)
     default = _string(message, "default_choice", required=False)
     if default is not None and timeout_ms is None:
         raise InvalidRequest("ask.default_choice needs ask.timeout_minutes")
     if default is not None and default not in choices:
         raise InvalidRequest(f"ask.default_choice {default!r} is not one of the choices")
-    audience = _string(message, "audience", required=False) or DEFAULT_AUDIENCE
+    audience = _string(message, "audience", required=False) or _DEFAULT_AUDIENCE
     session_name = _string(message, "session_name", required=False) or session_id[:8]
     presentation = context.with_context(
         presentation, context.automatic(Path.cwd(), session_name))

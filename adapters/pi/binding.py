@@ -21,8 +21,11 @@ import stat
 import struct
 from dataclasses import dataclass
 
-SECRET_RE = re.compile(r"[0-9a-f]{64}")
-READ_SECONDS = 5.0
+__all__ = ["Binding", "read_binding"]
+
+
+_SECRET_RE = re.compile(r"[0-9a-f]{64}")
+_READ_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,7 @@ def _peer_pid(fd: int) -> int | None:
 def _read_line(fd: int) -> bytes:
     data = b""
     while b"\n" not in data and len(data) < 200:
-        ready, _, _ = select.select([fd], [], [], READ_SECONDS)
+        ready, _, _ = select.select([fd], [], [], _READ_SECONDS)
         if not ready:
             break
         chunk = os.read(fd, 200)
@@ -83,6 +86,6 @@ def read_binding(fd: int | None) -> Binding:
     finally:
         with contextlib.suppress(OSError):
             os.close(fd)
-    if SECRET_RE.fullmatch(secret) is None:
+    if _SECRET_RE.fullmatch(secret) is None:
         return Binding(None, f"descriptor {fd} did not carry a secret")
     return Binding(secret)

@@ -60,7 +60,10 @@ from state.database import Database
 from state.errors import LeaseHeld, StaleLease, StateError
 from state.leases import Lease, OwnerType
 
-RESYNC_SECONDS = 5.0
+__all__ = ["Bridge", "ConfigLoader"]
+
+
+_RESYNC_SECONDS = 5.0
 
 ConfigLoader = Callable[[], ChannelsConfig | None]
 
@@ -343,7 +346,7 @@ class Bridge:
 
     def _changed(self) -> bool:
         return (self._data_version() != self.seen_version
-                or time.monotonic() - self.last_sync >= RESYNC_SECONDS)
+                or time.monotonic() - self.last_sync >= _RESYNC_SECONDS)
 
     def _data_version(self) -> int:
         # Changes whenever another connection commits; our own commits leave it alone.
@@ -392,4 +395,3 @@ class Bridge:
 
     def _now(self) -> int:
         return self.db.clock.now_ms()
-

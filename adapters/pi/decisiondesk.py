@@ -28,7 +28,10 @@ from state.database import Database
 from state.errors import StaleLease, WriteRejected
 from state.leases import Lease
 
-INTERACTIVE = "interactive"
+__all__ = ["ConfigOf", "DecisionDesk", "Owner"]
+
+
+_INTERACTIVE = "interactive"
 
 Owner = tuple[Lease, str, str]  # the session channel's lease, its channel id, the session id
 # (usable, config, problem): a broken private config is usable for nothing but settlements.
@@ -82,7 +85,7 @@ class DecisionDesk:
             event_key=f"{session_id}:{event_id}",
             # Only a person answering Pi's own dialogs is a human candidate; the resolution
             # function records any other source and rejects it.
-            origin="human" if source == INTERACTIVE else f"pi:{source}",
+            origin="human" if source == _INTERACTIVE else f"pi:{source}",
             details={"source": source, **hello},
         )
         usable, config, problem = config_of()
@@ -174,6 +177,3 @@ class DecisionDesk:
             return None
         self.deadlines = {d: at for d, at in self.deadlines.items() if at > now}
         return list(workflows.expire_overdue(self.db, self.owner_id).failed)
-
-
-__all__ = ["INTERACTIVE", "ConfigOf", "DecisionDesk", "Owner"]

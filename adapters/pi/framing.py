@@ -7,8 +7,14 @@ import math
 import os
 from typing import Any
 
+__all__ = [
+    "MAX_LINE_BYTES", "LineWriter", "ProtocolError", "identifier_field", "parse_line",
+    "text_field",
+]
+
+
 MAX_LINE_BYTES = 1 << 20
-MAX_ID_LENGTH = 200
+_MAX_ID_LENGTH = 200
 
 
 class ProtocolError(Exception):
@@ -23,7 +29,7 @@ class ProtocolError(Exception):
 # -- framing -----------------------------------------------------------------------------------
 
 
-def encode(message: dict[str, Any]) -> bytes:
+def _encode(message: dict[str, Any]) -> bytes:
     """One protocol line: compact, ASCII-only JSON and a single LF."""
     text = json.dumps(message, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
     return text.encode("ascii") + b"\n"
@@ -70,7 +76,7 @@ class LineWriter:
         """Write one line; False when the pipe is closed (the line was not delivered)."""
         if self.closed:
             return False
-        data = encode(message)
+        data = _encode(message)
         try:
             while data:
                 data = data[os.write(self.fd, data):]
@@ -89,9 +95,6 @@ def text_field(message: dict[str, Any], name: str) -> str:
 
 def identifier_field(message: dict[str, Any], name: str) -> str:
     value = text_field(message, name)
-    if len(value) > MAX_ID_LENGTH or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
+    if len(value) > _MAX_ID_LENGTH or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value):
         raise ProtocolError("malformed", f"{message['type']}.{name} is not a valid identifier")
     return value
-
-
-__all__ = ["MAX_LINE_BYTES", "LineWriter", "ProtocolError", "encode", "parse_line"]

@@ -41,9 +41,12 @@ from state.database import Database
 from state.errors import StateError
 from state.leases import Lease
 
+__all__ = ["ESCAPE", "GateDesk"]
+
+
 ESCAPE = "cancelled in Pi (Escape)"
-CLOSED = "Pi closed before an answer came"
-_TOLD = {ESCAPE: "you pressed Escape", CLOSED: CLOSED}
+_CLOSED = "Pi closed before an answer came"
+_TOLD = {ESCAPE: "you pressed Escape", _CLOSED: _CLOSED}
 
 
 def _one_line(text: str, limit: int = 120) -> str:
@@ -52,7 +55,7 @@ def _one_line(text: str, limit: int = 120) -> str:
 
 
 @dataclass
-class Waiting:
+class _Waiting:
     """A gated call waiting for its decision, with the run's lease."""
 
     event_id: str
@@ -70,7 +73,7 @@ class GateDesk:
     out: LineWriter
     owner_id: str
     config_dir: Callable[[], Path] = loading.resolve_config_dir
-    waiting: dict[str, Waiting] | None = None
+    waiting: dict[str, _Waiting] | None = None
 
     def __post_init__(self) -> None:
         self.waiting = {}
@@ -162,7 +165,7 @@ class GateDesk:
             run_id=gating.run_id(session_id, call, self.db.entropy.token_bytes(8).hex()))
         handle = workflows.create_ask(self.db, spec, self.owner_id)
         assert self.waiting is not None and handle.request.expires_at_ms is not None
-        self.waiting[handle.decision_id] = Waiting(event_id, handle.decision_id,
+        self.waiting[handle.decision_id] = _Waiting(event_id, handle.decision_id,
                                                    handle.run.lease,
                                                    handle.request.expires_at_ms, minutes)
         shown = self.db.read(lambda c: load_open(c, handle.decision_id))
@@ -209,7 +212,7 @@ class GateDesk:
         self._cancel(waiting, ESCAPE)
         self.tick()
 
-    def _cancel(self, waiting: Waiting, reason: str) -> None:
+    def _cancel(self, waiting: _Waiting, reason: str) -> None:
         with contextlib.suppress(DecisionRefused):  # an answer won first
             self.db.write(lambda c: resolve(c, Cancellation(
                 waiting.decision_id, waiting.lease, self.owner_id, reason), self.db.clock.now_ms()))
@@ -223,7 +226,7 @@ class GateDesk:
             except (StateError, ChannelsError) as exc:
                 self.out.send({"type": "error", "code": exc.code, "message": str(exc)})
 
-    def _step(self, waiting: Waiting) -> None:
+    def _step(self, waiting: _Waiting) -> None:
         now = self.db.clock.now_ms()
         decided = self.db.read(lambda c: records.resolution_of(c, waiting.decision_id))
         if decided is None and now >= waiting.deadline_at:
@@ -256,7 +259,7 @@ class GateDesk:
         assert self.waiting is not None
         for waiting in list(self.waiting.values()):
             with contextlib.suppress(StateError, ChannelsError):
-                self._cancel(waiting, CLOSED)
+                self._cancel(waiting, _CLOSED)
         with contextlib.suppress(StateError, ChannelsError):
             self.tick()
         for waiting in list(self.waiting.values()):  # could not finish: do not block others

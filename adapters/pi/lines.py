@@ -7,6 +7,8 @@ from typing import Any
 from channels.pi.deliveries import Delivery
 from channels.pi.settlement import Settlement
 
+__all__ = ["deliver_message", "settle_message"]
+
 
 def deliver_message(item: Delivery) -> dict[str, Any]:
     """The `deliver` line of one decision."""

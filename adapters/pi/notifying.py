@@ -43,8 +43,10 @@ from state.effects import Attempt
 from state.errors import LeaseHeld, WriteRejected
 from state.leases import Lease
 
+__all__ = ["NoteDesk"]
 
-def notify_line(note: PiNote) -> dict[str, Any]:
+
+def _notify_line(note: PiNote) -> dict[str, Any]:
     """The `notify` line of one notification (pure)."""
     n = note.notification
     return {"type": "notify", "notification_id": n.notification_id, "kind": n.notification_type,
@@ -97,7 +99,7 @@ class NoteDesk:
             except (WriteRejected, LeaseHeld):
                 continue  # another path has it: the database decided, this one stays out
             self.attempts[notification_id] = attempt
-            if not self.out.send(notify_line(note)):
+            if not self.out.send(_notify_line(note)):
                 # The pipe is closed: the line provably did not go out; due again.
                 self.attempts.pop(notification_id)
                 self.db.write(partial(_unsent, attempt=attempt, now=self._now()))
@@ -180,6 +182,3 @@ class NoteDesk:
 def _unsent(conn: apsw.Connection, attempt: Attempt, now: int) -> None:
     effects.finish_attempt(conn, attempt, effects.AttemptOutcome.REJECTED, now,
                            error={"description": "the extension's pipe is closed"}, retry_at=now)
-
-
-__all__ = ["NoteDesk", "notify_line"]

@@ -27,13 +27,19 @@ from channels.errors import DecisionError
 from channels.pi.answers import AnswerReport, OpenDecision
 from state.errors import PermissionProblem
 
-NO_TERMINAL_HINT = (
+__all__ = [
+    "Key", "Terminal", "describe", "local_actor", "menu_step", "new_event_key",
+    "open_terminal", "parse_key", "pick", "require_owner", "split_keys",
+]
+
+
+_NO_TERMINAL_HINT = (
     "answering a decision needs a person at a terminal ({why}); an agent's tool call cannot"
     " answer. Run this command in your own shell, or use /decision inside Pi."
 )
 
 
-class TerminalRequired(PermissionProblem):
+class _TerminalRequired(PermissionProblem):
     """The command was not run by a person at a terminal (exit 77)."""
 
     code = "terminal_required"
@@ -60,12 +66,12 @@ def open_terminal(stdin: TextIO | None = None) -> int:
     except ValueError:  # a closed stdin
         interactive = False
     if not interactive:
-        raise TerminalRequired(NO_TERMINAL_HINT.format(why="stdin is not a terminal"))
+        raise _TerminalRequired(_NO_TERMINAL_HINT.format(why="stdin is not a terminal"))
     try:
         return os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
     except OSError as exc:
         why = f"/dev/tty cannot be opened: {exc.strerror}"
-        raise TerminalRequired(NO_TERMINAL_HINT.format(why=why)) from None
+        raise _TerminalRequired(_NO_TERMINAL_HINT.format(why=why)) from None
 
 
 def require_owner(db_path: Path) -> None:
@@ -125,7 +131,7 @@ def parse_key(data: bytes) -> Key:
 
 
 @dataclass(frozen=True, slots=True)
-class MenuStep:
+class _MenuStep:
     """The menu after one key: the highlighted row and, when finished, the choice (None when
     cancelled)."""
 
@@ -134,19 +140,19 @@ class MenuStep:
     chosen: int | None = None
 
 
-def menu_step(index: int, count: int, key: Key) -> MenuStep:
+def menu_step(index: int, count: int, key: Key) -> _MenuStep:
     """Pure menu logic: move, pick by number, confirm or cancel."""
     if key == "up":
-        return MenuStep((index - 1) % count)
+        return _MenuStep((index - 1) % count)
     if key == "down":
-        return MenuStep((index + 1) % count)
+        return _MenuStep((index + 1) % count)
     if key == "enter":
-        return MenuStep(index, done=True, chosen=index)
+        return _MenuStep(index, done=True, chosen=index)
     if key == "cancel":
-        return MenuStep(index, done=True, chosen=None)
+        return _MenuStep(index, done=True, chosen=None)
     if isinstance(key, int) and 1 <= key <= count:
-        return MenuStep(key - 1, done=True, chosen=key - 1)
-    return MenuStep(index)
+        return _MenuStep(key - 1, done=True, chosen=key - 1)
+    return _MenuStep(index)
 
 
 class Terminal:
@@ -222,7 +228,7 @@ class Terminal:
 
 
 @dataclass(frozen=True, slots=True)
-class Picked:
+class _Picked:
     """What the person chose in the interactive view."""
 
     decision: OpenDecision
@@ -230,7 +236,7 @@ class Picked:
     text: str | None
 
 
-def pick(term: Terminal, open_decisions: Sequence[OpenDecision]) -> Picked | None:
+def pick(term: Terminal, open_decisions: Sequence[OpenDecision]) -> _Picked | None:
     """Decision, choice and (when the choice asks for it) text; None when cancelled."""
     chosen = term.choose("Open decisions:", [d.title for d in open_decisions])
     if chosen is None:
@@ -242,12 +248,12 @@ def pick(term: Terminal, open_decisions: Sequence[OpenDecision]) -> Picked | Non
         return None
     choice = decision.choices[index]
     if choice["input"] is None:
-        return Picked(decision, str(choice["id"]), None)
-    text = ask_text(term, decision, choice)
-    return None if text is None else Picked(decision, str(choice["id"]), text)
+        return _Picked(decision, str(choice["id"]), None)
+    text = _ask_text(term, decision, choice)
+    return None if text is None else _Picked(decision, str(choice["id"]), text)
 
 
-def ask_text(term: Terminal, decision: OpenDecision, choice: dict[str, Any]) -> str | None:
+def _ask_text(term: Terminal, decision: OpenDecision, choice: dict[str, Any]) -> str | None:
     """Prompt until the text fits the choice's input rules (checked locally first, so a typo
     costs no submission); None when the person gives up (Ctrl-D)."""
     spec = choice["input"]

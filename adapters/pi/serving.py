@@ -15,6 +15,9 @@ from adapters.pi.framing import MAX_LINE_BYTES, LineWriter
 from channels.config import loading
 from state.database import Database
 
+__all__ = ["TICK_SECONDS", "run"]
+
+
 # A tick reads PRAGMA data_version (no lock, no write): often enough that an answer made
 # elsewhere reaches the session well within a second.
 TICK_SECONDS = 0.2
@@ -24,7 +27,7 @@ def _stop(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
-def serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = TICK_SECONDS) -> None:
+def _serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = TICK_SECONDS) -> None:
     """Read lines until stdin closes (or the extension stops reading), ticking in between."""
     buffer = b""
     discarding = False
@@ -57,7 +60,7 @@ def run(db: Database, owner_id: str, binding: Binding, *, stdin_fd: int = 0,
     bridge = Bridge(db, LineWriter(stdout_fd), owner_id,
                     load_config=load_config or loading.load_config, binding=binding)
     try:
-        serve(bridge, stdin_fd, tick_seconds=tick_seconds)
+        _serve(bridge, stdin_fd, tick_seconds=tick_seconds)
     except KeyboardInterrupt:
         pass
     finally:

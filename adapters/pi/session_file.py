@@ -16,56 +16,59 @@ import os
 import stat
 from dataclasses import dataclass
 
-HEADER_BYTES = 65536  # a header is one short line; never read a whole session
+__all__ = ["check_session"]
+
+
+_HEADER_BYTES = 65536  # a header is one short line; never read a whole session
 
 
 @dataclass(frozen=True, slots=True)
-class SessionCheck:
+class _SessionCheck:
     """How the session was checked (`file`, `unwritten`, `in_memory`), or why it failed."""
 
     kind: str
     problem: str | None = None
 
 
-def check_session(session_id: str, session_file: object) -> SessionCheck:
+def check_session(session_id: str, session_file: object) -> _SessionCheck:
     """Check `session_file` (the extension's `ctx.sessionManager.getSessionFile()`, or null)
     against `session_id`; never raises."""
     if session_file is None:
-        return SessionCheck("in_memory")
+        return _SessionCheck("in_memory")
     if not isinstance(session_file, str) or not os.path.isabs(session_file) \
             or not session_file.endswith(".jsonl"):
-        return SessionCheck("file", "hello.session_file is not the absolute path of a Pi"
+        return _SessionCheck("file", "hello.session_file is not the absolute path of a Pi"
                             " session file (.jsonl), nor null")
     try:
         found = os.stat(session_file)
     except FileNotFoundError:
         return _unwritten(session_id, session_file)
     except OSError as exc:
-        return SessionCheck("file", f"the Pi session file cannot be read: {exc.strerror}")
+        return _SessionCheck("file", f"the Pi session file cannot be read: {exc.strerror}")
     if not stat.S_ISREG(found.st_mode) or found.st_uid != os.getuid():
-        return SessionCheck("file", "the Pi session file is not a regular file of this user")
-    return SessionCheck("file", _header_problem(session_id, session_file))
+        return _SessionCheck("file", "the Pi session file is not a regular file of this user")
+    return _SessionCheck("file", _header_problem(session_id, session_file))
 
 
-def _unwritten(session_id: str, session_file: str) -> SessionCheck:
+def _unwritten(session_id: str, session_file: str) -> _SessionCheck:
     folder = os.path.dirname(session_file)
     try:
         found = os.stat(folder)
     except OSError:
-        return SessionCheck("unwritten", "no Pi session file names this session, and its"
+        return _SessionCheck("unwritten", "no Pi session file names this session, and its"
                             " folder does not exist")
     if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
-        return SessionCheck("unwritten", "the Pi session folder is not a folder of this user")
+        return _SessionCheck("unwritten", "the Pi session folder is not a folder of this user")
     if not os.path.basename(session_file).endswith(f"_{session_id}.jsonl"):
-        return SessionCheck("unwritten", "no Pi session file names this session (a new"
+        return _SessionCheck("unwritten", "no Pi session file names this session (a new"
                             " session's file is named <time>_<session id>.jsonl)")
-    return SessionCheck("unwritten")
+    return _SessionCheck("unwritten")
 
 
 def _header_problem(session_id: str, session_file: str) -> str | None:
     try:
         with open(session_file, "rb") as handle:
-            first = handle.readline(HEADER_BYTES)
+            first = handle.readline(_HEADER_BYTES)
     except OSError as exc:
         return f"the Pi session file cannot be read: {exc.strerror}"
     try:

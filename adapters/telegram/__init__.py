@@ -1,2 +1,5 @@
-"""The Telegram Bot API client (python-telegram-bot request layer over httpx), its error
-classification and token redaction, and `fake`, the loopback fake Bot API."""
+"""The Telegram Bot API client (over httpx: the cron path imports no python-telegram-bot), its
+error classification and token redaction, `setup`'s calls through python-telegram-bot's `Bot`
+(setup_bot), and `fake`, the loopback fake Bot API."""
+
+__all__ = ["client", "errors", "fake", "redaction", "results", "setup_bot"]

@@ -18,7 +18,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "load_body"]
+__all__ = ["MAX_DEPTH", "Scrub", "load_body"]
+
 
 # Real updates nest about 10 levels; a reply to a reply to a message with a keyboard stays
 # well below this.
@@ -66,10 +67,10 @@ def load_body(payload: bytes, scrub: Scrub | None = None) -> Any:
     try:
         return _loads(text, scrub)
     except RecursionError:
-        return _loads(clip_depth(text, MAX_DEPTH), scrub)
+        return _loads(_clip_depth(text, MAX_DEPTH), scrub)
 
 
-def clip_depth(text: str, max_depth: int) -> str:
+def _clip_depth(text: str, max_depth: int) -> str:
     """JSON text with every array or object nested deeper than ``max_depth`` replaced by
     ``null`` (text that is not balanced JSON comes out still not JSON)."""
     pieces: list[str] = []

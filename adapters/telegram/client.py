@@ -51,14 +51,11 @@ from adapters.telegram.results import (
 from channels.config.files import BOT_TOKEN_FORMAT
 from channels.telegram.limits import DEFAULT_API_BASE_URL
 
-__all__ = [
-    "DEFAULT_ALLOWED_UPDATES",
-    "DEFAULT_API_BASE_URL",
-    "TelegramClient",
-]
+__all__ = ["DEFAULT_ALLOWED_UPDATES", "TelegramClient"]
 
-Sleep = Callable[[float], Awaitable[None]]
-Clock = Callable[[], float]
+
+_Sleep = Callable[[float], Awaitable[None]]
+_Clock = Callable[[], float]
 
 # my_chat_member: the bot learns at once that it was removed from (or blocked in) a chat.
 DEFAULT_ALLOWED_UPDATES: Final = ("message", "callback_query", "my_chat_member")
@@ -77,7 +74,7 @@ def _is_retryable(result: CallResult, rate_limited: bool = True) -> bool:
     return result.outcome is CallOutcome.NOT_SENT or (rate_limited and result.is_rate_limited)
 
 
-def exponential_backoff(attempt: int) -> float:
+def _exponential_backoff(attempt: int) -> float:
     """Seconds before the next try after `attempt` not-sent tries: 0.5, 1, 2, 4, then 8."""
     return min(8.0, 0.5 * 2.0 ** (attempt - 1))
 
@@ -125,9 +122,9 @@ class TelegramClient:
         pool_timeout: float = 1.0,
         max_attempts: int = 3,
         retry_rate_limited: bool = True,
-        backoff: Callable[[int], float] = exponential_backoff,
-        sleep: Sleep = asyncio.sleep,
-        clock: Clock = time.time,
+        backoff: Callable[[int], float] = _exponential_backoff,
+        sleep: _Sleep = asyncio.sleep,
+        clock: _Clock = time.time,
     ) -> None:
         if not _TOKEN_FORMAT.fullmatch(token or ""):
             raise InvalidTokenFormat(

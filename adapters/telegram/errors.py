@@ -19,12 +19,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = [
-    "ClientClosedError",
-    "FixtureError",
-    "InvalidTokenFormat",
-    "TelegramAdapterError",
-]
+__all__ = ["ClientClosedError", "FixtureError", "InvalidTokenFormat", "TelegramAdapterError"]
 
 
 class TelegramAdapterError(Exception):

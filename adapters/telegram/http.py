@@ -15,7 +15,10 @@ import httpx
 
 from state.version import VERSION
 
-USER_AGENT = f"piw-channels/{VERSION} (httpx)"
+__all__ = ["Files", "HttpPool"]
+
+
+_USER_AGENT = f"piw-channels/{VERSION} (httpx)"
 Files = dict[str, tuple[str, bytes, str]]
 
 
@@ -52,5 +55,5 @@ class HttpPool:
         timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=write_timeout,
                                 pool=pool_timeout)
         res = await self._client.request(method, url, data=fields, files=files or None,
-                                         timeout=timeout, headers={"User-Agent": USER_AGENT})
+                                         timeout=timeout, headers={"User-Agent": _USER_AGENT})
         return res.status_code, res.content

@@ -14,7 +14,8 @@ import threading
 from typing import Final
 from urllib.parse import quote
 
-__all__ = ["REDACTED", "Secret", "install_log_redaction", "redact", "redact_bytes", "secret_forms"]
+__all__ = ["REDACTED", "Secret", "install_log_redaction", "redact", "redact_bytes"]
+
 
 REDACTED: Final = "<redacted>"
 # Loggers that format request URLs (httpx's INFO "HTTP Request: POST <url>",
@@ -38,7 +39,7 @@ _URL_LOGGERS: Final = (
 _MIN_SECRET: Final = 8
 
 
-def secret_forms(token: str) -> list[str]:
+def _secret_forms(token: str) -> list[str]:
     """Every spelling of the token to scrub, longest first: raw, URL-quoted (either case of
     the hex), and the secret part after the colon on its own. JSON escapes are undone before
     scrubbing (the text is scrubbed after decoding), and the secret part's characters are
@@ -54,14 +55,14 @@ def secret_forms(token: str) -> list[str]:
 
 def redact(text: str, token: str) -> str:
     """Replace every spelling of the token (see ``secret_forms``) in text with ``<redacted>``."""
-    for form in secret_forms(token):
+    for form in _secret_forms(token):
         text = text.replace(form, REDACTED)
     return text
 
 
 def redact_bytes(data: bytes, token: str) -> bytes:
     """``redact`` on raw bytes (before a body is parsed)."""
-    for form in secret_forms(token):
+    for form in _secret_forms(token):
         data = data.replace(form.encode("ascii", "replace"), REDACTED.encode("ascii"))
     return data
 

@@ -26,19 +26,16 @@ import httpx
 from adapters.telegram.body import Scrub, load_body
 
 __all__ = [
-    "CallOutcome",
-    "CallResult",
-    "JSONDict",
-    "classify_exception",
-    "classify_response",
-    "retry_after_seconds",
+    "MAX_DESCRIPTION", "CallOutcome", "CallResult", "JSONDict", "classify_exception",
+    "classify_response", "retry_after_seconds",
 ]
+
 
 JSONDict = dict[str, Any]
 
 # Every retry_after is honoured, however long (a flood ban can last hours or days); beyond a
 # year it is taken as a year, so no later arithmetic overflows an SQLite integer.
-MAX_RETRY_AFTER: Final = 366 * 86_400
+_MAX_RETRY_AFTER: Final = 366 * 86_400
 MAX_DESCRIPTION: Final = 500
 _MAX_ID: Final = 2**53 - 1  # Bot API integers have at most 52 significant bits
 
@@ -119,7 +116,7 @@ class CallResult:
 def retry_after_seconds(value: object) -> int | float | None:
     """``retry_after`` in seconds from the Bot API's number (None for anything else)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return min(value, MAX_RETRY_AFTER) if math.isfinite(value) else MAX_RETRY_AFTER
+        return min(value, _MAX_RETRY_AFTER) if math.isfinite(value) else _MAX_RETRY_AFTER
     return None
 
 
@@ -129,7 +126,7 @@ def _chat_id(value: object) -> int | None:
     return None
 
 
-def provider_text(value: object, fallback: str) -> str:
+def _provider_text(value: object, fallback: str) -> str:
     """A provider's text as something every output can take: valid Unicode, bounded."""
     if not isinstance(value, str):
         return fallback
@@ -223,7 +220,7 @@ def _rejection(method: str, status: int, body: JSONDict) -> CallResult:
         method,
         CallOutcome.REJECTED,
         error_code=_error_code(code, status),
-        description=provider_text(description, f"HTTP {status}"),
+        description=_provider_text(description, f"HTTP {status}"),
         retry_after=retry_after_seconds(params.get("retry_after")),
         migrate_to_chat_id=_chat_id(migrate),
     )

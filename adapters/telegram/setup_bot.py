@@ -46,7 +46,8 @@ from channels.config.files import BOT_TOKEN_FORMAT
 
 __all__ = ["SetupBot", "SetupCallFailed"]
 
-T = TypeVar("T")
+
+_T = TypeVar("_T")
 
 # One retry of a request that provably never left (a refused connection), after this pause:
 # a blip should not fail setup, but an operator at a prompt should not wait long.
@@ -143,7 +144,7 @@ class SetupBot:
         menu = [BotCommand(name, description) for name, description in commands]
         await self._call("setMyCommands", lambda: self._bot.set_my_commands(menu))
 
-    async def _call(self, method: str, call: Callable[[], Awaitable[T]]) -> T:
+    async def _call(self, method: str, call: Callable[[], Awaitable[_T]]) -> _T:
         """One call, tried once more if it provably never left; raise unless it succeeded."""
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             started = time.monotonic()

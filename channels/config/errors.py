@@ -22,6 +22,12 @@ from typing import ClassVar
 from channels.errors import ChannelsError
 from state.exit_codes import EXIT_CONFIG, EXIT_PERMISSION, EXIT_TEMPORARY
 
+__all__ = [
+    "SETUP_HINT", "ConfigError", "ConfigInvalid", "ConfigMissing", "ConfigPermission",
+    "ConfigUnavailable",
+]
+
+
 SETUP_HINT = "piw-channels setup telegram ..."
 
 

@@ -23,6 +23,12 @@ from channels.config.errors import (
 )
 from state.files import make_private_dir
 
+__all__ = [
+    "BOT_TOKEN_FORMAT", "SETUP_LABEL", "FileRef", "bot_id", "check_directory",
+    "prepare_directory", "read_private_file", "read_token_file", "write_private_json",
+]
+
+
 SETUP_LABEL: Final = "Telegram setup"
 # A bot token is "<bot id>:<secret>" (35 URL-safe characters today). Anything else could change
 # a request URL, so it is refused where the file is read (and again by the client).
@@ -147,7 +153,7 @@ def bot_id(token: str) -> str:
     return token.partition(":")[0]
 
 
-class NamedTokenFile(Protocol):
+class _NamedTokenFile(Protocol):
     """A credential as far as reading its token goes (`model.TelegramCredential`)."""
 
     @property
@@ -156,7 +162,7 @@ class NamedTokenFile(Protocol):
     def token_file(self) -> Path: ...
 
 
-def read_token_file(credential: NamedTokenFile, *, prefix: str, field: str | None) -> str:
+def read_token_file(credential: _NamedTokenFile, *, prefix: str, field: str | None) -> str:
     """The trimmed token; every error names the file, never its content."""
     path = credential.token_file
     context = f"{prefix}Telegram credential {credential.name} token file {path}"

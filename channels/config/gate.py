@@ -40,19 +40,25 @@ from channels.config.files import (
 )
 from channels.config.parsing import Source, audience_name_field, parse_json
 
+__all__ = [
+    "DEFAULT_POLICY", "GATE_FILE", "GATE_SCHEMA", "OUTSIDE_PROJECT", "GatePolicy", "gate_path",
+    "load_gate_policy", "write_gate_policy",
+]
+
+
 GATE_FILE: Final = "gate.json"
 
 GATE_SCHEMA: Final = "pi-workflows.gate.v1"
 
 OUTSIDE_PROJECT: Final = "@outside-project"
 
-SPECIAL_PATHS: Final = (OUTSIDE_PROJECT,)
+_SPECIAL_PATHS: Final = (OUTSIDE_PROJECT,)
 
-MIN_TIMEOUT_MINUTES: Final = 0.5
+_MIN_TIMEOUT_MINUTES: Final = 0.5
 
-MAX_TIMEOUT_MINUTES: Final = 7 * 24 * 60.0  # a week: a gated call that waits longer is a mistake
+_MAX_TIMEOUT_MINUTES: Final = 7 * 24 * 60.0  # a week: a gated call that waits longer is a mistake
 
-ON_TIMEOUT_VALUES: Final = ("deny",)
+_ON_TIMEOUT_VALUES: Final = ("deny",)
 
 _WORD: Final = re.compile(r"[A-Za-z0-9_.+@%:=/,~-]+")  # one word of a bash pattern
 _TOOL: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -85,7 +91,7 @@ class GatePolicy:
         }
 
 
-DEFAULT_BASH: Final = (
+_DEFAULT_BASH: Final = (
     "git push", "git reset --hard", "git clean -f", "git checkout --", "git branch -D",
     "rm -rf", "rm -r", "sudo", "su", "doas", "curl|sh", "wget|sh", "*|sh",
     "chmod", "chown", "dd", "mkfs", "shred", "truncate", "mount", "umount",
@@ -94,12 +100,12 @@ DEFAULT_BASH: Final = (
     "crontab", "reboot", "shutdown",
 )
 
-DEFAULT_PATHS: Final = (
+_DEFAULT_PATHS: Final = (
     "~/.ssh/**", "~/.aws/**", "~/.gnupg/**", "~/.config/**", "~/.kube/**", "~/.docker/**",
     ".env*", ".git/**", ".*", OUTSIDE_PROJECT,
 )
 
-DEFAULT_POLICY: Final = GatePolicy(bash=DEFAULT_BASH, paths=DEFAULT_PATHS)
+DEFAULT_POLICY: Final = GatePolicy(bash=_DEFAULT_BASH, paths=_DEFAULT_PATHS)
 
 _FIELDS: Final = ("schema", "enabled", "audience", "timeoutMinutes", "onTimeout", "tools", "bash",
                   "paths")
@@ -125,7 +131,7 @@ def load_gate_policy(config_dir: Path) -> GatePolicy:
         return DEFAULT_POLICY
     check_directory(config_dir)
     source = Source(str(path), path)
-    return parse_gate_policy(source, parse_json(source, data))
+    return _parse_gate_policy(source, parse_json(source, data))
 
 
 def write_gate_policy(config_dir: Path, policy: GatePolicy) -> Path:
@@ -136,7 +142,7 @@ def write_gate_policy(config_dir: Path, policy: GatePolicy) -> Path:
     return path
 
 
-def parse_gate_policy(source: Source, value: object) -> GatePolicy:
+def _parse_gate_policy(source: Source, value: object) -> GatePolicy:
     """A GatePolicy from a parsed document; every field but `schema` is optional."""
     if not isinstance(value, dict):
         raise source.invalid("", "must be a JSON object")
@@ -153,9 +159,9 @@ def parse_gate_policy(source: Source, value: object) -> GatePolicy:
                   if "audience" in value else base.audience),
         timeout_minutes=_minutes(source, value.get("timeoutMinutes", base.timeout_minutes)),
         on_timeout=_on_timeout(source, value.get("onTimeout", base.on_timeout)),
-        tools=_list(source, value.get("tools", list(base.tools)), "tools", tool_problem),
-        bash=_list(source, value.get("bash", list(base.bash)), "bash", bash_pattern_problem),
-        paths=_list(source, value.get("paths", list(base.paths)), "paths", path_pattern_problem),
+        tools=_list(source, value.get("tools", list(base.tools)), "tools", _tool_problem),
+        bash=_list(source, value.get("bash", list(base.bash)), "bash", _bash_pattern_problem),
+        paths=_list(source, value.get("paths", list(base.paths)), "paths", _path_pattern_problem),
     )
 
 
@@ -166,7 +172,7 @@ def _bool(source: Source, value: object, where: str) -> bool:
 
 
 def _minutes(source: Source, value: object) -> float:
-    low, high = MIN_TIMEOUT_MINUTES, MAX_TIMEOUT_MINUTES
+    low, high = _MIN_TIMEOUT_MINUTES, _MAX_TIMEOUT_MINUTES
     rule = f"must be a number of minutes from {low:g} to {high:g}"
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise source.invalid("timeoutMinutes", rule)
@@ -176,8 +182,8 @@ def _minutes(source: Source, value: object) -> float:
 
 
 def _on_timeout(source: Source, value: object) -> str:
-    if value not in ON_TIMEOUT_VALUES:
-        allowed = " or ".join(json.dumps(v) for v in ON_TIMEOUT_VALUES)
+    if value not in _ON_TIMEOUT_VALUES:
+        allowed = " or ".join(json.dumps(v) for v in _ON_TIMEOUT_VALUES)
         raise source.invalid("onTimeout", f"must be {allowed}")
     return str(value)
 
@@ -200,12 +206,12 @@ def _list(source: Source, value: object, where: str,
     return tuple(items)
 
 
-def tool_problem(text: str) -> str | None:
+def _tool_problem(text: str) -> str | None:
     """Why `text` is not a tool name, or None."""
     return None if _TOOL.fullmatch(text) else f"is not a tool name ({_TOOL.pattern})"
 
 
-def bash_pattern_problem(text: str) -> str | None:
+def _bash_pattern_problem(text: str) -> str | None:
     """Why `text` is not a bash command pattern, or None."""
     if text.count("|") > 1:
         return "may hold one '|' at most (a pipe from one program into another)"
@@ -226,10 +232,10 @@ def bash_pattern_problem(text: str) -> str | None:
     return None if bad is None else f"holds a word that cannot be matched: {json.dumps(bad)}"
 
 
-def path_pattern_problem(text: str) -> str | None:
+def _path_pattern_problem(text: str) -> str | None:
     """Why `text` is not a path pattern, or None."""
     if text.startswith("@"):
-        return None if text in SPECIAL_PATHS else f"is not one of {', '.join(SPECIAL_PATHS)}"
+        return None if text in _SPECIAL_PATHS else f"is not one of {', '.join(_SPECIAL_PATHS)}"
     if not text.strip() or "\x00" in text or text != text.strip():
         return "must be a non-empty pattern without surrounding spaces"
     if text.startswith("~") and not (text == "~" or text.startswith("~/")):

@@ -40,6 +40,8 @@ from channels.config.parsing import (
 )
 from channels.telegram.limits import DEFAULT_API_BASE_URL
 
+__all__ = ["install_telegram_profile", "remove_telegram_profile"]
+
 
 def install_telegram_profile(
     config_dir: Path | str,
@@ -266,7 +268,7 @@ def _credentials_document(credentials: Mapping[str, TelegramCredential]) -> dict
 
 
 @dataclass(frozen=True, slots=True)
-class Removal:
+class _Removal:
     """What `remove_telegram_profile` removed."""
 
     profile: str
@@ -274,7 +276,7 @@ class Removal:
     audiences: tuple[str, ...]  # the audiences that routed to it
 
 
-def remove_telegram_profile(config_dir: Path | str, profile: str) -> Removal:
+def remove_telegram_profile(config_dir: Path | str, profile: str) -> _Removal:
     """Remove a Telegram profile, its routes, and its credential when no other profile uses
     it. channels.json is written first, so it never names a credential that is gone."""
     root = Path(config_dir)
@@ -296,4 +298,4 @@ def remove_telegram_profile(config_dir: Path | str, profile: str) -> Removal:
     check_references(Source(str(channels_path), channels_path), profiles, credentials)
     write_private_json(channels_path, _channels_document(audiences, profiles))
     write_private_json(credentials_path, _credentials_document(credentials))
-    return Removal(profile, gone.credential if unused else None, routed)
+    return _Removal(profile, gone.credential if unused else None, routed)

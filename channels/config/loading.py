@@ -29,6 +29,8 @@ from channels.config.parsing import (
     parse_json,
 )
 
+__all__ = ["load_config", "require_config", "resolve_config_dir"]
+
 
 def resolve_config_dir(environ: Mapping[str, str] | None = None) -> Path:
     """`$PI_WORKFLOWS_CONFIG_DIR` when set and non-empty, else `~/.config/pi-workflows`."""

@@ -19,6 +19,14 @@ from channels.config.quiet_hours import QuietHours
 from channels.decisions.fields import NAME_RE
 from channels.telegram.limits import DEFAULT_API_BASE_URL
 
+__all__ = [
+    "ACCEPT_FIRST_VALID_ANSWER", "AUDIENCE_PATTERN", "CHANNELS_FILE", "CHANNELS_SCHEMA",
+    "CONFIG_DIR_ENV", "CREDENTIALS_FILE", "CREDENTIALS_SCHEMA", "ID_PATTERN", "NAME_PATTERN",
+    "PI_CHANNEL", "Audience", "ChannelsConfig", "InstallResult", "TelegramCredential",
+    "TelegramProfile", "audience_routes", "json_path",
+]
+
+
 CONFIG_DIR_ENV: Final = "PI_WORKFLOWS_CONFIG_DIR"
 
 CHANNELS_FILE: Final = "channels.json"
@@ -33,9 +41,9 @@ ACCEPT_FIRST_VALID_ANSWER: Final = "first-valid-answer"
 
 PI_CHANNEL: Final = "pi"
 
-TELEGRAM_PREFIX: Final = "telegram:"
+_TELEGRAM_PREFIX: Final = "telegram:"
 
-DEFAULT_ROUTES: Final[tuple[str, ...]] = (PI_CHANNEL,)
+_DEFAULT_ROUTES: Final[tuple[str, ...]] = (PI_CHANNEL,)
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")  # profiles, credentials
 
@@ -64,7 +72,7 @@ class TelegramProfile:
     @property
     def channel(self) -> str:
         """The audience route that names this profile: `telegram:<name>`."""
-        return f"{TELEGRAM_PREFIX}{self.name}"
+        return f"{_TELEGRAM_PREFIX}{self.name}"
 
     def allows(self, user_id: int | str, chat_id: int | str) -> bool:
         """True when both the user and the chat are on this profile's allowlists."""
@@ -148,4 +156,4 @@ class InstallResult:
 def audience_routes(config: ChannelsConfig | None, audience: str) -> tuple[str, ...]:
     """The channels for an audience; no config or an unknown audience gets `("pi",)`."""
     found = None if config is None else config.audiences.get(audience)
-    return DEFAULT_ROUTES if found is None else found.channels
+    return _DEFAULT_ROUTES if found is None else found.channels

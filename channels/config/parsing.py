@@ -31,6 +31,11 @@ from channels.config.model import (
 from channels.config.quiet_hours import QuietHours
 from channels.telegram.limits import DEFAULT_API_BASE_URL
 
+__all__ = [
+    "Source", "api_base_url_field", "audience_name_field", "check_references", "ids_field",
+    "name_field", "parse_channels", "parse_credentials", "parse_json", "url_problem",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Source:

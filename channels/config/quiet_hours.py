@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+__all__ = ["QuietHours"]
+
+
 _DAY_MS = 86_400_000
 _MINUTE_MS = 60_000
 _HOURS_RE = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
@@ -37,6 +40,3 @@ class QuietHours:
         day = at_ms - at_ms % _DAY_MS
         end = day + self.end_min * _MINUTE_MS
         return end if end > at_ms else end + _DAY_MS
-
-
-__all__ = ["QuietHours"]

@@ -3,3 +3,8 @@ projections, runs, and the ask/expire/cancel workflows.
 
 Functions that take an apsw `conn` run inside the caller's transaction (`records`, `resolution`,
 `views`, `runs`); `workflows` takes a `Database` and opens its own short transactions."""
+
+__all__ = [
+    "choices", "context", "deadline", "digests", "fields", "history", "presentation",
+    "records", "request", "resolution", "runs", "turn_intents", "views", "workflows",
+]

@@ -20,12 +20,15 @@ from channels.errors import (
 )
 from channels.text import utf16_len
 
-DEFAULT_MIN_LENGTH = 1
-
-DEFAULT_MAX_LENGTH = 4_000
+__all__ = ["Choice", "Response", "text_input", "validate_choices", "validate_response"]
 
 
-class TextInput(TypedDict):
+_DEFAULT_MIN_LENGTH = 1
+
+_DEFAULT_MAX_LENGTH = 4_000
+
+
+class _TextInput(TypedDict):
     """The free-text input a choice may ask for."""
 
     kind: Literal["text"]
@@ -39,7 +42,7 @@ class Choice(TypedDict):
     """One choice: a unique label and an optional text input."""
 
     label: str
-    input: NotRequired[TextInput]
+    input: NotRequired[_TextInput]
 
 
 class Response(TypedDict):
@@ -52,9 +55,9 @@ class Response(TypedDict):
 def text_input(
     name: str,
     prompt: str,
-    min_length: int = DEFAULT_MIN_LENGTH,
-    max_length: int = DEFAULT_MAX_LENGTH,
-) -> TextInput:
+    min_length: int = _DEFAULT_MIN_LENGTH,
+    max_length: int = _DEFAULT_MAX_LENGTH,
+) -> _TextInput:
     """A text input definition with the reference defaults (1 through 4000 code units)."""
     name = require_name(name, "Human decision text input name")
     prompt = require_string(prompt, "Human decision text input prompt")
@@ -65,7 +68,7 @@ def text_input(
         raise InvalidRequest(
             "Human decision text input maxLength must be a positive integer at least minLength"
         )
-    return TextInput(kind="text", name=name, prompt=prompt, minLength=minimum, maxLength=maximum)
+    return _TextInput(kind="text", name=name, prompt=prompt, minLength=minimum, maxLength=maximum)
 
 
 def validate_choices(value: object) -> dict[str, Choice]:
@@ -129,7 +132,7 @@ def validate_response(choices: Mapping[str, Choice], value: object) -> Response:
     return Response(choice=selected, input={definition["name"]: text})
 
 
-def _validate_input(value: object, selected: str, definition: TextInput) -> str:
+def _validate_input(value: object, selected: str, definition: _TextInput) -> str:
     label = f"Human decision choice {selected} input"
     if not isinstance(value, Mapping):
         raise InvalidResponse(f"{label} must be an object")

@@ -18,9 +18,15 @@ from typing import Any
 from channels.decisions.presentation import MAX_BLOCKS, Block, FieldItem, FieldsBlock
 from channels.text import is_blank
 
-LABELS = ("Project", "Session", "Host")
+__all__ = [
+    "MAX_VALUE_CODE_UNITS", "Context", "automatic", "clean", "line", "project_name",
+    "split_context", "with_context",
+]
 
-SHELL_SESSION = "shell"
+
+_LABELS = ("Project", "Session", "Host")
+
+_SHELL_SESSION = "shell"
 
 MAX_VALUE_CODE_UNITS = 80
 
@@ -37,7 +43,7 @@ class Context:
 
     def values(self) -> list[tuple[str, str]]:
         """(label, value) of the facts present, in display order."""
-        found = zip(LABELS, (self.project, self.session, self.host), strict=True)
+        found = zip(_LABELS, (self.project, self.session, self.host), strict=True)
         return [(label, value) for label, value in found if value is not None]
 
 
@@ -49,7 +55,7 @@ def clean(value: str) -> str | None:
     return value if len(value) <= MAX_VALUE_CODE_UNITS else value[: MAX_VALUE_CODE_UNITS - 1] + "…"
 
 
-def block(context: Context) -> FieldsBlock | None:
+def _block(context: Context) -> FieldsBlock | None:
     """The presentation block that carries a context (None when it has no fact)."""
     items: list[FieldItem] = [{"label": label, "value": value}
                               for label, value in context.values()]
@@ -62,7 +68,7 @@ def with_context(presentation: Mapping[str, Any], context: Context) -> dict[str,
     """The presentation with the context block appended (replacing one already there); left
     out when the presentation has no room for another block."""
     blocks, _ = split_context(presentation["blocks"])
-    extra = block(context) if len(blocks) < MAX_BLOCKS else None  # full: no room for it
+    extra = _block(context) if len(blocks) < MAX_BLOCKS else None  # full: no room for it
     return {**presentation, "blocks": [*blocks, *([extra] if extra is not None else [])]}
 
 
@@ -76,7 +82,7 @@ def split_context(blocks: Sequence[Block]) -> tuple[list[Block], Context | None]
             not all(isinstance(item, Mapping) for item in items):
         return list(blocks), None
     labels = [item.get("label") for item in items]
-    if labels != [label for label in LABELS if label in labels]:
+    if labels != [label for label in _LABELS if label in labels]:
         return list(blocks), None  # other labels, a repeat or another order: ordinary fields
     facts = {str(item["label"]): str(item.get("value")) for item in items}
     return list(blocks[:-1]), Context(facts.get("Project"), facts.get("Session"),
@@ -88,7 +94,7 @@ def line(context: Context) -> str:
     return " · ".join(value for _, value in context.values())
 
 
-def automatic(cwd: Path, session: str = SHELL_SESSION) -> Context:
+def automatic(cwd: Path, session: str = _SHELL_SESSION) -> Context:
     """The context of a decision asked from `cwd`: the repository's (or folder's) name, the
     session, and this host's short name."""
     return Context(clean(project_name(cwd)), clean(session),
@@ -101,7 +107,3 @@ def project_name(cwd: Path) -> str:
         if (folder / ".git").exists():
             return folder.name or str(folder)
     return cwd.name or str(cwd)
-
-
-__all__ = ["LABELS", "SHELL_SESSION", "Context", "automatic", "block", "clean", "line",
-           "project_name", "split_context", "with_context"]

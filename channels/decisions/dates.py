@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import re
 
+__all__ = ["iso_from_ms", "ms_from_iso"]
+
+
 _MAX_DATE_MS = 8_640_000_000_000_000  # ECMAScript time value range
 
 _MS_PER_DAY = 86_400_000

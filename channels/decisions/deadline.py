@@ -9,6 +9,12 @@ import time
 
 from channels.decisions.dates import ms_from_iso
 
+__all__ = [
+    "DAY_MS", "HOUR_MS", "MINUTE_MS", "clock_time", "dated_deadline_line", "deadline_line",
+    "remaining",
+]
+
+
 MINUTE_MS = 60_000
 HOUR_MS = 60 * MINUTE_MS
 DAY_MS = 24 * HOUR_MS
@@ -60,6 +66,3 @@ def remaining(ms: int) -> str:
     hours = rest // HOUR_MS
     unit = "day" if days == 1 else "days"
     return f"in {days} {unit}" + (f" {hours} h" if hours and days < 3 else "")
-
-
-__all__ = ["clock_time", "dated_deadline_line", "deadline_line", "remaining"]

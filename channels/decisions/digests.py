@@ -15,7 +15,13 @@ import re
 from channels.errors import InvalidDigest
 from state.canonical import JsonValue, canonical_json
 
-PREFIX = "sha256:"
+__all__ = [
+    "digest_canonical", "digest_from_bytes", "digest_plain", "digest_plain_hex",
+    "digest_to_bytes", "is_digest", "text_sha256_hex",
+]
+
+
+_PREFIX = "sha256:"
 _DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 
@@ -34,7 +40,7 @@ def _hex(text: str) -> str:
 
 def digest_canonical(value: JsonValue) -> str:
     """Variant A: `sha256:` + hex SHA-256 of the canonical JSON followed by LF."""
-    return PREFIX + _hex(canonical_json(value) + "\n")
+    return _PREFIX + _hex(canonical_json(value) + "\n")
 
 
 def digest_plain_hex(value: JsonValue) -> str:
@@ -44,7 +50,7 @@ def digest_plain_hex(value: JsonValue) -> str:
 
 def digest_plain(value: JsonValue) -> str:
     """Variant B: `sha256:` + hex SHA-256 of the canonical JSON, no LF."""
-    return PREFIX + digest_plain_hex(value)
+    return _PREFIX + digest_plain_hex(value)
 
 
 def text_sha256_hex(text: str) -> str:
@@ -63,11 +69,11 @@ def digest_to_bytes(digest: str) -> bytes:
         raise InvalidDigest(
             f"Digest {digest!r} must be sha256: followed by 64 lowercase hex digits"
         )
-    return bytes.fromhex(digest[len(PREFIX) :])
+    return bytes.fromhex(digest[len(_PREFIX) :])
 
 
 def digest_from_bytes(raw: bytes) -> str:
     """The `sha256:<hex>` text form of 32 raw digest bytes."""
     if len(raw) != 32:
         raise InvalidDigest(f"Digest bytes must be 32 long, not {len(raw)}")
-    return PREFIX + raw.hex()
+    return _PREFIX + raw.hex()

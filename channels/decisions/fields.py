@@ -12,6 +12,12 @@ from channels.errors import (
 from channels.text import has_control_character, is_blank
 from state.canonical import CanonicalJsonError, canonical_json
 
+__all__ = [
+    "CHANNEL_RE", "NAME_PATTERN", "NAME_RE", "NAME_RULE", "as_integer", "is_number", "js_json",
+    "json_copy", "require_name", "require_presentable", "require_string",
+]
+
+
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
 NAME_PATTERN = NAME_RE  # choice ids, audiences, input names (for callers' own messages)
 NAME_RULE = ("use letters, digits, '_' or '-', starting with a letter or '_'"

@@ -15,6 +15,8 @@ import apsw
 from channels.decisions.records import decision_resource
 from state import blobs
 
+__all__ = ["Entry", "Winner", "delivered_to", "timeline", "winner", "winning_event"]
+
 
 @dataclass(frozen=True, slots=True)
 class Winner:

@@ -20,13 +20,21 @@ from channels.text import (
     utf16_len,
 )
 
+__all__ = [
+    "FINGERPRINT_LENGTH", "MAX_BLOCKS", "MAX_CODE_UNITS", "MAX_STRING_CODE_UNITS", "SCHEMA",
+    "Block", "FieldItem", "FieldsBlock", "Presentation", "decision_segments", "fingerprint",
+    "normalize_presentation", "presentation_code_units", "render_decision_text",
+    "render_person_text",
+]
+
+
 SCHEMA = "pi-workflows.decision-presentation.v1"
 
 MAX_STRING_CODE_UNITS = 16_000
 
 MAX_BLOCKS = 256
 
-MAX_ITEMS = 256
+_MAX_ITEMS = 256
 
 MAX_CODE_UNITS = 64_000
 
@@ -35,21 +43,21 @@ FINGERPRINT_LENGTH = 12
 _T = TypeVar("_T")
 
 
-class ParagraphBlock(TypedDict):
+class _ParagraphBlock(TypedDict):
     """Free text; TAB and LF allowed."""
 
     kind: Literal["paragraph"]
     text: str
 
 
-class SectionBlock(TypedDict):
+class _SectionBlock(TypedDict):
     """A one-line heading."""
 
     kind: Literal["section"]
     title: str
 
 
-class BulletsBlock(TypedDict):
+class _BulletsBlock(TypedDict):
     """One to 256 one-line items."""
 
     kind: Literal["bullets"]
@@ -70,14 +78,16 @@ class FieldsBlock(TypedDict):
     items: list[FieldItem]
 
 
-class PreformattedBlock(TypedDict):
+class _PreformattedBlock(TypedDict):
     """Verbatim text; TAB and LF allowed."""
 
     kind: Literal["preformatted"]
     text: str
 
 
-Block: TypeAlias = ParagraphBlock | SectionBlock | BulletsBlock | FieldsBlock | PreformattedBlock
+Block: TypeAlias = (
+    _ParagraphBlock | _SectionBlock | _BulletsBlock | FieldsBlock | _PreformattedBlock
+)
 
 
 class Presentation(TypedDict):
@@ -88,16 +98,16 @@ class Presentation(TypedDict):
     blocks: list[Block]
 
 
-SegmentKind = Literal[
+_SegmentKind = Literal[
     "title", "summary", "paragraph", "section", "bullets", "fields", "preformatted", "choices"
 ]
 
 
 @dataclass(frozen=True, slots=True)
-class Segment:
+class _Segment:
     """One piece of the rendered decision document, before transport safety."""
 
-    kind: SegmentKind
+    kind: _SegmentKind
     text: str
 
 
@@ -152,14 +162,15 @@ def _normalize_block(value: object, label: str) -> Block:
         _require_exact_keys(block, ("kind", "text"), label)
         text = _multiline_string(block["text"], f"{label} text")
         if kind == "paragraph":
-            return ParagraphBlock(kind="paragraph", text=text)
-        return PreformattedBlock(kind="preformatted", text=text)
+            return _ParagraphBlock(kind="paragraph", text=text)
+        return _PreformattedBlock(kind="preformatted", text=text)
     if kind == "section":
         _require_exact_keys(block, ("kind", "title"), label)
-        return SectionBlock(kind="section", title=_display_string(block["title"], f"{label} title"))
+        title = _display_string(block["title"], f"{label} title")
+        return _SectionBlock(kind="section", title=title)
     if kind == "bullets":
         _require_exact_keys(block, ("kind", "items"), label)
-        return BulletsBlock(
+        return _BulletsBlock(
             kind="bullets",
             items=_normalize_items(block["items"], f"{label} items", _display_string),
         )
@@ -183,8 +194,8 @@ def _field_item(value: object, label: str) -> FieldItem:
 def _normalize_items(value: object, label: str, normalize: Callable[[object, str], _T]) -> list[_T]:
     if not isinstance(value, list | tuple) or len(value) == 0:
         raise InvalidPresentation(f"{label} must be a non-empty array")
-    if len(value) > MAX_ITEMS:
-        raise InvalidPresentation(f"{label} has {len(value)} items; limit is {MAX_ITEMS}")
+    if len(value) > _MAX_ITEMS:
+        raise InvalidPresentation(f"{label} has {len(value)} items; limit is {_MAX_ITEMS}")
     return [normalize(item, f"{label} item {index}") for index, item in enumerate(value, start=1)]
 
 
@@ -231,33 +242,33 @@ def _require_exact_keys(value: Mapping[str, Any], allowed: tuple[str, ...], labe
         raise InvalidPresentation(f"{label} has unknown field {', '.join(extras)}")
 
 
-def decision_segments(request: Mapping[str, Any]) -> list[Segment]:
+def decision_segments(request: Mapping[str, Any]) -> list[_Segment]:
     """The document segments of a request or channel-request document, in display order."""
     presentation: Presentation = request["presentation"]
     # A summary that only repeats the title (`ask` without --summary) is not shown twice.
     summary = [] if presentation["summary"] == request["title"] else [
-        Segment("summary", presentation["summary"])]
+        _Segment("summary", presentation["summary"])]
     segments = [
-        Segment("title", request["title"]),
+        _Segment("title", request["title"]),
         *summary,
         *(_block_segment(block) for block in presentation["blocks"]),
     ]
     default = _default_notice(request)
     if default is not None:
-        segments.append(Segment("paragraph", default))
-    segments.append(Segment("choices", _choices_text(request["choices"])))
+        segments.append(_Segment("paragraph", default))
+    segments.append(_Segment("choices", _choices_text(request["choices"])))
     return segments
 
 
-def _block_segment(block: Block) -> Segment:
+def _block_segment(block: Block) -> _Segment:
     if block["kind"] == "paragraph" or block["kind"] == "preformatted":
-        return Segment(block["kind"], block["text"])
+        return _Segment(block["kind"], block["text"])
     if block["kind"] == "section":
-        return Segment("section", block["title"])
+        return _Segment("section", block["title"])
     if block["kind"] == "bullets":
-        return Segment("bullets", "\n".join(f"• {item}" for item in block["items"]))
+        return _Segment("bullets", "\n".join(f"• {item}" for item in block["items"]))
     lines = (f"{item['label']}: {item['value']}" for item in block["items"])
-    return Segment("fields", "\n".join(lines))
+    return _Segment("fields", "\n".join(lines))
 
 
 def _default_notice(request: Mapping[str, Any]) -> str | None:
@@ -294,7 +305,7 @@ def render_person_text(request: Mapping[str, Any]) -> str:
     default = request.get("defaultResponse")
     label = None if default is None else \
         _choice_label(request["choices"], default["choice"])
-    segments.insert(-1, Segment("paragraph", dated_deadline_line(request.get("expiresAt"), label)))
+    segments.insert(-1, _Segment("paragraph", dated_deadline_line(request.get("expiresAt"), label)))
     content = "\n\n".join(operator_safe_text(s.text) for s in segments)
     return f"{content}\n\nDecision {fingerprint(request['presentationDigest'])}"
 

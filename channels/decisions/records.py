@@ -23,6 +23,11 @@ from state import blobs, resources
 from state.leases import Lease
 from state.resources import ResourceType
 
+__all__ = [
+    "Outcome", "Provenance", "Resolution", "StoredDecision", "decision_of_resource",
+    "decision_resource", "load", "open_decision", "resolution_of", "run_of",
+]
+
 
 class Outcome(StrEnum):
     """How a decision ended (the resolutions' `outcome` CHECK set)."""

@@ -35,7 +35,14 @@ from channels.errors import (
 from channels.text import is_blank
 from state.canonical import CanonicalJsonError, JsonValue, canonical_json
 
-SCHEMA = "pi-workflows.human-decision-request.v1"
+__all__ = [
+    "CHANNEL_SCHEMA", "INCOMPATIBLE_MESSAGE", "DecisionRequest", "OnTimeout", "answer_digest",
+    "build_request", "channel_request_document", "human_attempt_id", "load_request",
+    "timeout_answer_digest", "validate_source", "validate_submission",
+]
+
+
+_SCHEMA = "pi-workflows.human-decision-request.v1"
 
 CHANNEL_SCHEMA = "pi-workflows.human-decision-channel-request.v1"
 
@@ -51,7 +58,7 @@ _REQUIRED_FIELDS = (
 )  # fmt: skip
 
 
-class Source(TypedDict):
+class _Source(TypedDict):
     """Who answered, through which channel, in which event."""
 
     channel: str
@@ -102,22 +109,22 @@ class DecisionRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Submission:
+class _Submission:
     """A validated human answer ready for arbitration."""
 
     decision_id: str
     request_digest: str
     response: Response
-    source: Source
+    source: _Source
     idempotency_key: str
 
 
-def validate_audience(value: object) -> str:
+def _validate_audience(value: object) -> str:
     """An audience name matching `^[A-Za-z_][A-Za-z0-9_-]{0,127}$`."""
     return require_name(value, "Human decision audience")
 
 
-def validate_title(value: object) -> str:
+def _validate_title(value: object) -> str:
     """A title that is non-empty after trimming and has no control character, kept untrimmed."""
     title = require_string(value, "Human decision title")
     require_presentable(title, "Human decision title")
@@ -125,32 +132,32 @@ def validate_title(value: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Deadline:
+class _Deadline:
     """When a request expires and what it resolves to then; both None to wait indefinitely."""
 
     expires_at: str | None
     default_response: Response | None
 
 
-def resolve_deadline(
+def _resolve_deadline(
     choices: Mapping[str, Choice],
     created_at_ms: int,
     on_timeout: OnTimeout | None,
     expires_at: str | None,
-) -> Deadline:
+) -> _Deadline:
     """The deadline from `on_timeout` or an explicit `expires_at` (never both)."""
     if on_timeout is not None and expires_at is not None:
         raise InvalidRequest("Human decision request cannot combine expiresAt with onTimeout")
     if on_timeout is not None:
         return _timeout_deadline(choices, created_at_ms, on_timeout)
     if expires_at is not None:
-        return Deadline(_explicit_expiry(expires_at, created_at_ms), None)
-    return Deadline(None, None)
+        return _Deadline(_explicit_expiry(expires_at, created_at_ms), None)
+    return _Deadline(None, None)
 
 
 def _timeout_deadline(
     choices: Mapping[str, Choice], created_at_ms: int, on_timeout: OnTimeout
-) -> Deadline:
+) -> _Deadline:
     after_ms = on_timeout.after_ms
     if not is_number(after_ms) or not math.isfinite(after_ms) or after_ms <= 0:
         raise InvalidRequest("Human decision onTimeout afterMs must be a finite positive number")
@@ -163,7 +170,7 @@ def _timeout_deadline(
     else:  # the reference adds in doubles and `new Date` truncates toward zero
         expires_ms = math.trunc(created_at_ms + after_ms)
     try:
-        return Deadline(iso_from_ms(expires_ms), default)
+        return _Deadline(iso_from_ms(expires_ms), default)
     except ValueError as exc:
         raise InvalidRequest("Human decision onTimeout afterMs is out of range") from exc
 
@@ -198,18 +205,18 @@ def build_request(
 ) -> DecisionRequest:
     """Validate a new request and compute its document, digests and decision id."""
     valid_choices = validate_choices(choices)
-    valid_title = validate_title(title)
+    valid_title = _validate_title(title)
     created_at = _created_at(created_at_ms)
-    deadline = resolve_deadline(valid_choices, created_at_ms, on_timeout, expires_at)
+    deadline = _resolve_deadline(valid_choices, created_at_ms, on_timeout, expires_at)
     ids = {
         "runId": require_string(run_id, "Human decision runId"),
         "workflowName": require_string(workflow_name, "Human decision workflowName"),
         "nodeId": require_string(node_id, "Human decision nodeId"),
         "attemptId": require_string(attempt_id, "Human decision attemptId"),
     }
-    valid_audience = validate_audience(audience)
+    valid_audience = _validate_audience(audience)
     basis: dict[str, Any] = {
-        "schema": SCHEMA,
+        "schema": _SCHEMA,
         **ids,
         "audience": valid_audience,
         "title": valid_title,
@@ -232,7 +239,7 @@ def _created_at(created_at_ms: int) -> str:
         raise InvalidRequest("Human decision createdAt is out of range") from exc
 
 
-def _deadline_fields(deadline: Deadline) -> dict[str, Any]:
+def _deadline_fields(deadline: _Deadline) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if deadline.expires_at is not None:
         fields["expiresAt"] = deadline.expires_at
@@ -256,7 +263,7 @@ def _validate_revision(revision: object) -> int:
     return valid
 
 
-def request_digest_basis(document: Mapping[str, Any]) -> dict[str, Any]:
+def _request_digest_basis(document: Mapping[str, Any]) -> dict[str, Any]:
     """The fields hashed into `requestDigest` (no id, digests or createdAt)."""
     basis = {
         key: document[key]
@@ -272,7 +279,7 @@ def request_digest_basis(document: Mapping[str, Any]) -> dict[str, Any]:
     return basis
 
 
-def decision_id_for(run_id: str, node_id: str, attempt_id: str, request_digest: str) -> str:
+def _decision_id_for(run_id: str, node_id: str, attempt_id: str, request_digest: str) -> str:
     """`decision-` + the first 40 hex of the B-digest of the attempt and request digest."""
     identity = {
         "runId": run_id,
@@ -287,7 +294,7 @@ def _identify(basis: dict[str, Any], created_at: str) -> DecisionRequest:
     request_digest = digest_canonical(basis)
     subject_digest = digest_canonical(basis["subject"])
     presentation_digest = digest_canonical(basis["presentation"])
-    decision_id = decision_id_for(
+    decision_id = _decision_id_for(
         basis["runId"], basis["nodeId"], basis["attemptId"], request_digest
     )
     document = {
@@ -312,7 +319,7 @@ def _identify(basis: dict[str, Any], created_at: str) -> DecisionRequest:
 
 def load_request(document: Mapping[str, Any]) -> DecisionRequest:
     """Check a stored request document against its digests and return it as a record."""
-    if document.get("schema") != SCHEMA or any(key not in document for key in _REQUIRED_FIELDS):
+    if document.get("schema") != _SCHEMA or any(key not in document for key in _REQUIRED_FIELDS):
         raise IncompatibleRequest(INCOMPATIBLE_MESSAGE)
     try:
         digests = _recomputed_digests(document)
@@ -327,7 +334,7 @@ def load_request(document: Mapping[str, Any]) -> DecisionRequest:
                 f"Human decision {name} digest does not match its durable request"
             )
     ids = (document["runId"], document["nodeId"], document["attemptId"])
-    if decision_id_for(*ids, digests["request"]) != document["decisionId"]:
+    if _decision_id_for(*ids, digests["request"]) != document["decisionId"]:
         raise IncompatibleRequest("Human decision id does not match its durable request")
     return DecisionRequest(
         document=json_copy(document),
@@ -343,7 +350,7 @@ def load_request(document: Mapping[str, Any]) -> DecisionRequest:
 def _recomputed_digests(document: Mapping[str, Any]) -> dict[str, str]:
     """Subject, presentation and request digests as the reference recomputes them on read."""
     presentation: Presentation = normalize_presentation(document["presentation"])
-    basis = {**request_digest_basis(document), "presentation": presentation}
+    basis = {**_request_digest_basis(document), "presentation": presentation}
     return {
         "subject": digest_canonical(document["subject"]),
         "presentation": digest_canonical(presentation),
@@ -376,14 +383,14 @@ def validate_submission(
     source: object,
     idempotency_key: object,
     now_ms: int,
-) -> Submission:
+) -> _Submission:
     """Check a human answer against its request at `now_ms` and normalize it."""
     if decision_id != request.decision_id or request_digest != request.request_digest:
         raise StaleAnswer("Human decision answer is stale or belongs to another request")
     if request.expires_at_ms is not None and request.expires_at_ms <= now_ms:
         raise ExpiredRequest("Human decision request has expired")
     valid_response = validate_response(request.choices, response)
-    return Submission(
+    return _Submission(
         decision_id=request.decision_id,
         request_digest=request.request_digest,
         response=valid_response,
@@ -392,14 +399,14 @@ def validate_submission(
     )
 
 
-def validate_source(value: object) -> Source:
+def validate_source(value: object) -> _Source:
     """A source with a channel id matching the channel pattern and non-empty actor and event."""
     if not isinstance(value, Mapping):
         raise InvalidResponse("Human decision source must be an object")
     channel = _require_answer_text(value.get("channel"), "Human decision channel")
     if CHANNEL_RE.fullmatch(channel) is None:
         raise InvalidResponse("Human decision channel is invalid")
-    return Source(
+    return _Source(
         channel=channel,
         actorId=_require_answer_text(value.get("actorId"), "Human decision actor"),
         eventId=_require_answer_text(value.get("eventId"), "Human decision event"),
@@ -412,7 +419,7 @@ def _require_answer_text(value: object, label: str) -> str:
     return value
 
 
-def answer_digest(response: Response, source: Source) -> str:
+def answer_digest(response: Response, source: _Source) -> str:
     """The human answer digest: B-digest of `{response, source}`."""
     return digest_plain({"response": response, "source": source})
 

@@ -15,10 +15,9 @@ from typing import Any
 
 import apsw
 
-from channels.decisions import runs, turn_intents
+from channels.decisions import follow_ups, runs
 from channels.decisions.choices import validate_response
 from channels.decisions.digests import digest_to_bytes
-from channels.decisions.presentation import fingerprint
 from channels.decisions.records import (
     Outcome,
     Provenance,
@@ -33,20 +32,21 @@ from channels.decisions.request import (
     timeout_answer_digest,
 )
 from channels.errors import DecisionError, DecisionRefused, InvalidDigest
-from state import blobs, effects, resources
+from state import blobs, resources
 from state.canonical import canonical_bytes, sha256
-from state.effects import OwnerScope
 from state.leases import Lease
 from state.resources import Actor, ActorType
+
+__all__ = [
+    "MODEL_ANSWER_MESSAGE", "Cancellation", "DeadlinePolicy", "HumanAnswer", "Result",
+    "Verdict", "resolve",
+]
+
 
 MODEL_ANSWER_MESSAGE = (
     "This checkpoint requires a verified human answer from Pi UI or a configured decision channel."
 )
 
-RUN_CONTINUE = "run.continue"
-# The key of a decision's one run.continue (its source is the decision, its cause the
-# resolution). Earlier versions keyed it by the decision id: see `continuation_effect`.
-CONTINUE_KEY = "resolved"
 
 
 class Result(StrEnum):
@@ -91,7 +91,7 @@ class Cancellation:
     reason: str = "cancelled"
 
 
-Candidate = HumanAnswer | DeadlinePolicy | Cancellation
+_Candidate = HumanAnswer | DeadlinePolicy | Cancellation
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class Verdict:
 
 def resolve(
     conn: apsw.Connection,
-    candidate: Candidate,
+    candidate: _Candidate,
     now: int,
     *,
     allowed_channels: Sequence[str] = ("pi",),
@@ -353,153 +353,6 @@ def _win(
     )
     resolution = Resolution(decision.decision_id, outcome, provenance, response, reason, now,
                             digest)
-    _reserve_follow_ups(conn, decision, resolution, revision, actor, now)
-    _reserve_turn_intent(conn, decision, resolution, revision, actor, now, human)
-    return resolution
-
-
-def _reserve_follow_ups(
-    conn: apsw.Connection,
-    decision: StoredDecision,
-    resolution: Resolution,
-    revision: int,
-    actor: Actor,
-    now: int,
-) -> None:
-    """run.continue for the run owner, one settlement per presenting channel, and closure of
-    deliveries that have not gone out yet."""
-    # The payloads name only what the effect's source (the decision: its run and attempt)
-    # and key (the channel) do not, so that most are one shared blob (the same answer).
-    common = {"outcome": resolution.outcome, "provenance": resolution.provenance}
-    effects.reserve(
-        conn, source_resource_id=decision.resource_id, source_revision=revision,
-        effect_type=RUN_CONTINUE, idempotency_key=CONTINUE_KEY,
-        payload={**common, "response": resolution.response, "reason": resolution.reason},
-        owner_scope=OwnerScope.RUN, actor=actor, now=now, recorded_by_source=True,
-    )
-    for channel_id, adapter in _presenting_channels(conn, decision.decision_id):
-        # Telegram renders its own outcome post when it settles; Pi shows this text (and
-        # where an answer came from, itself: its settle notice).
-        extra = {} if adapter != "pi" else {
-            "decisionId": decision.decision_id, "channelId": channel_id,
-            "text": settlement_text(decision, resolution, None)}
-        effects.reserve(
-            conn, source_resource_id=decision.resource_id, source_revision=revision,
-            effect_type=f"{adapter}.settle", idempotency_key=channel_id,
-            payload={**common, **extra},
-            owner_scope=OwnerScope.CHANNEL, actor=actor, now=now, recorded_by_source=True,
-        )
-    for effect in _pending_presentations(conn, decision.resource_id):
-        effects.cancel(conn, effect, actor, now, "decision resolved before delivery")
-
-
-def _reserve_turn_intent(
-    conn: apsw.Connection,
-    decision: StoredDecision,
-    resolution: Resolution,
-    revision: int,
-    actor: Actor,
-    now: int,
-    human: HumanAnswer | None,
-) -> None:
-    """A run bound to a Pi session gets its answer back there as a deferred model turn."""
-    session_id = runs.turn_session(conn, decision.run_id)
-    if session_id is None:
-        return
-    turn_intents.reserve_turn_intent(
-        conn, source_resource_id=decision.resource_id, source_revision=revision,
-        run_id=decision.run_id, target_session_id=session_id,
-        facts=turn_facts(decision, resolution, actor, human), actor=actor, now=now,
-    )
-
-
-def turn_facts(decision: StoredDecision, resolution: Resolution, actor: Actor,
-               human: HumanAnswer | None) -> dict[str, Any]:
-    """The safe facts a deferred turn tells the model (no request internals, no tokens)."""
-    response = resolution.response or {}
-    known = decision.request.choices.get(str(response.get("choice", "")))
-    return {
-        "decisionId": decision.decision_id,
-        "fingerprint": fingerprint(decision.request.presentation_digest),
-        "title": str(decision.request.document["title"]),
-        "outcome": resolution.outcome, "provenance": resolution.provenance,
-        "choice": response.get("choice"),
-        "choiceLabel": None if known is None else str(known["label"]),
-        "input": response.get("input"), "reason": resolution.reason,
-        "channel": None if human is None else human.channel,
-        # Only the kind of actor: the model learns that a person answered, never who (a
-        # person's verified id is private, as are owner ids).
-        "actor": "a person" if human is not None else actor.type,
-    }
-
-
-def _presenting_channels(conn: apsw.Connection, decision_id: str) -> list[tuple[str, str]]:
-    rows = conn.execute(
-        "SELECT DISTINCT m.channel_id, c.adapter_type FROM channel_messages m"
-        " JOIN channels c USING (channel_id)"
-        " WHERE m.decision_id = ? AND m.purpose IN ('delivery', 'prompt') ORDER BY m.channel_id",
-        (decision_id,),
-    )
-    return [(str(a), str(b)) for a, b in rows]
-
-
-def _pending_presentations(conn: apsw.Connection, resource_id: str) -> list[effects.Effect]:
-    ids = [
-        str(r[0]) for r in conn.execute(
-            "SELECT effect_id FROM effects WHERE source_resource_id = ? AND status = 'pending'"
-            " AND (effect_type GLOB '*.deliver' OR effect_type GLOB '*.prompt'"
-            " OR effect_type GLOB '*.remind')",
-            (resource_id,),
-        )
-    ]
-    return [effects.get(conn, i) for i in ids]
-
-
-def continuation_effect(conn: apsw.Connection, decision: StoredDecision) -> effects.Effect | None:
-    """A resolved decision's run.continue (None before the resolution), also one reserved by
-    an earlier version under the decision id as its key (the source already names the
-    decision: a short key is stored twice less)."""
-    return effects.find(conn, decision.resource_id, RUN_CONTINUE, CONTINUE_KEY) \
-        or effects.find(conn, decision.resource_id, RUN_CONTINUE, decision.decision_id)
-
-
-def settlement_text(decision: StoredDecision, resolution: Resolution,
-                    where: str | None = None) -> str:
-    """The short outcome message channels post ("Accepted: Continue", "Cancelled: expired",
-    "Accepted: Allow once (answered in Pi)")."""
-    if resolution.outcome == "accepted" and resolution.response is not None:
-        choice = decision.request.choices.get(str(resolution.response["choice"]))
-        label = choice["label"] if choice else str(resolution.response["choice"])
-        suffix = " (timeout default)" if resolution.provenance == "timeout_policy" else ""
-        suffix = f" ({where})" if where else suffix
-        return f"Accepted: {label}{suffix}\n{decision.request.document['title']}"
-    return f"Cancelled: {resolution.reason}\n{decision.request.document['title']}"
-
-
-def apply_continue_locally(
-    conn: apsw.Connection, decision_id: str, lease: Lease, now: int
-) -> Resolution:
-    """Finish the waiting run with the decision's outcome, exactly once (run owner only).
-
-    A local effect: attempt, result and settlement are one transaction, so it is exactly once
-    by construction.
-    """
-    decision = load(conn, decision_id)
-    resolution = resolution_of(conn, decision_id)
-    if resolution is None:
-        raise DecisionRefused(f"decision {decision_id} is not resolved")
-    effect = continuation_effect(conn, decision)
-    if effect is None:
-        raise KeyError(f"run.continue of {decision_id}")
-    if effect.status is effects.EffectStatus.APPLIED:
-        return resolution
-    # The node's output is the response (the reference's `output[node]`): the resolution's
-    # own blob. A cancelled run has none; its reason is its status detail (and the
-    # resolution's, with the provenance).
-    status: runs.TerminalStatus = (runs.RunStatus.COMPLETED
-                                   if resolution.outcome == Outcome.ACCEPTED
-                                   else runs.RunStatus.CANCELLED)
-    runs.finish_run(conn, lease, decision.run_id, decision.attempt_id, status, now,
-                    output=resolution.response, detail=resolution.reason)
-    effects.apply_locally(conn, effect, lease, now, result={"runStatus": status})
+    follow_ups.reserve(conn, decision, resolution, revision, actor, now,
+                       answered_on=None if human is None else human.channel)
     return resolution

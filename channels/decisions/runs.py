@@ -20,6 +20,13 @@ from state.clock import Entropy
 from state.leases import Lease, OwnerType
 from state.resources import ResourceType
 
+__all__ = [
+    "GATE_WORKFLOW", "AttemptStatus", "ExecutionMode", "RunHandle", "RunOwner", "RunSpec",
+    "RunStatus", "SourceType", "TerminalStatus", "attempt_id_for", "create_waiting_run",
+    "finish_run", "latest_attempt", "origin_session", "run_output", "run_resource", "touch",
+    "turn_session", "updated_since", "verify_owner",
+]
+
 
 class RunStatus(StrEnum):
     """A run's state (the plan's `runs.status` CHECK set; this project writes running,
@@ -187,15 +194,15 @@ def touch(conn: apsw.Connection, run_id: str, now: int) -> None:
                  (now, run_id))
 
 
-RUN_STATUSES = tuple(status.value for status in RunStatus)
+_RUN_STATUSES = tuple(status.value for status in RunStatus)
 
 
 def updated_since(conn: apsw.Connection, since: int) -> list[str]:
     """Runs changed at or after `since`, newest first (through `runs_status_updated`)."""
-    marks = ",".join("?" for _ in RUN_STATUSES)
+    marks = ",".join("?" for _ in _RUN_STATUSES)
     rows = conn.execute(
         f"SELECT run_id FROM runs WHERE status IN ({marks}) AND updated_at >= ?"
-        " ORDER BY updated_at DESC", (*RUN_STATUSES, since))
+        " ORDER BY updated_at DESC", (*_RUN_STATUSES, since))
     return [str(r[0]) for r in rows]
 
 

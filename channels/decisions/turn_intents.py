@@ -23,12 +23,18 @@ from state.effects import OwnerScope
 from state.leases import Lease
 from state.resources import Actor
 
-TURN_EFFECT = "pi.turn"
-RESOLUTION_TYPE = "human_decision"
+__all__ = [
+    "confirm_turn", "due_turns", "pending_count", "reserve_turn_intent", "turn_entry",
+    "turn_intent_id_for",
+]
+
+
+_TURN_EFFECT = "pi.turn"
+_RESOLUTION_TYPE = "human_decision"
 
 
 @dataclass(frozen=True, slots=True)
-class TurnIntent:
+class _TurnIntent:
     """A pending deferred turn for one session, with the text the model is given."""
 
     turn_intent_id: str
@@ -40,7 +46,7 @@ class TurnIntent:
 
 def turn_intent_id_for(decision_id: str) -> str:
     """One turn per decision: the same resolution always names the same row."""
-    return "turn-" + hashlib.sha256(f"{RESOLUTION_TYPE}\0{decision_id}".encode()).hexdigest()[:32]
+    return "turn-" + hashlib.sha256(f"{_RESOLUTION_TYPE}\0{decision_id}".encode()).hexdigest()[:32]
 
 
 def reserve_turn_intent(
@@ -59,7 +65,7 @@ def reserve_turn_intent(
     turn_intent_id = turn_intent_id_for(decision_id)
     reservation = effects.reserve(
         conn, source_resource_id=source_resource_id, source_revision=source_revision,
-        effect_type=TURN_EFFECT, idempotency_key=target_session_id,
+        effect_type=_TURN_EFFECT, idempotency_key=target_session_id,
         payload={"turnIntentId": turn_intent_id, "targetSessionId": target_session_id,
                  "decisionId": decision_id},
         owner_scope=OwnerScope.CHANNEL, actor=actor, now=now,
@@ -68,13 +74,13 @@ def reserve_turn_intent(
         "INSERT INTO turn_intents (turn_intent_id, effect_id, run_id, target_session_id,"
         " resolution_type, facts_hash, eligible_at, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (turn_intent_id) DO NOTHING",
-        (turn_intent_id, reservation.effect_id, run_id, target_session_id, RESOLUTION_TYPE,
+        (turn_intent_id, reservation.effect_id, run_id, target_session_id, _RESOLUTION_TYPE,
          blobs.put_json(conn, facts, now), now, now),
     )
     return turn_intent_id
 
 
-def due_turns(conn: apsw.Connection, session_id: str, now: int) -> list[TurnIntent]:
+def due_turns(conn: apsw.Connection, session_id: str, now: int) -> list[_TurnIntent]:
     """Pending turns of this session whose time has come, oldest first."""
     rows = conn.execute(
         "SELECT t.turn_intent_id, t.effect_id, t.facts_hash FROM turn_intents t"
@@ -87,8 +93,8 @@ def due_turns(conn: apsw.Connection, session_id: str, now: int) -> list[TurnInte
     found = []
     for turn_intent_id, effect_id, facts_hash in rows.fetchall():
         facts = blobs.get_json(conn, bytes(facts_hash))  # type: ignore[arg-type]
-        found.append(TurnIntent(str(turn_intent_id), str(effect_id), str(facts["decisionId"]),
-                                turn_text(facts), facts.get("provenance") == "human"))
+        found.append(_TurnIntent(str(turn_intent_id), str(effect_id), str(facts["decisionId"]),
+                                _turn_text(facts), facts.get("provenance") == "human"))
     return found
 
 
@@ -139,7 +145,7 @@ _ENDED = {"explicit_cancel": "Cancelled by: a cancellation (piw-channels cancel 
           "expired_no_default": "Expired: its deadline passed and nobody answered"}
 
 
-def turn_text(facts: dict[str, Any]) -> str:
+def _turn_text(facts: dict[str, Any]) -> str:
     """What the model is told: outcome, choice, the exact text, who answered and where; a
     timeout, a cancellation or an expiry is said to be one (never a person's answer)."""
     title = facts["title"]

@@ -14,10 +14,17 @@ from typing import Any
 import apsw
 
 from channels.decisions.digests import digest_from_bytes
+from channels.decisions.follow_ups import RUN_CONTINUE, continuation_effect
 from channels.decisions.presentation import FINGERPRINT_LENGTH
 from channels.decisions.records import Resolution, StoredDecision, load, resolution_of
-from channels.decisions.resolution import RUN_CONTINUE, continuation_effect
 from state import blobs, effects
+
+__all__ = [
+    "DecisionView", "accepted_subjects", "accepted_with_subject", "button_basis_of_message",
+    "count_open", "decision_candidates", "fingerprint_of", "list_views", "open_decision_ids",
+    "open_deliveries", "open_unexpired", "open_without_delivery", "overdue_decision_ids",
+    "pending_continuations", "showing_button_basis", "view", "winner_source",
+]
 
 
 @dataclass(frozen=True, slots=True)

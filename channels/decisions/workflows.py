@@ -16,7 +16,7 @@ from typing import Any
 
 import apsw
 
-from channels.decisions import records, resolution, runs, views
+from channels.decisions import follow_ups, records, resolution, runs, views
 from channels.decisions.dates import iso_from_ms
 from channels.decisions.records import Resolution
 from channels.decisions.request import DecisionRequest, OnTimeout, build_request
@@ -27,11 +27,19 @@ from state.database import Database, savepoint
 from state.errors import LeaseHeld, StateError, WriteRejected
 from state.leases import Lease, OwnerType
 
+__all__ = [
+    "ASK_WORKFLOW", "GATE_WORKFLOW", "AskHandle", "AskSpec", "apply_continuation",
+    "apply_deadline", "cancel_decision", "create_ask", "expire_overdue", "new_owner_id",
+    "owner_process_gone", "owner_window", "presentation_for", "process_gone", "release_run",
+    "renew_run", "resolve_id", "summarize", "wait_for_resolution",
+]
+
+
 ASK_WORKFLOW = "piw-channels.ask"
 GATE_WORKFLOW = runs.GATE_WORKFLOW  # a gated Pi tool call waiting on a person
-ASK_NODE = "decision"
+_ASK_NODE = "decision"
 # Runs this tool creates and finishes itself (the continuation is local).
-LOCAL_WORKFLOWS = (ASK_WORKFLOW, GATE_WORKFLOW)
+_LOCAL_WORKFLOWS = (ASK_WORKFLOW, GATE_WORKFLOW)
 
 
 def new_owner_id(db: Database, role: str, window: int | None = None) -> str:
@@ -80,7 +88,7 @@ _HOLDERS = {
 }
 
 
-def held_run(decision_id: str, owner_id: str | None) -> str:
+def _held_run(decision_id: str, owner_id: str | None) -> str:
     """Why `cancel` cannot take a decision's run: who holds it and how to free it."""
     role, host, pid = [*(owner_id or "").split(":"), "", "", ""][:3]
     what, how = _HOLDERS.get(role, (f"a live {role or 'owner'} process",
@@ -129,9 +137,9 @@ def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
         on_timeout = OnTimeout(spec.timeout_ms, {"choice": spec.default_choice})
     elif spec.timeout_ms is not None:
         expires_at = iso_from_ms(now + spec.timeout_ms)
-    attempt_id = runs.attempt_id_for(run_id, ASK_NODE)
+    attempt_id = runs.attempt_id_for(run_id, _ASK_NODE)
     request = build_request(
-        run_id=run_id, workflow_name=spec.workflow, node_id=ASK_NODE, attempt_id=attempt_id,
+        run_id=run_id, workflow_name=spec.workflow, node_id=_ASK_NODE, attempt_id=attempt_id,
         audience=spec.audience, choices=spec.choices, title=spec.title,
         subject=dict(spec.subject) if spec.subject is not None
         else {"kind": "ask", "title": spec.title}, presentation=spec.presentation,
@@ -139,9 +147,9 @@ def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
     )
     run_spec = runs.RunSpec(
         run_id=run_id, workflow_name=spec.workflow,
-        definition={"name": spec.workflow, "nodes": [{"id": ASK_NODE, "type": "human_decision"}]},
+        definition={"name": spec.workflow, "nodes": [{"id": _ASK_NODE, "type": "human_decision"}]},
         # The ask's input is what it asks about: its subject, one blob with the decision's.
-        input=request.document["subject"], node_id=ASK_NODE, title=spec.title,
+        input=request.document["subject"], node_id=_ASK_NODE, title=spec.title,
         source_ref=spec.workflow, origin_session_id=spec.origin_session_id,
     )
 
@@ -174,7 +182,7 @@ def apply_deadline(db: Database, decision_id: str, lease: Lease) -> Verdict:
 
 def apply_continuation(db: Database, decision_id: str, lease: Lease) -> Resolution:
     """Run-owner step for runs this tool created: finish the run with the outcome."""
-    return db.write(lambda c: resolution.apply_continue_locally(c, decision_id, lease,
+    return db.write(lambda c: follow_ups.apply_continue_locally(c, decision_id, lease,
                                                                db.clock.now_ms()))
 
 
@@ -187,7 +195,7 @@ def _claim_run(db: Database, run_id: str, owner_id: str) -> Lease | None:
 
 
 @dataclass(frozen=True, slots=True)
-class ExpiryReport:
+class _ExpiryReport:
     """What one expiry pass did."""
 
     resolved: tuple[Verdict, ...]
@@ -197,7 +205,7 @@ class ExpiryReport:
     failed: tuple[tuple[str, Exception], ...] = ()
 
 
-def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
+def expire_overdue(db: Database, owner_id: str) -> _ExpiryReport:
     """Settle overdue decisions whose run owner is gone, and finish ask runs whose decision
     was resolved while nobody waited. Each decision: claim, act, release, as one unit; all
     of them in one transaction (one commit however many there are), a unit that fails undone
@@ -205,13 +213,13 @@ def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
     the healthy decisions from their deadline, nor stop the poll pass)."""
     now = db.clock.now_ms()
     overdue = db.read(lambda c: views.overdue_decision_ids(c, now))
-    waiting = [d for workflow in LOCAL_WORKFLOWS
+    waiting = [d for workflow in _LOCAL_WORKFLOWS
                for d in db.read(partial(views.pending_continuations, workflow_ref=workflow))]
     todo = list(dict.fromkeys([*overdue, *waiting]))
     if not todo:
-        return ExpiryReport((), (), ())
+        return _ExpiryReport((), (), ())
 
-    def command(conn: apsw.Connection) -> ExpiryReport:
+    def command(conn: apsw.Connection) -> _ExpiryReport:
         resolved: list[Verdict] = []
         continued: list[str] = []
         skipped: list[str] = []
@@ -236,7 +244,7 @@ def expire_overdue(db: Database, owner_id: str) -> ExpiryReport:
                 resolved.append(verdict)
             if finished:
                 continued.append(decision_id)
-        return ExpiryReport(tuple(resolved), tuple(continued), tuple(skipped), tuple(failed))
+        return _ExpiryReport(tuple(resolved), tuple(continued), tuple(skipped), tuple(failed))
 
     return db.write(command)
 
@@ -247,14 +255,14 @@ def _expire_one(conn: apsw.Connection, db: Database, decision_id: str, owner_id:
     now = db.clock.now_ms()
     run_id, workflow = records.run_of(conn, decision_id)
     verdict = None
-    finished = workflow in LOCAL_WORKFLOWS
+    finished = workflow in _LOCAL_WORKFLOWS
     # One change of the run (its finish, or the tenure alone), not claim + finish + release.
     with leases.brief_tenure(conn, runs.run_resource(run_id), OwnerType.HOST, owner_id, now,
                              db.entropy) as lease:
         if is_overdue:
             verdict = resolution.resolve(conn, DeadlinePolicy(decision_id, lease), now)
         if finished:
-            resolution.apply_continue_locally(conn, decision_id, lease, now)
+            follow_ups.apply_continue_locally(conn, decision_id, lease, now)
     return verdict, finished
 
 
@@ -268,11 +276,11 @@ def cancel_decision(db: Database, decision_id: str, reason: str, owner_id: str) 
     lease = _claim_run(db, run_id, owner_id)
     if lease is None:
         holder = db.read(lambda c: leases.read(c, runs.run_resource(run_id)))
-        raise LeaseHeld(held_run(decision_id, None if holder is None else holder.owner_id))
+        raise LeaseHeld(_held_run(decision_id, None if holder is None else holder.owner_id))
     try:
         outcome = db.write(lambda c: resolution.resolve(
             c, Cancellation(decision_id, lease, owner_id, reason), db.clock.now_ms()))
-        if workflow in LOCAL_WORKFLOWS:
+        if workflow in _LOCAL_WORKFLOWS:
             apply_continuation(db, decision_id, lease)
         return outcome
     finally:
@@ -359,13 +367,3 @@ def summarize(outcome: Verdict) -> str:
         return f"{outcome.result.value}: {outcome.message}"
     detail = res.choice if res.outcome == "accepted" else res.reason
     return f"{outcome.result.value}: {res.outcome} ({res.provenance}) {detail}"
-
-
-__all__ = [
-    "ASK_WORKFLOW", "GATE_WORKFLOW", "LOCAL_WORKFLOWS", "AskHandle", "AskSpec", "ExpiryReport",
-    "apply_continuation",
-    "apply_deadline", "cancel_decision", "create_ask", "expire_overdue", "new_owner_id",
-    "owner_process_gone",
-    "presentation_for", "release_run", "resolve_id", "summarize", "wait_for_resolution",
-]
-

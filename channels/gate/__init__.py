@@ -11,3 +11,5 @@ guard       what the model may never do (answer, cancel or tamper with decisions
 rules       the policy's bash and path patterns
 verdict     the Judgement;  policy: `judge`, the one entry point
 """
+
+__all__ = ["policy"]

@@ -14,9 +14,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
+__all__ = [
+    "MAX_DEPTH", "SUBSTITUTION", "SimpleCommand", "Unreadable", "decode_escapes",
+    "parse_script",
+]
+
+
 MAX_DEPTH: Final = 8
-MAX_COMMANDS: Final = 2000
-MAX_TEXT: Final = 1_000_000
+_MAX_COMMANDS: Final = 2000
+_MAX_TEXT: Final = 1_000_000
 SUBSTITUTION: Final = "$(…)"  # the value of a word part that a command substitution produces
 
 _OPERATORS: Final = ("&&", "||", ";;&", ";;", ";&", "|&", "&", ";", "|", "(", ")", "\n")
@@ -35,7 +41,7 @@ class Unreadable(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Redirect:
+class _Redirect:
     """One redirection: `op` as written, `target` the file word, fd, or here-document body."""
 
     op: str
@@ -55,7 +61,7 @@ class SimpleCommand:
 
     words: tuple[str, ...]
     assignments: tuple[tuple[str, str], ...] = ()
-    redirects: tuple[Redirect, ...] = ()
+    redirects: tuple[_Redirect, ...] = ()
     upstream: SimpleCommand | None = None  # the command whose output it reads through a pipe
     alternatives: tuple[str, ...] = ()  # literal words inside the program word's substitutions
     depth: int = 0
@@ -69,7 +75,7 @@ class SimpleCommand:
 
 
 @dataclass(frozen=True, slots=True)
-class Script:
+class _Script:
     """The simple commands of a command line in the order they appear, or why it is unreadable."""
 
     commands: tuple[SimpleCommand, ...]
@@ -98,12 +104,12 @@ class _Pending:
     expand: bool
 
 
-def parse_script(text: str, depth: int = 0) -> Script:
+def parse_script(text: str, depth: int = 0) -> _Script:
     """The simple commands of `text`; never raises."""
-    if len(text) > MAX_TEXT:
-        return Script((), f"the command is longer than {MAX_TEXT} characters")
+    if len(text) > _MAX_TEXT:
+        return _Script((), f"the command is longer than {_MAX_TEXT} characters")
     if depth > MAX_DEPTH:
-        return Script((), "commands are nested too deeply")
+        return _Script((), "commands are nested too deeply")
     reader = _Reader(text, depth)
     try:
         tokens = reader.tokens(inside=False)
@@ -112,10 +118,10 @@ def parse_script(text: str, depth: int = 0) -> Script:
         reader.structure(tokens)
     except Unreadable as exc:
         _salvage(reader)
-        return Script(tuple(reader.commands), str(exc))
+        return _Script(tuple(reader.commands), str(exc))
     except RecursionError:
-        return Script(tuple(reader.commands), "commands are nested too deeply")
-    return Script(tuple(reader.commands))
+        return _Script(tuple(reader.commands), "commands are nested too deeply")
+    return _Script(tuple(reader.commands))
 
 
 def _salvage(reader: _Reader) -> None:
@@ -401,7 +407,7 @@ class _Reader:
     def structure(self, tokens: list[_Token]) -> None:
         """Group tokens into simple commands, noting which command pipes into which."""
         words: list[_Token] = []
-        redirects: list[Redirect] = []
+        redirects: list[_Redirect] = []
         upstream: SimpleCommand | None = None
         i = 0
         while i <= len(tokens):
@@ -415,21 +421,21 @@ class _Reader:
                         raise Unreadable(f"the redirection {token.text} has no target")
                     i += 1
                     target = tokens[i].text
-                redirects.append(Redirect(token.text, target))
+                redirects.append(_Redirect(token.text, target))
             else:
                 command = self._finish(words, redirects, upstream)
                 words, redirects = [], []
                 upstream = command if token.text in ("|", "|&") else None
             i += 1
 
-    def _finish(self, words: list[_Token], redirects: list[Redirect],
+    def _finish(self, words: list[_Token], redirects: list[_Redirect],
                 upstream: SimpleCommand | None) -> SimpleCommand | None:
         while words and words[0].text in _RESERVED and not words[0].inner:
             words = words[1:]  # `then rm x`, `do rm x`, `! rm x`, `{ rm x`: the command is `rm x`
         if not words and not redirects:
             return None
-        if len(self.commands) >= MAX_COMMANDS:
-            raise Unreadable(f"the command line has more than {MAX_COMMANDS} commands")
+        if len(self.commands) >= _MAX_COMMANDS:
+            raise Unreadable(f"the command line has more than {_MAX_COMMANDS} commands")
         assignments: list[tuple[str, str]] = []
         rest = list(words)
         while rest and (match := _ASSIGNMENT.fullmatch(rest[0].text)):

@@ -37,11 +37,14 @@ from channels.gate.verdict import Judgement, block
 from channels.gate.walk import Exec, Walk, walk
 from channels.gate.wrappers import CLI_PROGRAM, printed, program_name, string_literals
 
-MUTATING: Final = frozenset({"rm", "rmdir", "mv", "shred", "truncate", "chmod", "chown", "chgrp",
+__all__ = ["guard_bash", "guard_path_tool"]
+
+
+_MUTATING: Final = frozenset({"rm", "rmdir", "mv", "shred", "truncate", "chmod", "chown", "chgrp",
                              "ln", "unlink", "find", "rsync", "tar", "cp", "install", "srm",
                              "zip"})
 # Programs that only list or name a protected directory (not read what is inside).
-LISTING: Final = frozenset({"ls", "cd", "pushd", "stat", "test", "[", "du", "mkdir", "file",
+_LISTING: Final = frozenset({"ls", "cd", "pushd", "stat", "test", "[", "du", "mkdir", "file",
                             "realpath", "readlink", "dirname", "basename", "echo", "printf",
                             "tree", "exa", "eza", "df"})
 _NEEDLES: Final = (("state.sqlite", DATABASE), (".pi/agent/workflows", DATABASE),
@@ -96,7 +99,7 @@ def guard_bash(command: str, *, cwd: Path, home: Path, protected: Protected,
         if hit is not None:
             return hit
     for code in found.code:
-        hit = guard_code(code, cwd=cwd, home=home, protected=protected, depth=depth)
+        hit = _guard_code(code, cwd=cwd, home=home, protected=protected, depth=depth)
         if hit is not None:
             return hit
     if depth == 0 and any(ex.unseen_stdin for ex in found.execs):
@@ -130,13 +133,13 @@ def _unseen(found: Walk, *, cwd: Path, home: Path, protected: Protected) -> Judg
     texts += [doc for ex in found.execs if ex.first and (doc := ex.command.stdin) is not None]
     for text in texts:
         hit = guard_bash(text, cwd=cwd, home=home, protected=protected, depth=1) or \
-            guard_code(text, cwd=cwd, home=home, protected=protected, depth=1)
+            _guard_code(text, cwd=cwd, home=home, protected=protected, depth=1)
         if hit is not None:
             return hit
     return None
 
 
-def guard_code(code: str, *, cwd: Path, home: Path, protected: Protected,
+def _guard_code(code: str, *, cwd: Path, home: Path, protected: Protected,
                depth: int = 0) -> Judgement | None:
     """Interpreter code: protected names in its text or its (concatenated) string literals,
     signals, and the commands its string literals would run."""
@@ -178,9 +181,9 @@ def _named(lowered: str, protected: Protected) -> Judgement | None:
 
 def _words(ex: Exec, protected: Protected, home: Path) -> Judgement | None:
     program = ex.program
-    mutating = program in MUTATING and (program != "find" or any(
+    mutating = program in _MUTATING and (program != "find" or any(
         w == "-delete" or w.startswith(("-exec", "-ok")) for w in ex.words))
-    texts = [(w, mutating, program in LISTING) for w in ex.words]
+    texts = [(w, mutating, program in _LISTING) for w in ex.words]
     if ex.first:  # a redirection reads or writes the file, whatever the program
         texts += [(r.target, False, False) for r in ex.command.redirects if r.is_file]
     for text, changes, lists in texts:
@@ -270,4 +273,3 @@ def _unresolved_hit(text: str, cwd: Path | None, home: Path,
         directory = lexical(head.rsplit("/", 1)[0] or "/", cwd=cwd or home, home=home)
         return next((k for p, k in files if p.parent == directory), None)
     return None
-

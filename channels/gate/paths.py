@@ -13,6 +13,12 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Final
 
+__all__ = [
+    "expand_braces", "expand_variables", "glob_matches", "is_within", "lexical", "resolve",
+    "tool_path",
+]
+
+
 _UNICODE_SPACES: Final = re.compile("[\u00a0\u2000-\u200a\u202f\u205f\u3000]")
 _VARIABLE: Final = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 

@@ -26,8 +26,9 @@ from channels.gate.walk import Walk, walk
 
 __all__ = ["Judgement", "Protected", "judge"]
 
-PATH_TOOLS: Final = ("read", "write", "edit", "grep", "find", "ls")
-PATH_RULE_TOOLS: Final = ("write", "edit")
+
+_PATH_TOOLS: Final = ("read", "write", "edit", "grep", "find", "ls")
+_PATH_RULE_TOOLS: Final = ("write", "edit")
 
 
 def judge(policy: GatePolicy | ConfigError, tool: str, tool_input: Mapping[str, Any], *,
@@ -51,7 +52,7 @@ def _judge(policy: GatePolicy | ConfigError, tool: str, tool_input: Mapping[str,
         analysed = walk(command, cwd=cwd, home=home)
         blocked = guard_bash(command, cwd=cwd, home=home, protected=protected,
                              analysed=analysed)
-    elif tool in PATH_TOOLS:
+    elif tool in _PATH_TOOLS:
         blocked = guard_path_tool(tool, tool_input, cwd=cwd, home=home, protected=protected)
     else:
         blocked = None
@@ -75,11 +76,11 @@ def _judge(policy: GatePolicy | ConfigError, tool: str, tool_input: Mapping[str,
 
 def _asked(rules: GatePolicy, tool: str, tool_input: Mapping[str, Any],
            analysed: Walk | None, *, cwd: Path, home: Path) -> Judgement | None:
-    if tool in rules.tools and tool not in PATH_RULE_TOOLS:
+    if tool in rules.tools and tool not in _PATH_RULE_TOOLS:
         return Judgement("ask", f"Every {tool} call needs a person's approval.", f"tool: {tool}")
     if analysed is not None:
         return _bash(rules, analysed, cwd=cwd, home=home)
-    if tool in PATH_RULE_TOOLS and tool in rules.tools:
+    if tool in _PATH_RULE_TOOLS and tool in rules.tools:
         value = tool_input.get("path")
         if not isinstance(value, str):
             return Judgement("ask", f"The {tool} call names no file.", f"tool: {tool}")

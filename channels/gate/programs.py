@@ -13,17 +13,20 @@ from typing import Final
 from channels.gate.verdict import Judgement, block
 from channels.gate.wrappers import CLI_PROGRAM, program_name, short_value
 
+__all__ = ["GUARDED", "program_rule"]
+
+
 # piw-channels commands that answer, cancel, resend, expire or reconfigure (a person's acts).
-BLOCKED_COMMANDS: Final = frozenset({"cancel", "resend", "expire", "setup"})
-BLOCKED_PI_COMMANDS: Final = frozenset({"answer", "bridge"})
+_BLOCKED_COMMANDS: Final = frozenset({"cancel", "resend", "expire", "setup"})
+_BLOCKED_PI_COMMANDS: Final = frozenset({"answer", "bridge"})
 # Process names and command lines of Pi and its bridge, to test kill patterns against.
-OUR_PROCESSES: Final = ("pi", "node", "python", "python3", CLI_PROGRAM,
+_OUR_PROCESSES: Final = ("pi", "node", "python", "python3", CLI_PROGRAM,
                         "node /usr/local/bin/pi", f"python3 /usr/local/bin/{CLI_PROGRAM} pi bridge")
-KILLERS: Final = frozenset({"kill", "pkill", "killall", "skill"})
-TRACERS: Final = frozenset({"gdb", "strace", "ltrace", "gcore", "reptyr", "perf", "pidfd_getfd"})
-COPIERS: Final = frozenset({"cp", "ln", "install", "mv", "rsync", "alias"})
+_KILLERS: Final = frozenset({"kill", "pkill", "killall", "skill"})
+_TRACERS: Final = frozenset({"gdb", "strace", "ltrace", "gcore", "reptyr", "perf", "pidfd_getfd"})
+_COPIERS: Final = frozenset({"cp", "ln", "install", "mv", "rsync", "alias"})
 # Programs worth trying when a program word's value is not known (`$P cancel x`).
-GUARDED: Final = frozenset({CLI_PROGRAM, "pi", *KILLERS, "tmux", "screen", "xdotool"})
+GUARDED: Final = frozenset({CLI_PROGRAM, "pi", *_KILLERS, "tmux", "screen", "xdotool"})
 _SIGNAL: Final = re.compile(r"-(SIG)?[A-Z0-9]+")
 
 
@@ -40,11 +43,11 @@ def program_rule(words: Sequence[str], inner: Sequence[str], pids: Sequence[int]
         return _cli(args)
     if name == "pi" or (name.endswith(".js") and "pi-coding-agent" in words[0]):
         return _pi(args)
-    if name in KILLERS:
+    if name in _KILLERS:
         return _kill(name, args, ours)
-    if name in TRACERS:
+    if name in _TRACERS:
         return _trace(name, args, ours)
-    if name in COPIERS and any(_name(w.split("=", 1)[-1]) in (CLI_PROGRAM, "pi")
+    if name in _COPIERS and any(_name(w.split("=", 1)[-1]) in (CLI_PROGRAM, "pi")
                                for w in [*args, *inner]):
         return block(f"Blocked: copying or linking {CLI_PROGRAM} or Pi under another name "
                      "would get round the guard.", f"guard: {CLI_PROGRAM}")
@@ -79,9 +82,9 @@ def _cli(args: list[str]) -> Judgement | None:
     what: str | None = None
     if sub is not None and "$" in sub:
         what = sub  # a command word this reader cannot know: as if it were `cancel`
-    elif sub in BLOCKED_COMMANDS:
+    elif sub in _BLOCKED_COMMANDS:
         what = sub
-    elif sub == "pi" and (second is None or "$" in second or second in BLOCKED_PI_COMMANDS):
+    elif sub == "pi" and (second is None or "$" in second or second in _BLOCKED_PI_COMMANDS):
         what = f"pi {second}" if second else "pi"
     elif sub == "gate" and (second in ("on", "off") or (second and "$" in second)):
         what = f"gate {second}"
@@ -152,12 +155,12 @@ def _trace(name: str, args: list[str], ours: set[str]) -> Judgement | None:
 
 def _names_ours(pattern: str, *, regex: bool) -> bool:
     if not regex:
-        return program_name(pattern) in OUR_PROCESSES
+        return program_name(pattern) in _OUR_PROCESSES
     try:
         compiled = re.compile(pattern)
     except re.error:
         return True
-    return any(compiled.search(name) for name in OUR_PROCESSES)
+    return any(compiled.search(name) for name in _OUR_PROCESSES)
 
 
 def _operands(args: list[str], short: str, long: tuple[str, ...] = ()) -> list[str]:

@@ -15,8 +15,11 @@ from channels.gate.paths import is_within, resolve
 from channels.gate.verdict import Judgement, block
 from state.files import STATE_RELATIVE_PATH
 
-CONFIG_FILES: Final = ("channels.json", "credentials.json", "gate.json")
-DATABASE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
+__all__ = ["CONFIG", "DATABASE", "PI_SETTINGS", "TOKEN", "Place", "Protected", "file_block"]
+
+
+_CONFIG_FILES: Final = ("channels.json", "credentials.json", "gate.json")
+_DATABASE_SUFFIXES: Final = ("", "-wal", "-shm", "-journal")
 DATABASE: Final = "state database"
 CONFIG: Final = "config file"
 TOKEN: Final = "token file"
@@ -58,8 +61,8 @@ class Protected:
 
     @cached_property
     def _files(self) -> tuple[Place, ...]:
-        found = [(Path(f"{self.database}{s}"), DATABASE) for s in DATABASE_SUFFIXES]
-        found += [(self.config_dir / name, CONFIG) for name in CONFIG_FILES]
+        found = [(Path(f"{self.database}{s}"), DATABASE) for s in _DATABASE_SUFFIXES]
+        found += [(self.config_dir / name, CONFIG) for name in _CONFIG_FILES]
         found += [(path, TOKEN) for path in self.token_files]
         found += [(self.pi_agent_dir / "settings.json", PI_SETTINGS)]
         return _with_resolved(found)

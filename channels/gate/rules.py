@@ -14,6 +14,9 @@ from channels.gate.paths import glob_matches, is_within
 from channels.gate.walk import ASSIGNMENT, Exec
 from channels.gate.wrappers import SHELLS, program_name, unwrap
 
+__all__ = ["bash_rule", "path_rule"]
+
+
 # Long options and other spellings that are the same flag as a short one.
 _ALIASES: Final = {
     "rm": {"--recursive": "r", "R": "r", "--force": "f", "--dir": "d"},

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+__all__ = ["ALLOW", "Judgement", "block"]
+
 
 @dataclass(frozen=True)
 class Judgement:

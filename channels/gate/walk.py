@@ -15,11 +15,14 @@ from channels.gate.commands import MAX_DEPTH, SUBSTITUTION, SimpleCommand, parse
 from channels.gate.paths import expand_braces, expand_variables, lexical
 from channels.gate.wrappers import printed, program_name, unwrap
 
-MAX_EXECS: Final = 5000
-MAX_SCRIPT_BYTES: Final = 256 * 1024
-MISSING: Final = object()  # a script file that does not exist when the call is judged
+__all__ = ["ASSIGNMENT", "Exec", "Walk", "walk"]
+
+
+_MAX_EXECS: Final = 5000
+_MAX_SCRIPT_BYTES: Final = 256 * 1024
+_MISSING: Final = object()  # a script file that does not exist when the call is judged
 # Variables whose value is a command that git, ssh, editors or bash itself will run.
-COMMAND_VARIABLES: Final = frozenset({
+_COMMAND_VARIABLES: Final = frozenset({
     "GIT_SSH_COMMAND", "GIT_EDITOR", "GIT_PAGER", "GIT_SEQUENCE_EDITOR", "GIT_EXTERNAL_DIFF",
     "EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "SSH_ASKPASS", "SUDO_ASKPASS",
     "PROMPT_COMMAND", "BROWSER"})
@@ -27,7 +30,7 @@ _CHDIR: Final = frozenset({"-C", "-D", "--chdir", "--directory", "--cwd", "--wd"
 _CHDIR_LONG: Final = ("--chdir=", "--directory=", "--cwd=", "--wd=", "--cd=")
 ASSIGNMENT: Final = "="  # the program word of the Exec that stands for a variable's value
 # Programs whose name at the start of a variable's value makes it a command line to judge.
-WATCHED: Final = frozenset({"piw-channels", "pi", "kill", "pkill", "killall", "sqlite3"})
+_WATCHED: Final = frozenset({"piw-channels", "pi", "kill", "pkill", "killall", "sqlite3"})
 _DECLARE: Final = frozenset({"export", "declare", "typeset", "local", "readonly"})
 
 
@@ -73,7 +76,7 @@ def _walk(text: str, cwd: Path | None, home: Path, depth: int, known: dict[str, 
     if script.problem:
         out.problems.append(script.problem)
     for command in script.commands:
-        if len(out.execs) >= MAX_EXECS:
+        if len(out.execs) >= _MAX_EXECS:
             out.problems.append("the command line runs too many commands")
             return
         _assign(command, known, cwd, home, depth, out)
@@ -101,7 +104,7 @@ def _walk(text: str, cwd: Path | None, home: Path, depth: int, known: dict[str, 
             body = _script_file(expand_variables(name, known), cwd, home)
             if isinstance(body, str):
                 _walk(body, cwd, home, depth + 1, dict(known), out)
-            elif body is MISSING:
+            elif body is _MISSING:
                 out.missing.append(name)
         cwd = _next_cwd(runs.layers[0] if runs.layers else (), cwd, home, known)
 
@@ -121,7 +124,7 @@ def _assign(command: SimpleCommand, known: dict[str, str], cwd: Path | None, hom
         # command line when it starts with a program the guard watches (`P="pi --mode rpc"`).
         out.execs.append(Exec((ASSIGNMENT, expand_variables(value, known)), command, cwd, False))
         first = value.split(maxsplit=1)[0] if value.strip() else ""
-        if name in COMMAND_VARIABLES or program_name(first) in WATCHED:
+        if name in _COMMAND_VARIABLES or program_name(first) in _WATCHED:
             _walk(expand_variables(value, known), cwd, home, depth + 1, dict(known), out)
         if command.words and program_name(command.words[0]) not in _DECLARE:
             continue  # `X=1 cmd`: for that command only
@@ -167,8 +170,8 @@ def _script_file(name: str, cwd: Path | None, home: Path) -> str | object | None
     path = lexical(name, cwd=cwd or home, home=home)
     try:
         if not os.path.lexists(path):
-            return MISSING
-        if not path.is_file() or path.stat().st_size > MAX_SCRIPT_BYTES:
+            return _MISSING
+        if not path.is_file() or path.stat().st_size > _MAX_SCRIPT_BYTES:
             return None
         return path.read_text("utf-8", errors="replace")
     except OSError:

@@ -14,12 +14,18 @@ from typing import Final
 
 from channels.gate.commands import SUBSTITUTION, SimpleCommand, decode_escapes
 
-MAX_LAYERS: Final = 32
+__all__ = [
+    "CLI_PROGRAM", "SHELLS", "printed", "program_name", "short_value", "string_literals",
+    "unwrap",
+]
+
+
+_MAX_LAYERS: Final = 32
 
 SHELLS: Final = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "rbash",
                            "yash", "posh", "tcsh", "csh"})
 # The CLI's own module: `python -m adapters.cli.main ARGS` is `piw-channels ARGS`.
-CLI_MODULES: Final = frozenset({"adapters.cli.main", "adapters.cli"})
+_CLI_MODULES: Final = frozenset({"adapters.cli.main", "adapters.cli"})
 CLI_PROGRAM: Final = "piw-channels"
 _PYTHON: Final = re.compile(r"(python|pypy)([0-9.]*)(-dbg)?")
 _CODE_FLAGS: Final = {"python": "c", "perl": "eE", "ruby": "e", "php": "r", "lua": "e",
@@ -35,7 +41,7 @@ _AWKS: Final = frozenset({"awk", "gawk", "mawk", "nawk"})
 
 
 @dataclass(slots=True)
-class Runs:
+class _Runs:
     """Everything one simple command runs, as far as its words tell."""
 
     layers: list[tuple[str, ...]] = field(default_factory=list)  # each a program and its args
@@ -52,15 +58,15 @@ def program_name(word: str) -> str:
     return "python" if match else name
 
 
-def unwrap(command: SimpleCommand) -> Runs:
+def unwrap(command: SimpleCommand) -> _Runs:
     """What `command` runs; its own words are the first layer."""
-    runs = Runs()
+    runs = _Runs()
     queue: list[tuple[str, ...]] = [command.words] if command.words else []
     queue += [(alt, *command.words[1:]) for alt in command.alternatives]
     if command.alternatives[:1] in (("echo",), ("printf",)):
         # `$(printf 'piw-channels cancel') x`: the program and words the substitution prints
         queue.append((*printed(command.alternatives).split(), *command.words[1:]))
-    while queue and len(runs.layers) < MAX_LAYERS:
+    while queue and len(runs.layers) < _MAX_LAYERS:
         words = queue.pop(0)
         if not words:
             continue
@@ -79,10 +85,10 @@ def unwrap(command: SimpleCommand) -> Runs:
     return runs
 
 
-_Handler = Callable[[list[str], SimpleCommand, "Runs", str], list[list[str]]]
+_Handler = Callable[[list[str], SimpleCommand, "_Runs", str], list[list[str]]]
 
 
-def after_options(words: Sequence[str], short: str = "", long: Sequence[str] = ()) -> list[str]:
+def _after_options(words: Sequence[str], short: str = "", long: Sequence[str] = ()) -> list[str]:
     """The words after the leading options; `short` and `long` take a value."""
     i = 0
     while i < len(words):
@@ -125,14 +131,14 @@ def short_value(words: Sequence[str], flags: str, long: Sequence[str] = ()) -> s
 
 
 def _plain(short: str = "", long: Sequence[str] = ()) -> _Handler:
-    def handler(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-        return [after_options(rest, short, long)]
+    def handler(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+        return [_after_options(rest, short, long)]
     return handler
 
 
-def _env(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _env(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     split = short_value(rest, "S", ("--split-string",))
-    words = after_options(rest, "uCS", ("--unset", "--chdir", "--split-string"))
+    words = _after_options(rest, "uCS", ("--unset", "--chdir", "--split-string"))
     while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0], re.DOTALL):
         words = words[1:]
     if split is not None:
@@ -141,53 +147,53 @@ def _env(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list
     return [words]
 
 
-def _nice(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _nice(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     if rest and re.fullmatch(r"-[0-9]+", rest[0]):
         rest = rest[1:]
-    return [after_options(rest, "n", ("--adjustment",))]
+    return [_after_options(rest, "n", ("--adjustment",))]
 
 
-def _timeout(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-    words = after_options(rest, "sk", ("--signal", "--kill-after"))
+def _timeout(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+    words = _after_options(rest, "sk", ("--signal", "--kill-after"))
     return [words[1:]]  # past the duration
 
 
-def _taskset(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-    words = after_options(rest, "")
+def _taskset(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+    words = _after_options(rest, "")
     return [words[1:]] if "-p" not in rest and "--pid" not in rest else []
 
 
 def _first_operand_then_command(short: str) -> _Handler:
-    def handler(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-        words = after_options(rest, short)
+    def handler(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+        words = _after_options(rest, short)
         return [words[1:]]
     return handler
 
 
-def _flock(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _flock(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     script = short_value(rest, "c", ("--command",))
     if script is not None:
         runs.scripts.append(script)
         return []
-    return [after_options(rest, "wE", ("--timeout", "--conflict-exit-code"))[1:]]
+    return [_after_options(rest, "wE", ("--timeout", "--conflict-exit-code"))[1:]]
 
 
-def _command(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _command(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     if any(flag in rest[:2] for flag in ("-v", "-V")):
         return []  # `command -v x` only looks x up
-    return [after_options(rest, "")]
+    return [_after_options(rest, "")]
 
 
-def _exec(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-    return [after_options(rest, "a")]
+def _exec(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+    return [_after_options(rest, "a")]
 
 
-def _xargs(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _xargs(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     long = ("--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs",
             "--max-chars", "--process-slot-var", "--eof", "--replace")
     # The arguments xargs appends or puts in place of -I's string are read from stdin:
     # unknown, like a substitution's value.
-    words = after_options(rest, "adEILnPs", long) or ["echo"]
+    words = _after_options(rest, "adEILnPs", long) or ["echo"]
     placeholder = short_value(rest, "I", ("--replace",)) or ("{}" if any(
         w.startswith("-i") for w in rest[:len(rest) - len(words)]) else None)
     if placeholder:
@@ -195,7 +201,7 @@ def _xargs(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> li
     return [[*words, SUBSTITUTION]]
 
 
-def _find(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _find(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     found: list[list[str]] = []
     i = 0
     while i < len(rest):
@@ -209,11 +215,11 @@ def _find(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> lis
     return found
 
 
-def _busybox(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _busybox(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     return [rest]
 
 
-def _script(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _script(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     line = short_value(rest, "c", ("--command",))
     if line is not None:
         runs.scripts.append(line)
@@ -222,7 +228,7 @@ def _script(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> l
     return []
 
 
-def _su(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _su(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     line = short_value(rest, "c", ("--command", "--session-command"))
     if line is not None:
         runs.scripts.append(line)
@@ -231,8 +237,8 @@ def _su(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[
     return []
 
 
-def _sudo(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-    words = after_options(rest, "ugCDhprtTU", _SUDO_LONG)
+def _sudo(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+    words = _after_options(rest, "ugCDhprtTU", _SUDO_LONG)
     if not words and any(w in ("-s", "-i", "--shell", "--login") for w in rest):
         _stdin(command, runs, as_code=False)  # `sudo -s <<< cmd`: a shell that reads stdin
     return [words]
@@ -242,27 +248,27 @@ _SUDO_LONG: Final = ("--user", "--group", "--chdir", "--host", "--prompt", "--ro
                      "--close-from", "--other-user", "--command-timeout")
 
 
-def _eval(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _eval(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     runs.scripts.append(" ".join(rest))
     return []
 
 
-def _watch(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-    words = after_options(rest, "nq", ("--interval", "--equexit"))
+def _watch(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+    words = _after_options(rest, "nq", ("--interval", "--equexit"))
     if "-x" in rest or "--exec" in rest:
         return [words]
     runs.scripts.append(" ".join(words))
     return []
 
 
-def _ssh(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-    words = after_options(rest, "BbcDEeFIiJLlmOoPpQRSWw")
+def _ssh(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+    words = _after_options(rest, "BbcDEeFIiJLlmOoPpQRSWw")
     if len(words) > 1:
         runs.scripts.append(" ".join(words[1:]))  # `ssh localhost CMD` runs CMD here too
     return []
 
 
-def _expect(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _expect(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     code = short_value(rest, "c")
     for text in (code, command.stdin):
         if text:
@@ -274,19 +280,19 @@ def _expect(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> l
 
 def _runner(subcommands: tuple[str, ...], short: str, long: tuple[str, ...]) -> _Handler:
     """`uv run`, `npx`, `poetry run` ...: after the subcommand and options, a command."""
-    def handler(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+    def handler(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
         if subcommands:
             if not rest or rest[0] not in subcommands:
                 return []
             while rest and rest[0] in subcommands:  # `uv tool run`
                 rest = rest[1:]
-        return [after_options(rest, short, long)]
+        return [_after_options(rest, short, long)]
     return handler
 
 
-def _shell(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _shell(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     clusters = [w for w in rest[:_first_operand(rest, "oO")] if re.fullmatch(r"[-+][A-Za-z]+", w)]
-    words = after_options(rest, "oO", ("--rcfile", "--init-file"))
+    words = _after_options(rest, "oO", ("--rcfile", "--init-file"))
     if any("c" in w for w in clusters if w.startswith("-")):
         if words:
             runs.scripts.append(words[0])
@@ -304,13 +310,13 @@ def _reads_stdin(operand: str) -> bool:
     return operand in ("-", "/dev/stdin", "/proc/self/fd/0", "/dev/fd/0")
 
 
-def _source(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _source(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     if rest:
         runs.files.append(rest[0])
     return []
 
 
-def _at(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _at(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     """`at`, `batch`: a script from stdin (or `-f FILE`) run later."""
     script = short_value(rest, "f")
     if script is not None:
@@ -320,7 +326,7 @@ def _at(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[
     return []
 
 
-def _git(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _git(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     """`git -c alias.x='!cmd'`, `-c core.pager=cmd`: configuration values that run commands."""
     for i, word in enumerate(rest[:-1]):
         if word == "-c" and "=" in rest[i + 1]:
@@ -328,23 +334,23 @@ def _git(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list
     return []
 
 
-def _tmux(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-    words = after_options(rest, "LSf")
+def _tmux(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+    words = _after_options(rest, "LSf")
     if words and words[0] in ("new-session", "new", "new-window", "neww", "split-window",
                               "splitw", "respawn-pane", "respawnp", "respawn-window", "respawnw",
                               "run-shell", "run", "display-popup", "popup"):
-        operands = after_options(words[1:], "cefnstxylFTShw")
+        operands = _after_options(words[1:], "cefnstxylFTShw")
         if operands:
             runs.scripts.append(" ".join(operands))
     return []
 
 
-def _screen(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-    return [] if short_value(rest, "X") is not None else [after_options(rest, "SpcTehsL")]
+def _screen(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+    return [] if short_value(rest, "X") is not None else [_after_options(rest, "SpcTehsL")]
 
 
-def _parallel(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
-    words = after_options(rest, "jSI", ("--jobs",))
+def _parallel(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
+    words = _after_options(rest, "jSI", ("--jobs",))
     end = next((i for i, w in enumerate(words) if w in (":::", "::::", ":::+")), len(words))
     return [words[:end]]
 
@@ -353,7 +359,7 @@ def _interpreter(name: str) -> str | None:
     return _INTERPRETERS.get(name)
 
 
-def _interpreted(rest: list[str], command: SimpleCommand, runs: Runs,
+def _interpreted(rest: list[str], command: SimpleCommand, runs: _Runs,
                  name: str) -> list[list[str]]:
     kind = _interpreter(name) or ""
     if kind == "deno" and rest[:1] == ["eval"]:
@@ -362,7 +368,7 @@ def _interpreted(rest: list[str], command: SimpleCommand, runs: Runs,
     node = kind in ("node", "bun")
     code_long = tuple(k for k, v in _NODE_LONG.items() if v == "code") if node else ()
     value_long = tuple(k for k, v in _NODE_LONG.items() if v == "value") if node else ()
-    words = after_options(rest, _VALUE_FLAGS[kind] + _CODE_FLAGS[kind], code_long + value_long)
+    words = _after_options(rest, _VALUE_FLAGS[kind] + _CODE_FLAGS[kind], code_long + value_long)
     leading = rest[:len(rest) - len(words)]  # options only: `python3 x.py -c y` runs x.py
     code = short_value(leading, _CODE_FLAGS[kind], code_long) if _CODE_FLAGS[kind] or node \
         else None
@@ -371,7 +377,7 @@ def _interpreted(rest: list[str], command: SimpleCommand, runs: Runs,
         return []
     module = _python_module(rest) if kind == "python" else None
     if module is not None:
-        program = CLI_PROGRAM if module[0] in CLI_MODULES else module[0]
+        program = CLI_PROGRAM if module[0] in _CLI_MODULES else module[0]
         return [[program, *module[1]]]
     if words and not _reads_stdin(words[0]):
         if SUBSTITUTION in words[0] or words[0].startswith("/dev/fd/"):
@@ -393,15 +399,15 @@ def _python_module(rest: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
-def _awk(rest: list[str], command: SimpleCommand, runs: Runs, name: str) -> list[list[str]]:
+def _awk(rest: list[str], command: SimpleCommand, runs: _Runs, name: str) -> list[list[str]]:
     if short_value(rest, "f", ("--file",)) is None:
-        words = after_options(rest, "vF", ("--assign", "--field-separator"))
+        words = _after_options(rest, "vF", ("--assign", "--field-separator"))
         if words:
             runs.code.append(words[0])
     return []
 
 
-def _stdin(command: SimpleCommand, runs: Runs, *, as_code: bool) -> None:
+def _stdin(command: SimpleCommand, runs: _Runs, *, as_code: bool) -> None:
     """A shell or interpreter reading its program from stdin: a document, an echo, a pipe."""
     text = command.stdin
     upstream = command.upstream
@@ -424,7 +430,7 @@ def printed(words: Sequence[str]) -> str:
 
 
 def _first_operand(words: Sequence[str], short: str) -> int:
-    remaining = after_options(words, short)
+    remaining = _after_options(words, short)
     return len(words) - len(remaining)
 
 

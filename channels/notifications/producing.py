@@ -33,12 +33,18 @@ from state.exit_codes import EXIT_USAGE
 from state.leases import OwnerType
 from state.resources import Actor, ActorType, current_revision
 
+__all__ = [
+    "DEFAULT_AUDIENCE", "MAX_TEXT_CODE_UNITS", "PI_NOTIFY", "TELEGRAM_NOTIFY",
+    "NotificationRefused", "Notified", "NotifySpec", "check", "notify", "telegram_routes",
+]
+
+
 PI_NOTIFY = "pi.notify"
 TELEGRAM_NOTIFY = "telegram.notify"
-NOTIFY_WORKFLOW = "piw-channels.notify"
-NOTIFY_NODE = "notify"
+_NOTIFY_WORKFLOW = "piw-channels.notify"
+_NOTIFY_NODE = "notify"
 MAX_TEXT_CODE_UNITS = 16_384  # far above one Telegram message: a final is split, not refused
-MAX_INDEX = 2**31 - 1
+_MAX_INDEX = 2**31 - 1
 DEFAULT_AUDIENCE = "operator"
 
 # Control characters other than TAB and LF (a terminal or a chat would misread them).
@@ -90,8 +96,8 @@ def check(spec: NotifySpec, config: ChannelsConfig | None) -> tuple[str, ...]:
     if utf16_len(spec.text) > MAX_TEXT_CODE_UNITS:
         raise NotificationRefused(f"the notification's text is {utf16_len(spec.text)} UTF-16"
                                   f" code units long; the limit is {MAX_TEXT_CODE_UNITS}")
-    if spec.index is not None and not 0 <= spec.index <= MAX_INDEX:
-        raise NotificationRefused(f"--index {spec.index}: use 0 to {MAX_INDEX}")
+    if spec.index is not None and not 0 <= spec.index <= _MAX_INDEX:
+        raise NotificationRefused(f"--index {spec.index}: use 0 to {_MAX_INDEX}")
     if spec.run_id is not None and _RUN_ID.fullmatch(spec.run_id) is None:
         raise NotificationRefused(f"run id {spec.run_id!r} is not a valid run id")
     if spec.session_id is not None and (is_blank(spec.session_id)
@@ -191,18 +197,13 @@ def _run(conn: apsw.Connection, spec: NotifySpec, owner_id: str, now: int,
         return spec.run_id, found[0], found[1] or spec.title
     run_id = "notify-" + entropy.token_bytes(12).hex()
     run_spec = runs.RunSpec(
-        run_id=run_id, workflow_name=NOTIFY_WORKFLOW,
-        definition={"name": NOTIFY_WORKFLOW, "nodes": [{"id": NOTIFY_NODE, "type": "notify"}]},
-        input={"title": spec.title}, node_id=NOTIFY_NODE, node_type="notify", title=spec.title,
-        source_ref=NOTIFY_WORKFLOW)
+        run_id=run_id, workflow_name=_NOTIFY_WORKFLOW,
+        definition={"name": _NOTIFY_WORKFLOW, "nodes": [{"id": _NOTIFY_NODE, "type": "notify"}]},
+        input={"title": spec.title}, node_id=_NOTIFY_NODE, node_type="notify", title=spec.title,
+        source_ref=_NOTIFY_WORKFLOW)
     handle = runs.create_waiting_run(conn, run_spec, OwnerType.HOST, owner_id, now, entropy)
     # The one-off run has nothing to wait for: it is over once it said what it had to say.
     runs.finish_run(conn, handle.lease, run_id, handle.attempt_id, runs.RunStatus.COMPLETED,
                     now)
     leases.release(conn, handle.lease, now)
     return run_id, handle.attempt_id, spec.title
-
-
-__all__ = ["DEFAULT_AUDIENCE", "MAX_TEXT_CODE_UNITS", "NOTIFY_WORKFLOW", "PI_NOTIFY",
-           "TELEGRAM_NOTIFY", "NotificationRefused", "Notified", "NotifySpec", "check", "notify",
-           "telegram_routes"]

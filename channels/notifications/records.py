@@ -15,6 +15,11 @@ import apsw
 
 from state import blobs
 
+__all__ = [
+    "NO_SESSION", "Notification", "NotificationType", "for_run", "for_session", "get",
+    "insert", "next_index", "notification_id_for",
+]
+
 
 class NotificationType(StrEnum):
     """A notification's kind (`notifications.notification_type`)."""
@@ -114,14 +119,9 @@ def for_session(conn: apsw.Connection, session_id: str, statuses: tuple[str, ...
     return _load(conn, rows)
 
 
-def runs_with_notifications(conn: apsw.Connection, limit: int) -> list[str]:
+def _runs_with_notifications(conn: apsw.Connection, limit: int) -> list[str]:
     """The runs that made notifications, newest first (for `status`)."""
     rows = conn.execute(
         "SELECT run_id FROM notifications GROUP BY run_id ORDER BY max(created_at) DESC"
         " LIMIT ?", (limit,))
     return [str(r[0]) for r in rows]
-
-
-__all__ = ["NO_SESSION", "Notification", "NotificationType", "for_run", "for_session", "get",
-           "insert",
-           "next_index", "notification_id_for", "runs_with_notifications"]

@@ -20,12 +20,15 @@ from channels.notifications import records
 from channels.notifications.producing import PI_NOTIFY, TELEGRAM_NOTIFY
 from state import effects
 
-DAY_MS = 86_400_000
-TROUBLE = ("ambiguous", "rejected")  # what needs a person
+__all__ = ["NotificationView", "for_run", "recent", "refused_chats"]
+
+
+_DAY_MS = 86_400_000
+_TROUBLE = ("ambiguous", "rejected")  # what needs a person
 
 
 @dataclass(frozen=True, slots=True)
-class Delivery:
+class _Delivery:
     """One target's delivery of a notification."""
 
     target: str  # `pi:<session>` (`pi:none`: no session), or `telegram:<profile>`
@@ -46,11 +49,11 @@ class NotificationView:
     """A notification with its deliveries."""
 
     notification: records.Notification
-    deliveries: tuple[Delivery, ...]
+    deliveries: tuple[_Delivery, ...]
 
     @property
     def troubled(self) -> bool:
-        return any(d.status in TROUBLE for d in self.deliveries)
+        return any(d.status in _TROUBLE for d in self.deliveries)
 
     def to_json(self) -> dict[str, Any]:
         n = self.notification
@@ -62,7 +65,7 @@ class NotificationView:
 
 
 def _delivery(conn: apsw.Connection, effect: effects.Effect,
-              names: dict[str, str]) -> Delivery:
+              names: dict[str, str]) -> _Delivery:
     payload = effects.payload(conn, effect)
     result = effects.result_of(conn, effect.effect_id) or {}
     status = "superseded" if isinstance(result, dict) and result.get("superseded") \
@@ -72,14 +75,14 @@ def _delivery(conn: apsw.Connection, effect: effects.Effect,
     else:
         channel_id = str(payload.get("channelId"))
         target = names.get(channel_id, channel_id)
-    return Delivery(target, effect.effect_type, status, effect.attempt_count, effect.settled_at,
+    return _Delivery(target, effect.effect_type, status, effect.attempt_count, effect.settled_at,
                     effect.external_ref if effect.effect_type == PI_NOTIFY else None)
 
 
 def for_run(conn: apsw.Connection, run_id: str) -> list[NotificationView]:
     """A run's notifications, oldest first, each with its deliveries."""
     source = runs.run_resource(run_id)
-    mine: dict[str, list[Delivery]] = {}
+    mine: dict[str, list[_Delivery]] = {}
     names = {cid: f"telegram:{profile}" for cid, adapter, profile in store.all_channels(conn)
              if adapter == "telegram"}
     for effect_type in (PI_NOTIFY, TELEGRAM_NOTIFY):
@@ -90,7 +93,7 @@ def for_run(conn: apsw.Connection, run_id: str) -> list[NotificationView]:
             for n in records.for_run(conn, run_id)]
 
 
-def recent(conn: apsw.Connection, now: int, within_ms: int = DAY_MS) -> list[NotificationView]:
+def recent(conn: apsw.Connection, now: int, within_ms: int = _DAY_MS) -> list[NotificationView]:
     """The notifications of the runs active in the last day (newest run first)."""
     return [view for run_id in runs.updated_since(conn, now - within_ms)
             for view in for_run(conn, run_id)]
@@ -107,7 +110,3 @@ def refused_chats(conn: apsw.Connection, effect: effects.Effect) -> list[dict[st
                 and index < len(recipients):
             found.append({**entry, "chat": recipients[index]})
     return found
-
-
-__all__ = ["DAY_MS", "Delivery", "NotificationView", "for_run", "recent",
-           "refused_chats"]

@@ -22,7 +22,13 @@ from state import leases
 from state.database import Database
 from state.leases import Lease
 
-IGNORED = "ignored"
+__all__ = [
+    "AnswerEvent", "AnswerReport", "OpenDecision", "answer_locally", "load_open",
+    "open_for_pi", "open_rows", "submit_answer",
+]
+
+
+_IGNORED = "ignored"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +167,7 @@ class AnswerReport:
         )
 
 
-def response_for(decision: StoredDecision, choice: str, entered: Any) -> dict[str, Any]:
+def _response_for(decision: StoredDecision, choice: str, entered: Any) -> dict[str, Any]:
     """The response document: bare text goes under the choice's input name; anything else is
     passed through for the resolution function to judge."""
     response: dict[str, Any] = {"choice": choice}
@@ -212,10 +218,10 @@ def _process(
         decision = records.load(conn, event.decision_id)
     except KeyError:
         # Processed too (as ignored), so an unknown id is never retried forever.
-        return AnswerReport(event.decision_id, IGNORED, "unknown decision")
+        return AnswerReport(event.decision_id, _IGNORED, "unknown decision")
     candidate = HumanAnswer(
         decision_id=event.decision_id, request_digest=event.request_digest,
-        response=response_for(decision, event.choice, event.entered), channel=PI_CHANNEL,
+        response=_response_for(decision, event.choice, event.entered), channel=PI_CHANNEL,
         actor_id=event.actor_id, external_event_id=event.event_key,
         idempotency_key=event.event_key, origin=event.origin,
     )

@@ -17,6 +17,12 @@ from channels.pi.sessions import routes_to_pi
 from state.errors import WriteRejected
 from state.leases import Lease
 
+__all__ = [
+    "DELIVERED_CURSOR", "Delivery", "confirm_delivery", "delivery_message_id", "has_work",
+    "record_deliveries", "undelivered",
+]
+
+
 DELIVERED_CURSOR = "pi_delivered"
 
 
@@ -25,7 +31,7 @@ def delivery_message_id(channel_id: str, decision_id: str) -> str:
     return messages.message_id_for(channel_id, Purpose.DELIVERY, decision_id)
 
 
-def delivery_statuses(conn: apsw.Connection, channel_id: str) -> dict[str, str]:
+def _delivery_statuses(conn: apsw.Connection, channel_id: str) -> dict[str, str]:
     """decision_id -> status of this channel's delivery messages."""
     rows = conn.execute(
         "SELECT decision_id, status FROM channel_messages WHERE channel_id = ?"
@@ -60,7 +66,7 @@ def undelivered(
     knows only what its bridge sends, so decisions it already shows must be sent again to be
     answerable; it finds their entries in the session and does not show them twice.
     """
-    statuses = delivery_statuses(conn, channel_id)
+    statuses = _delivery_statuses(conn, channel_id)
     found = []
     for decision_id, audience in open_rows(conn, session_id, now):
         confirmed = statuses.get(decision_id) == "confirmed" and not include_confirmed

@@ -32,6 +32,15 @@ from channels.decisions.presentation import (
 from channels.text import utf16_len
 from state.canonical import canonical_bytes, sha256
 
+__all__ = [
+    "ALLOW", "ALLOWING", "ALLOW_SESSION", "CHOICES", "DENY", "DENY_REASON",
+    "MAX_ATTACHED_BYTES", "PREVIEW_LINES", "PREVIEW_UNITS", "REASON_INPUT", "Attachment",
+    "GatedCall", "TooLong", "attachment", "chunks", "describe", "outcome_text", "presentation",
+    "preview_of", "run_id", "session_prefix", "shown_input", "subject_prefix", "title",
+    "where_answered",
+]
+
+
 ALLOW, ALLOW_SESSION, DENY, DENY_REASON = "allow", "allow_session", "deny", "deny_reason"
 REASON_INPUT = "reason"
 CHOICES: dict[str, Any] = {
@@ -43,7 +52,7 @@ CHOICES: dict[str, Any] = {
 }
 ALLOWING = (ALLOW, ALLOW_SESSION)
 # Room kept for the summary, the fields and the context block within the 64,000 total.
-INPUT_BUDGET = MAX_CODE_UNITS - 2_000
+_INPUT_BUDGET = MAX_CODE_UNITS - 2_000
 # An attached input's upper bound: Pi's bridge carries a tool call on one line of at most
 # 1 MiB (adapters/pi/framing.py), with JSON escapes; Telegram takes 50 MB, a phone reads less.
 MAX_ATTACHED_BYTES = 500_000
@@ -120,7 +129,7 @@ def attachment(call: GatedCall) -> Attachment | None:
     """The file a card attaches: the input exactly as it will run (control characters kept;
     a lone surrogate, which UTF-8 cannot hold, written as `\\udXXX`), when it is too long
     for the card's parts; None when the parts show it whole."""
-    if utf16_len(shown_input(call)) <= INPUT_BUDGET:
+    if utf16_len(shown_input(call)) <= _INPUT_BUDGET:
         return None
     name = {"bash": "input.txt", "edit": "edit.diff", "write": "content.txt"}.get(
         call.tool, "input.json")
@@ -248,9 +257,3 @@ def _minutes(value: float) -> str:
         return f"{int(value)} minute{'s' if value != 1 else ''}"
     seconds = round(value * 60)
     return f"{seconds} second{'s' if seconds != 1 else ''}"
-
-
-__all__ = ["ALLOW", "ALLOWING", "ALLOW_SESSION", "CHOICES", "DENY", "DENY_REASON",
-           "MAX_ATTACHED_BYTES", "Attachment", "GatedCall", "TooLong", "attachment", "chunks",
-           "describe", "outcome_text", "presentation", "preview_of", "run_id",
-           "session_prefix", "shown_input", "subject_prefix", "title", "where_answered"]

@@ -27,6 +27,11 @@ from state.effects import Attempt, EffectStatus
 from state.leases import Lease, OwnerType
 from state.resources import Actor, ActorType
 
+__all__ = [
+    "PiNote", "begin_note", "confirm_note", "due_notes", "note_receipt", "pending_count",
+    "recover_notes", "renew_note", "reopenable",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class PiNote:
@@ -132,7 +137,3 @@ def note_receipt(conn: apsw.Connection, notification_id: str) -> dict[str, Any] 
         return None
     result = effects.result_of(conn, found.effect_id)
     return dict(result) if isinstance(result, dict) else None
-
-
-__all__ = ["PiNote", "begin_note", "confirm_note", "due_notes", "note_receipt",
-           "pending_count", "recover_notes", "renew_note", "reopenable"]

@@ -17,6 +17,11 @@ from state.database import Database
 from state.errors import LeaseHeld
 from state.leases import Lease
 
+__all__ = [
+    "LOCAL_PROFILE", "PI_SESSION_ID", "claim_channel", "local_channel_id", "pi_channel_id",
+    "register_session", "routes_to_pi", "session_channel_id",
+]
+
 
 def pi_channel_id(session_id: str | None) -> str:
     """`pi-` + 40 hex of SHA-256(session id, or `local` for the operator view)."""

@@ -14,6 +14,12 @@ from state.effects import Attempt, AttemptOutcome, Effect
 from state.leases import Lease, OwnerType
 from state.resources import Actor, ActorType
 
+__all__ = [
+    "SETTLE_EFFECT", "Settlement", "begin_settlement", "due_settlements", "finish_settlement",
+    "recover_settlements",
+]
+
+
 SETTLE_EFFECT = "pi.settle"
 
 

@@ -9,16 +9,14 @@ import apsw
 from channels import store
 from channels.decisions import turn_intents
 from channels.decisions.turn_intents import (
-    RESOLUTION_TYPE,
-    TURN_EFFECT,
-    TurnIntent,
     due_turns,
     pending_count,
     turn_entry,
     turn_intent_id_for,
-    turn_text,
 )
 from state.leases import Lease
+
+__all__ = ["confirm_turn", "due_turns", "pending_count", "turn_entry", "turn_intent_id_for"]
 
 
 def confirm_turn(
@@ -35,7 +33,3 @@ def confirm_turn(
     turn is not this session's."""
     store.verify(conn, lease, channel_id, now)
     return turn_intents.confirm_turn(conn, session_id, turn_intent_id, entry_id, lease, now)
-
-
-__all__ = ["RESOLUTION_TYPE", "TURN_EFFECT", "TurnIntent", "confirm_turn", "due_turns",
-           "pending_count", "turn_entry", "turn_intent_id_for", "turn_text"]

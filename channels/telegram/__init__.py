@@ -1,3 +1,8 @@
 """The Telegram channel, network-free: identity and allowlists, buttons and callback tokens,
 the split into parts, Bot API limits, updates to inbox events, inbox processing, delivery
 reservation, outbound effects and the poll cycle. The network is behind `channels.transport`."""
+
+__all__ = [
+    "alerts", "buttons", "commands", "config_failures", "deliveries", "identity", "limits",
+    "poll",
+]

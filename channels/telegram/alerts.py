@@ -28,15 +28,21 @@ from channels.telegram.identity import Channel
 from state import blobs, effects
 from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
 
-REPEAT_MS: Final = 3_600_000  # an ongoing condition is mentioned again after an hour
-DEFAULT_ALERT_AFTER_MS: Final = 600_000  # unreachable this long before cron hears of it
-RELEASED: Final = "channel.lease_released"
+__all__ = [
+    "DEFAULT_ALERT_AFTER_MS", "Alert", "AlertReport", "PassResult", "decision_conditions",
+    "last_pass", "settle",
+]
 
-Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rejected",
+
+_REPEAT_MS: Final = 3_600_000  # an ongoing condition is mentioned again after an hour
+DEFAULT_ALERT_AFTER_MS: Final = 600_000  # unreachable this long before cron hears of it
+_RELEASED: Final = "channel.lease_released"
+
+_Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rejected",
                "migrated", "held", "pass", "failed", "expiry", "config"]
 
 # What each kind exits with (README table): 78 needs a configuration change, 75 may pass.
-EXIT_CODES: Final[Mapping[str, int]] = {
+_EXIT_CODES: Final[Mapping[str, int]] = {
     "token": EXIT_CONFIG, "rejected": EXIT_CONFIG, "migrated": EXIT_CONFIG,
     "conflict": EXIT_TEMPORARY, "webhook": EXIT_TEMPORARY, "unreachable": EXIT_TEMPORARY,
     "ambiguous": EXIT_TEMPORARY, "held": EXIT_TEMPORARY,
@@ -82,11 +88,11 @@ class Alert:
         own = self.facts.get("exitCode")
         if isinstance(own, int) and not isinstance(own, bool):
             return own
-        return EXIT_CODES.get(self.kind, EXIT_TEMPORARY)
+        return _EXIT_CODES.get(self.kind, EXIT_TEMPORARY)
 
 
 @dataclass(frozen=True, slots=True)
-class PassState:
+class _PassState:
     """The state a pass left in its release event (what `status` shows, too)."""
 
     at: int  # when the pass ended
@@ -111,12 +117,12 @@ class AlertReport:
         return max((a.exit_code for a in [*self.reported, *self.ongoing]), default=EXIT_OK)
 
 
-def last_pass(conn: apsw.Connection, channel_id: str) -> PassState | None:
+def last_pass(conn: apsw.Connection, channel_id: str) -> _PassState | None:
     """The state the channel's last finished pass recorded, or None before the first."""
     row = conn.execute(
         "SELECT payload_hash, recorded_at FROM events WHERE resource_id = ? AND event_type = ?"
         " ORDER BY resource_revision DESC LIMIT 1",
-        (store.channel_resource(channel_id), RELEASED),
+        (store.channel_resource(channel_id), _RELEASED),
     ).fetchone()
     if row is None:
         return None
@@ -125,7 +131,7 @@ def last_pass(conn: apsw.Connection, channel_id: str) -> PassState | None:
     updates = str(data.get("getUpdates", "ok"))  # an older release without state: assume ok
     last_ok = at if updates == "ok" else data.get("lastOkAt")
     alerts = {k: Alert.from_json(k, v) for k, v in (data.get("alerts") or {}).items()}
-    return PassState(at, updates, None if last_ok is None else int(last_ok), alerts)
+    return _PassState(at, updates, None if last_ok is None else int(last_ok), alerts)
 
 
 def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int,
@@ -143,7 +149,7 @@ def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int
     kept: dict[str, Alert] = {}
     for key, (kind, since, facts) in current.items():
         old = before.get(key)
-        if old is None or old.kind != kind or now - old.reported_at >= REPEAT_MS or \
+        if old is None or old.kind != kind or now - old.reported_at >= _REPEAT_MS or \
                 old.facts.get("cause") != facts.get("cause"):  # a failed pass's new cause
             alert = Alert(key, kind, old.since if old else since, now, facts)
             reported.append(alert)
@@ -181,7 +187,7 @@ def _cleared(kind: str, result: PassResult) -> bool:
     return True  # decision conditions are derived afresh from the decision's rows
 
 
-def _last_ok(previous: PassState | None, result: PassResult) -> int | None:
+def _last_ok(previous: _PassState | None, result: PassResult) -> int | None:
     if result.updates_ok_at is not None:
         return result.updates_ok_at
     return None if previous is None else previous.last_ok_at
@@ -207,12 +213,12 @@ def _state(result: PassResult, last_ok: int | None,
     return state
 
 
-Condition = tuple[str, int, dict[str, Any]]  # (kind, since, facts)
+_Condition = tuple[str, int, dict[str, Any]]  # (kind, since, facts)
 
 
 def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, down_since: int,
-                now: int, alert_after_ms: int) -> dict[str, Condition]:
-    found: dict[str, Condition] = {}
+                now: int, alert_after_ms: int) -> dict[str, _Condition]:
+    found: dict[str, _Condition] = {}
     error = dict(result.updates_error or {})
     facts = {"errorCode": error.get("errorCode"), "description": error.get("description"),
              "outcome": error.get("outcome")}
@@ -239,9 +245,9 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, dow
 
 
 def decision_conditions(conn: apsw.Connection, channel_id: str,
-                        now: int) -> dict[str, Condition]:
+                        now: int) -> dict[str, _Condition]:
     """Ambiguous deliveries and refused recipients of the channel's open decisions."""
-    found: dict[str, Condition] = {}
+    found: dict[str, _Condition] = {}
     for decision_id, resource_id, status in views.open_deliveries(conn, channel_id):
         base = {"decisionId": decision_id,
                 "fingerprint": views.fingerprint_of(conn, decision_id)}
@@ -262,7 +268,7 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
                     "description": recipient.get("description"),
                     **({"method": "sendDocument"} if recipient.get("method") == "sendDocument"
                        else {})})  # the card's attached file was the part refused
-    found.update(notification_conditions(conn, channel_id, now))
+    found.update(_notification_conditions(conn, channel_id, now))
     for decision_id, resource_id in views.open_without_delivery(conn, channel_id):
         if why := deliveries.delivery_failure(conn, channel_id, resource_id):
             found[f"failed:{decision_id}"] = ("failed", now, {
@@ -271,12 +277,12 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
     return found
 
 
-def notification_conditions(conn: apsw.Connection, channel_id: str,
-                            now: int) -> dict[str, Condition]:
+def _notification_conditions(conn: apsw.Connection, channel_id: str,
+                            now: int) -> dict[str, _Condition]:
     """Notifications of the last day whose delivery is ambiguous or was refused, as a
     decision's delivery is (told once, hourly, and on clearing, a day later); one cursor row
     lists them, so a pass reads the same however long the history."""
-    found: dict[str, Condition] = {}
+    found: dict[str, _Condition] = {}
     for entry in notifying.troubles(conn, channel_id, now):
         try:
             effect = effects.get(conn, str(entry["effectId"]))

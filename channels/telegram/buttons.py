@@ -13,19 +13,22 @@ from channels.decisions import views
 from channels.decisions.digests import text_sha256_hex
 from channels.decisions.request import DecisionRequest
 
-CALLBACK_TOKEN_PREFIX = "piw:"
+__all__ = ["SETTLE_EFFECT", "TOKEN_RE", "ButtonIndex", "callback_token", "keyboard"]
+
+
+_CALLBACK_TOKEN_PREFIX = "piw:"
 
 
 def callback_token(decision_id: str, request_digest: str, choice_id: str) -> str:
     """The 28-character Telegram callback_data for one choice of one request."""
     digest = text_sha256_hex(f"{decision_id}\0{request_digest}\0{choice_id}")
-    return CALLBACK_TOKEN_PREFIX + digest[:24]
+    return _CALLBACK_TOKEN_PREFIX + digest[:24]
 
 
 TOKEN_RE = re.compile(r"piw:[0-9a-f]{24}")
 
 SETTLE_EFFECT = "telegram.settle"  # the effect that removes a decision's keyboards
-RECENT_MS = 7 * 24 * 3600 * 1000  # presses on decisions resolved this long ago are unknown
+_RECENT_MS = 7 * 24 * 3600 * 1000  # presses on decisions resolved this long ago are unknown
 
 
 class ButtonIndex:
@@ -64,7 +67,7 @@ class ButtonIndex:
         found = self._tokens.get(token)
         if found is None and chat is not None and message_ref is not None:
             self._add_all(views.button_basis_of_message(conn, channel_id, chat, message_ref,
-                                                        now - RECENT_MS))
+                                                        now - _RECENT_MS))
             found = self._tokens.get(token)
         if found is None:
             self._add_all(views.showing_button_basis(conn, channel_id, SETTLE_EFFECT))

@@ -23,15 +23,18 @@ from channels.errors import TooManyParts
 from channels.telegram.limits import MAX_TELEGRAM_PARTS, TELEGRAM_TEXT_LIMIT
 from channels.text import from_units, operator_safe_text, to_units
 
+__all__ = ["CardPart", "card_parts", "note_parts"]
+
+
 # What the deadline phrase may grow by between two renderings ("in 9 min" -> "in 23 h 59 min"),
 # kept free in the last part so that the cut never depends on the moment of sending.
-DEADLINE_SLACK = 24
+_DEADLINE_SLACK = 24
 _MARKER_ROOM = len("\n\n20/20")
 _SEPARATORS = ("\n\n", "\n", " ")
 
 
 @dataclass(frozen=True, slots=True)
-class Span:
+class _Span:
     """A run of text with one style (None for plain), in UTF-16 units (see `to_units`)."""
 
     units: str
@@ -66,7 +69,7 @@ def card_parts(request: Mapping[str, Any], now_ms: int,
     if len(whole.units) <= limit:
         return [_part(whole, silent=False, last=True)]
     capacity = limit - _MARKER_ROOM
-    last_capacity = capacity - len(tail.units) - 2 - DEADLINE_SLACK
+    last_capacity = capacity - len(tail.units) - 2 - _DEADLINE_SLACK
     if last_capacity < 1:
         raise ValueError("Telegram text limit is too small for a decision card")
     pieces = _cut(body, capacity, last_capacity)
@@ -92,18 +95,18 @@ def note_parts(title: str, body: str, tail: Sequence[tuple[str, str | None]], *,
     ((text, style): the context line, the time). `single` (a status card, edited in place)
     shortens the body with "…" to fit one message; otherwise a long body is cut into marked
     parts as a card is, only the first notifying (none when `silent`)."""
-    head = [Span(_safe(title.strip()), "bold")]
+    head = [_Span(_safe(title.strip()), "bold")]
     text = _safe(body.strip())
-    lines = [Span(_safe(line), style) for line, style in tail if line]
+    lines = [_Span(_safe(line), style) for line, style in tail if line]
     end = _styled([span for n, line in enumerate(lines)
-                   for span in ([Span("\n")] if n else []) + [line]])
+                   for span in ([_Span("\n")] if n else []) + [line]])
     room = limit - len(head[0].units) - len(end.units) - 4
     if single and len(text) > room:
         cut = max(room - 1, 0)
         if cut and 0xD800 <= ord(text[cut - 1]) <= 0xDBFF:
             cut -= 1
         text = text[:cut] + "…"
-    whole = _join([head, [Span(text)]] if text else [head])
+    whole = _join([head, [_Span(text)]] if text else [head])
     done = _concat(whole, _Styled("\n\n", ()), end) if end.units else whole
     if len(done.units) <= limit:
         return [_part(done, silent=silent, last=True)]
@@ -119,7 +122,7 @@ def note_parts(title: str, body: str, tail: Sequence[tuple[str, str | None]], *,
     return parts
 
 
-def card_text(request: Mapping[str, Any], now_ms: int) -> str:
+def _card_text(request: Mapping[str, Any], now_ms: int) -> str:
     """The whole card as one text (what a transcript or a log shows)."""
     return "\n\n".join(part.text for part in card_parts(request, now_ms, limit=10**9))
 
@@ -127,54 +130,54 @@ def card_text(request: Mapping[str, Any], now_ms: int) -> str:
 # -- content -----------------------------------------------------------------------------------
 
 
-def _title(request: Mapping[str, Any]) -> list[Span]:
-    return [Span(_safe(str(request["title"]).strip()), "bold")]
+def _title(request: Mapping[str, Any]) -> list[_Span]:
+    return [_Span(_safe(str(request["title"]).strip()), "bold")]
 
 
-def _body_blocks(request: Mapping[str, Any]) -> list[list[Span]]:
+def _body_blocks(request: Mapping[str, Any]) -> list[list[_Span]]:
     presentation = request["presentation"]
     blocks, _ = context.split_context(presentation["blocks"])
     summary = presentation["summary"]
-    found = [] if summary.strip() == str(request["title"]).strip() else [[Span(_safe(summary))]]
+    found = [] if summary.strip() == str(request["title"]).strip() else [[_Span(_safe(summary))]]
     return [*found, *(_block(block) for block in blocks)]
 
 
-def _block(block: Block) -> list[Span]:
+def _block(block: Block) -> list[_Span]:
     if block["kind"] == "paragraph":
-        return [Span(_safe(block["text"].strip("\n")))]
+        return [_Span(_safe(block["text"].strip("\n")))]
     if block["kind"] == "preformatted":
         text = _safe(block["text"].strip("\n"))
-        return [Span(text, "pre", "diff" if _looks_like_diff(text) else None)]
+        return [_Span(text, "pre", "diff" if _looks_like_diff(text) else None)]
     if block["kind"] == "section":
-        return [Span(_safe(block["title"]), "bold")]
+        return [_Span(_safe(block["title"]), "bold")]
     if block["kind"] == "bullets":
-        return [Span(_safe("\n".join(f"• {item}" for item in block["items"])))]
-    spans: list[Span] = []
+        return [_Span(_safe("\n".join(f"• {item}" for item in block["items"])))]
+    spans: list[_Span] = []
     for index, item in enumerate(block["items"]):
-        spans += [Span("\n" if index else ""), Span(_safe(item["label"]), "bold"),
-                  Span(_safe(f": {item['value']}"))]
+        spans += [_Span("\n" if index else ""), _Span(_safe(item["label"]), "bold"),
+                  _Span(_safe(f": {item['value']}"))]
     return spans
 
 
-def _choices(choices: Mapping[str, Mapping[str, Any]]) -> Span:
+def _choices(choices: Mapping[str, Mapping[str, Any]]) -> _Span:
     lines = []
     for number, choice in enumerate(choices.values(), start=1):
         text_input = choice.get("input")
         asks = "" if text_input is None else f" (then asks: {text_input['prompt']})"
         lines.append(f"{number}. {choice['label']}{asks}")
-    return Span(_safe("\n".join(lines)))
+    return _Span(_safe("\n".join(lines)))
 
 
-def _tail(request: Mapping[str, Any], now_ms: int) -> list[Span]:
+def _tail(request: Mapping[str, Any], now_ms: int) -> list[_Span]:
     _, found = context.split_context(request["presentation"]["blocks"])
-    spans = [] if found is None else [Span(_safe(context.line(found)), "italic"), Span("\n")]
+    spans = [] if found is None else [_Span(_safe(context.line(found)), "italic"), _Span("\n")]
     default = request.get("defaultResponse")
     label = None
     if default is not None:
         chosen = request["choices"].get(default["choice"])
         label = chosen["label"] if chosen is not None else default["choice"]
-    spans += [Span(_safe(deadline_line(request.get("expiresAt"), label, now_ms))), Span("\n"),
-              Span("Decision "), Span(to_units(fingerprint(request["presentationDigest"])),
+    spans += [_Span(_safe(deadline_line(request.get("expiresAt"), label, now_ms))), _Span("\n"),
+              _Span("Decision "), _Span(to_units(fingerprint(request["presentationDigest"])),
                                       "code")]
     return spans
 
@@ -192,7 +195,7 @@ def _safe(text: str) -> str:
 # -- styled text -------------------------------------------------------------------------------
 
 
-def _styled(spans: Sequence[Span]) -> _Styled:
+def _styled(spans: Sequence[_Span]) -> _Styled:
     units, found, at = [], [], 0
     for span in spans:
         units.append(span.units)
@@ -202,7 +205,7 @@ def _styled(spans: Sequence[Span]) -> _Styled:
     return _Styled("".join(units), tuple(found))
 
 
-def _join(blocks: Sequence[Sequence[Span]]) -> _Styled:
+def _join(blocks: Sequence[Sequence[_Span]]) -> _Styled:
     styled = [_styled(block) for block in blocks]
     result = _Styled("", ())
     for index, block in enumerate(item for item in styled if item.units):
@@ -280,6 +283,3 @@ def _trimmed(body: _Styled, start: int, end: int) -> _Styled:
     while end > start and body.units[end - 1] in " \n\t":
         end -= 1  # Telegram trims a message's trailing whitespace; entities must stay inside
     return _slice(body, start, end)
-
-
-__all__ = ["DEADLINE_SLACK", "CardPart", "card_parts", "card_text", "note_parts"]

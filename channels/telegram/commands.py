@@ -23,6 +23,9 @@ from channels.telegram.muting import MUTE_USAGE, parse_mute, set_mute
 from channels.telegram.text_answers import MAX_LISTED, pending_list
 from state.leases import Lease
 
+__all__ = ["HANDLERS", "MENU", "run"]
+
+
 # (command, description) in the menu's order; Telegram shows the description beside it.
 MENU: Final = (
     ("pending", "List the decisions that wait for an answer"),
@@ -31,7 +34,7 @@ MENU: Final = (
 
 
 @dataclass(frozen=True, slots=True)
-class Said:
+class _Said:
     """One command from an allowed person: the chat, the message (the reply goes to it) and
     the words after the command."""
 
@@ -40,10 +43,10 @@ class Said:
     args: str
 
 
-Handler = Callable[[apsw.Connection, Channel, Said, int, Lease], dict[str, Any]]
+_Handler = Callable[[apsw.Connection, Channel, _Said, int, Lease], dict[str, Any]]
 
 
-def _mute(conn: apsw.Connection, channel: Channel, said: Said, now: int,
+def _mute(conn: apsw.Connection, channel: Channel, said: _Said, now: int,
           lease: Lease) -> dict[str, Any]:
     ms = parse_mute(said.args)
     text = MUTE_USAGE if ms is None else \
@@ -55,7 +58,7 @@ def _mute(conn: apsw.Connection, channel: Channel, said: Said, now: int,
     return {"result": "muted" if ms else "unmuted"}
 
 
-def _pending(conn: apsw.Connection, channel: Channel, said: Said, now: int,
+def _pending(conn: apsw.Connection, channel: Channel, said: _Said, now: int,
              lease: Lease) -> dict[str, Any]:
     chat, message = said.chat, said.message
     waiting = [records.load(conn, d) for d in open_routed_decisions(conn, channel, now)]
@@ -69,7 +72,7 @@ def _pending(conn: apsw.Connection, channel: Channel, said: Said, now: int,
     return {"result": "listed", "count": len(waiting)}
 
 
-HANDLERS: Final[Mapping[str, Handler]] = {"pending": _pending, "mute": _mute}
+HANDLERS: Final[Mapping[str, _Handler]] = {"pending": _pending, "mute": _mute}
 
 
 def run(conn: apsw.Connection, channel: Channel, payload: Mapping[str, Any], now: int,
@@ -83,12 +86,9 @@ def run(conn: apsw.Connection, channel: Channel, payload: Mapping[str, Any], now
     handler = HANDLERS.get(str(payload.get("command")))
     if handler is None:
         return _ignored("unknown_command")
-    return handler(conn, channel, Said(str(chat), message, str(payload.get("args") or "")),
+    return handler(conn, channel, _Said(str(chat), message, str(payload.get("args") or "")),
                    now, lease)
 
 
 def _ignored(reason: str) -> dict[str, Any]:
     return {"result": f"ignored:{reason}"}
-
-
-__all__ = ["HANDLERS", "MENU", "Handler", "Said", "run"]

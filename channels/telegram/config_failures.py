@@ -18,7 +18,10 @@ from channels import store
 from state import blobs, resources
 from state.resources import Actor
 
-FAILED: Final = "channel.config_failed"
+__all__ = ["note", "unreported"]
+
+
+_FAILED: Final = "channel.config_failed"
 _RELEASED: Final = "channel.lease_released"  # a finished pass (channels.telegram.alerts)
 
 
@@ -29,7 +32,7 @@ def note(conn: apsw.Connection, description: str, exit_code: int, actor: Actor,
     for channel_id, adapter, _ in store.all_channels(conn):
         if adapter != "telegram" or unreported(conn, channel_id) is not None:
             continue
-        resources.bump_current(conn, store.channel_resource(channel_id), FAILED, actor, now,
+        resources.bump_current(conn, store.channel_resource(channel_id), _FAILED, actor, now,
                                payload={"description": description, "exitCode": exit_code})
 
 
@@ -38,8 +41,8 @@ def unreported(conn: apsw.Connection, channel_id: str) -> tuple[int, Mapping[str
     row = conn.execute(
         "SELECT event_type, payload_hash, recorded_at FROM events WHERE resource_id = ? AND"
         " event_type IN (?, ?) ORDER BY resource_revision DESC LIMIT 1",
-        (store.channel_resource(channel_id), FAILED, _RELEASED)).fetchone()
-    if row is None or row[0] != FAILED:
+        (store.channel_resource(channel_id), _FAILED, _RELEASED)).fetchone()
+    if row is None or row[0] != _FAILED:
         return None
     facts = {} if row[1] is None else blobs.get_json(conn, bytes(row[1]))
     return int(row[2]), dict(facts)

@@ -22,6 +22,16 @@ from state.exit_codes import EXIT_INTERNAL, EXIT_USAGE
 from state.leases import Lease
 from state.resources import Actor, current_revision
 
+__all__ = [
+    "DELIVER", "NOTICE", "PROMPT", "REMIND", "SETTLE", "ambiguous_chats", "delivery_failure",
+    "delivery_message_id", "delivery_recipients", "due_reminders", "failed_deliveries",
+    "has_unreserved", "messages_of_effect", "notice_message_id", "open_routed_decisions",
+    "prompt_of", "prompts", "refused_recipients", "reminder_message_id", "reserve_copy",
+    "reserve_deliveries", "reserve_due_reminders", "reserve_notice", "reserve_resend",
+    "resource_revision",
+]
+
+
 DELIVER = "telegram.deliver"
 
 PROMPT = "telegram.prompt"
@@ -220,7 +230,7 @@ def delivery_message_id(channel_id: str, decision_id: str, payload: dict[str, An
     return messages.message_id_for(channel_id, Purpose.DELIVERY, decision_id, *extra)
 
 
-def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str,
+def _prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id: str,
                       presser: int | None = None) -> str:
     """The ForceReply prompt of one text choice of a decision, in one chat; in a group, one
     per person who pressed (it names them, so that their reply box opens)."""
@@ -233,7 +243,7 @@ def prompt_message_id(channel_id: str, decision_id: str, choice_id: str, chat_id
 def prompt_of(payload: dict[str, Any]) -> str:
     """The message id of the prompt a telegram.prompt effect sends."""
     presser = payload.get("presser")
-    return prompt_message_id(str(payload["channelId"]), str(payload["decisionId"]),
+    return _prompt_message_id(str(payload["channelId"]), str(payload["decisionId"]),
                              str(payload["choiceId"]), str(payload["chatId"]),
                              presser if isinstance(presser, int) else None)
 

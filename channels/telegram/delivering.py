@@ -26,8 +26,11 @@ from channels.telegram.outbound import Outbound
 from channels.telegram.pacing import FRESH, NORMAL, sending_as
 from state import effects
 
-RUSH_MAX = 4  # deliveries reserved together that still go ahead of the background queue
-SETTLE_CONCURRENCY = 4  # settlements in flight at once (independent decisions)
+__all__ = ["Deliverer"]
+
+
+_RUSH_MAX = 4  # deliveries reserved together that still go ahead of the background queue
+_SETTLE_CONCURRENCY = 4  # settlements in flight at once (independent decisions)
 
 
 @dataclass
@@ -63,7 +66,7 @@ class Deliverer:
         applied = 0
         while True:
             self._settle_again = False
-            applied += await self.outbound.apply_due((SETTLE,), SETTLE_CONCURRENCY)
+            applied += await self.outbound.apply_due((SETTLE,), _SETTLE_CONCURRENCY)
             if not self._settle_again:
                 return applied
 
@@ -73,7 +76,7 @@ class Deliverer:
         also the newest due delivery (one rushed by the last run, which ended before it could
         go, or asked during the hand-over); the rest keep their order in the queue."""
         ids = list(effect_ids)
-        if len(ids) > RUSH_MAX:
+        if len(ids) > _RUSH_MAX:
             if not newest:  # the pass's first getUpdates goes before a backlog
                 self.kick()
             ids = []

@@ -22,9 +22,11 @@ from channels.pi import gating
 from channels.telegram.card import CardPart
 from channels.transport import BotApi, ProviderResult
 
+__all__ = ["Part", "attachment_of", "document_part", "send", "with_document"]
+
 
 @dataclass(frozen=True, slots=True)
-class DocumentPart:
+class _DocumentPart:
     """The attached file as a part of a card: `text` is what the part's intent row records
     (the caption, the file's name and its SHA-256), `caption` what the chat shows."""
 
@@ -37,7 +39,7 @@ class DocumentPart:
     entities: tuple[dict[str, Any], ...] = ()
 
 
-Part = CardPart | DocumentPart
+Part = CardPart | _DocumentPart
 
 
 def attachment_of(request: DecisionRequest) -> gating.Attachment | None:
@@ -51,16 +53,16 @@ def attachment_of(request: DecisionRequest) -> gating.Attachment | None:
     return gating.attachment(gating.GatedCall(tool, data, cwd))
 
 
-def document_part(attached: gating.Attachment, channel_request: Mapping[str, Any]) -> DocumentPart:
+def document_part(attached: gating.Attachment, channel_request: Mapping[str, Any]) -> _DocumentPart:
     """The part that uploads `attached`, its caption naming it and the decision."""
     shown = fingerprint(str(channel_request["presentationDigest"]))
     caption = f"{gating.describe(attached)}: the whole input of decision {shown}"
     digest = hashlib.sha256(attached.data).hexdigest()
-    return DocumentPart(attached.name, attached.data, caption,
+    return _DocumentPart(attached.name, attached.data, caption,
                         f"{caption}\nsendDocument {attached.name} sha256:{digest}")
 
 
-def with_document(parts: Sequence[CardPart], document: DocumentPart | None) -> list[Part]:
+def with_document(parts: Sequence[CardPart], document: _DocumentPart | None) -> list[Part]:
     """The card's parts with the document just before the last one (none: the parts)."""
     if document is None:
         return list(parts)
@@ -70,13 +72,10 @@ def with_document(parts: Sequence[CardPart], document: DocumentPart | None) -> l
 async def send(api: BotApi, chat: str, part: Part, markup: Mapping[str, Any] | None,
                deadline: float) -> tuple[str, ProviderResult]:
     """Send one part (a message, or the file); (Bot API method, result)."""
-    if isinstance(part, DocumentPart):
+    if isinstance(part, _DocumentPart):
         return "sendDocument", await api.send_document(
             chat, part.name, part.data, caption=part.caption, disable_notification=part.silent,
             deadline=deadline)
     return "sendMessage", await api.send_message(
         chat, part.text, markup, entities=part.entities, disable_notification=part.silent,
         deadline=deadline)
-
-
-__all__ = ["DocumentPart", "Part", "attachment_of", "document_part", "send", "with_document"]

@@ -9,6 +9,9 @@ from channels.telegram.deliveries import DELIVER, NOTICE, PROMPT, REMIND, SETTLE
 from channels.telegram.notifying import NOTIFY
 from channels.telegram.pacing import NORMAL, SETTLING, URGENT
 
+__all__ = ["BACKGROUND_TYPES", "EFFECT_TYPES", "LEVELS", "URGENT_TYPES"]
+
+
 EFFECT_TYPES: Final = (DELIVER, PROMPT, SETTLE, NOTICE, REMIND, NOTIFY)
 URGENT_TYPES: Final = (PROMPT, NOTICE)  # what replies caused: awaited by the pass
 # (settlements, which presses cause, are applied in the background: channels.telegram.delivering)

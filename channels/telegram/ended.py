@@ -6,10 +6,13 @@ from typing import Any
 
 from channels.transport import ProviderResult, describe
 
-Ending = tuple[str, str, dict[str, Any]]  # (status, message, error)
+__all__ = ["conflict", "refused", "unconfirmable"]
 
 
-def refused(res: ProviderResult, offset: int | None) -> Ending:
+_Ending = tuple[str, str, dict[str, Any]]  # (status, message, error)
+
+
+def refused(res: ProviderResult, offset: int | None) -> _Ending:
     """An answer that is not a batch: nothing was stored and the cursor stays."""
     return ("bad_batch",
             f"getUpdates returned a response that is not a batch of updates"
@@ -18,7 +21,7 @@ def refused(res: ProviderResult, offset: int | None) -> Ending:
             {"method": "getUpdates", **describe(res)})
 
 
-def unconfirmable(count: int) -> Ending:
+def unconfirmable(count: int) -> _Ending:
     """A batch whose items carry no usable update_id past the cursor: they were recorded (and
     are processed, as ignored), but no offset can confirm them, so Telegram sends them again
     at once: the pass ends after processing."""
@@ -29,7 +32,7 @@ def unconfirmable(count: int) -> Ending:
                                   "description": message}
 
 
-def conflict(res: ProviderResult) -> Ending:
+def conflict(res: ProviderResult) -> _Ending:
     """A 409: a webhook, or another poller on the same token."""
     webhook = "webhook" in (res.description or "").lower()
     return ("conflict",

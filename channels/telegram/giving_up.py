@@ -19,6 +19,8 @@ from state.errors import StateError
 from state.exit_codes import EXIT_TEMPORARY
 from state.leases import OwnerType
 
+__all__ = ["give_up", "give_up_unbegun", "lost_post"]
+
 
 def give_up(db: Database, channel_id: str, attempt: Attempt, exc: Exception,
             errors: list[dict[str, Any]]) -> Failure:

@@ -19,9 +19,12 @@ import apsw
 from channels import store
 from state.leases import Lease
 
-HOLDS_CURSOR: Final = "telegram_holds"
+__all__ = ["BOT", "Hold", "describe_key", "load", "long_holds", "save"]
+
+
+_HOLDS_CURSOR: Final = "telegram_holds"
 BOT: Final = "*"  # the key of a hold on the whole bot
-LONG_HOLD_MS: Final = 3_600_000  # a hold this long ends the pass and needs a person to know
+_LONG_HOLD_MS: Final = 3_600_000  # a hold this long ends the pass and needs a person to know
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +36,13 @@ class Hold:
 
     @property
     def long(self) -> bool:
-        return self.until - self.since > LONG_HOLD_MS
+        return self.until - self.since > _LONG_HOLD_MS
 
 
-Holds = Mapping[str, Hold]
+_Holds = Mapping[str, Hold]
 
 
-def parse(text: str | None) -> dict[str, Hold]:
+def _parse(text: str | None) -> dict[str, Hold]:
     """The holds a cursor value records; a value that cannot be read holds nothing (it is
     rewritten at the next 429)."""
     try:
@@ -55,7 +58,7 @@ def parse(text: str | None) -> dict[str, Hold]:
     return found
 
 
-def dumps(holds: Holds, now: int) -> str:
+def _dumps(holds: _Holds, now: int) -> str:
     """The cursor value of the holds still in force at `now` (compact, keys sorted)."""
     live = {k: {"since": h.since, "until": h.until} for k, h in holds.items() if h.until > now}
     return json.dumps(live, separators=(",", ":"), sort_keys=True)
@@ -63,15 +66,15 @@ def dumps(holds: Holds, now: int) -> str:
 
 def load(conn: apsw.Connection, channel_id: str) -> dict[str, Hold]:
     """The channel's recorded holds (ended ones included; callers compare with now)."""
-    return parse(store.cursor(conn, channel_id, HOLDS_CURSOR))
+    return _parse(store.cursor(conn, channel_id, _HOLDS_CURSOR))
 
 
-def save(conn: apsw.Connection, lease: Lease, channel_id: str, holds: Holds, now: int) -> None:
+def save(conn: apsw.Connection, lease: Lease, channel_id: str, holds: _Holds, now: int) -> None:
     """Record the holds in force (the channel's lease owner only)."""
-    value = dumps(holds, now)
-    if value == store.cursor(conn, channel_id, HOLDS_CURSOR):
+    value = _dumps(holds, now)
+    if value == store.cursor(conn, channel_id, _HOLDS_CURSOR):
         return  # nothing changed: no write
-    store.set_cursor(conn, lease, channel_id, HOLDS_CURSOR, value, now)
+    store.set_cursor(conn, lease, channel_id, _HOLDS_CURSOR, value, now)
 
 
 def long_holds(conn: apsw.Connection, channel_id: str, now: int) -> dict[str, Hold]:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.store import hex40
 
+__all__ = ["TELEGRAM_CURSOR", "Channel", "telegram_channel_id"]
+
 
 @dataclass(frozen=True, slots=True)
 class Channel:

@@ -38,6 +38,8 @@ from state.effects import OwnerScope
 from state.leases import Lease
 from state.resources import Actor
 
+__all__ = ["FAILED_TEXT", "Processed", "failed", "process"]
+
 
 @dataclass(frozen=True, slots=True)
 class Processed:
@@ -140,7 +142,7 @@ def _callback(
     outcome = resolution.resolve(conn, answer, now, decision=decision,
                                 allowed_channels=channel.config.routes(decision.audience))
     return _answered(callback_id, _outcome_result(outcome),
-                     callback_text(conn, channel, decision, outcome))
+                     _callback_text(conn, channel, decision, outcome))
 
 
 def _prompt(
@@ -157,13 +159,13 @@ def _prompt(
     if winner is not None:
         outcome = Verdict(Result.ALREADY_RESOLVED, "already resolved", winner)
         return _answered(p.get("callbackId"), _outcome_result(outcome),
-                         callback_text(conn, channel, decision, outcome))
+                         _callback_text(conn, channel, decision, outcome))
     if decision.deadline_at is not None and now >= decision.deadline_at:
         return _answered(p.get("callbackId"), {"result": "stale"}, "This decision has expired.")
     choice = decision.request.choices[choice_id]
     chat = str(p["chatId"])
     fp = fingerprint(decision.request.presentation_digest)
-    text, entities = prompt_text(f"{choice['label']}: {choice['input']['prompt']}", p, fp)
+    text, entities = _prompt_text(f"{choice['label']}: {choice['input']['prompt']}", p, fp)
     payload: dict[str, Any] = {
         "decisionId": decision.decision_id, "choiceId": choice_id,
         "channelId": channel.channel_id, "chatId": chat, "threadId": p.get("threadId"),
@@ -182,7 +184,7 @@ def _prompt(
                      "Reply to the prompt message with your text.")
 
 
-def prompt_text(text: str, press: dict[str, Any], fp: str
+def _prompt_text(text: str, press: dict[str, Any], fp: str
                 ) -> tuple[str, list[dict[str, Any]]]:
     """The prompt's text and entities, naming its decision. In a group, ForceReply's
     `selective` opens the reply box only for users mentioned in the text: the person who
@@ -301,7 +303,7 @@ def _reply(
                                 allowed_channels=channel.config.routes(decision.audience))
     if outcome.result not in (Result.WON, Result.ADOPTED):  # a reply has no spinner to answer
         reserve_notice(conn, channel, decision.decision_id, str(chat), p["messageId"],
-                       callback_text(conn, channel, decision, outcome),
+                       _callback_text(conn, channel, decision, outcome),
                        f"reply:{chat}:{p['messageId']}", worker, now)
     return Processed(_outcome_result(outcome))
 
@@ -336,7 +338,7 @@ def _card_reply(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow,
     outcome = resolution.resolve(conn, answer, now, decision=decision,
                                 allowed_channels=channel.config.routes(decision.audience))
     if outcome.result not in (Result.WON, Result.ADOPTED):
-        notice(callback_text(conn, channel, decision, outcome))
+        notice(_callback_text(conn, channel, decision, outcome))
     return Processed({**_outcome_result(outcome), "by": "text"})
 
 
@@ -382,7 +384,7 @@ def _outcome_result(outcome: Verdict) -> dict[str, Any]:
     return result
 
 
-def callback_text(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
+def _callback_text(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
                   outcome: Verdict) -> str:
     """The short text shown to the person who pressed the button (or who replied)."""
     winner = outcome.resolution

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from typing import Final
 
+__all__ = [
+    "CALLBACK_TEXT_LIMIT", "DEFAULT_API_BASE_URL", "MAX_TELEGRAM_PARTS", "TELEGRAM_TEXT_LIMIT",
+]
+
+
 DEFAULT_API_BASE_URL: Final = "https://api.telegram.org"
 
 TELEGRAM_TEXT_LIMIT = 4_096  # UTF-16 code units in one message's text

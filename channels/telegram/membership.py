@@ -14,6 +14,8 @@ from channels.failures import Failure
 from channels.telegram.identity import Channel
 from state.exit_codes import EXIT_CONFIG
 
+__all__ = ["alert_for"]
+
 
 def alert_for(channel: Channel, result: Mapping[str, Any]) -> Failure | None:
     """The line for a processed update that changes an allowlisted chat, if it is one."""

@@ -14,9 +14,12 @@ from channels import store
 from channels.decisions.deadline import clock_time
 from state.leases import Lease
 
-MUTE_CURSOR = "progress_muted"
-DEFAULT_MUTE_MS = 3_600_000
-MAX_MUTE_MS = 7 * 86_400_000
+__all__ = ["MUTE_USAGE", "muted_chats", "parse_mute", "set_mute"]
+
+
+_MUTE_CURSOR = "progress_muted"
+_DEFAULT_MUTE_MS = 3_600_000
+_MAX_MUTE_MS = 7 * 86_400_000
 _DURATION = re.compile(r"(\d{1,4})\s*(m|min|h|d)?")
 _SCALE = {"m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -26,18 +29,18 @@ def parse_mute(args: str) -> int | None:
     A bare number is hours; nothing at all is an hour."""
     said = args.strip().casefold()
     if not said:
-        return DEFAULT_MUTE_MS
+        return _DEFAULT_MUTE_MS
     if said in ("off", "0"):
         return 0
     found = _DURATION.fullmatch(said)
     if found is None:
         return None
     ms = int(found.group(1)) * _SCALE[found.group(2) or "h"]
-    return ms if 0 < ms <= MAX_MUTE_MS else None
+    return ms if 0 < ms <= _MAX_MUTE_MS else None
 
 
 def _mutes(conn: apsw.Connection, channel_id: str) -> dict[str, int]:
-    raw = store.cursor(conn, channel_id, MUTE_CURSOR)
+    raw = store.cursor(conn, channel_id, _MUTE_CURSOR)
     try:
         listed = json.loads(raw) if raw else {}
     except ValueError:
@@ -57,7 +60,7 @@ def set_mute(conn: apsw.Connection, lease: Lease, channel_id: str, chat: str, ms
     kept = {c: until for c, until in _mutes(conn, channel_id).items() if until > now and c != chat}
     if ms > 0:
         kept[chat] = now + ms
-    store.set_cursor(conn, lease, channel_id, MUTE_CURSOR,
+    store.set_cursor(conn, lease, channel_id, _MUTE_CURSOR,
                      json.dumps(kept, sort_keys=True, separators=(",", ":")), now)
     if ms == 0:
         return "Progress cards are on again in this chat."
@@ -66,5 +69,3 @@ def set_mute(conn: apsw.Connection, lease: Lease, channel_id: str, chat: str, ms
 
 
 MUTE_USAGE = "Use /mute 1h (or 30m, 2h, 1d), or /mute off."
-
-__all__ = ["MUTE_CURSOR", "MUTE_USAGE", "muted_chats", "parse_mute", "set_mute"]

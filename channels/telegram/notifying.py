@@ -37,8 +37,10 @@ from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.leases import Lease
 
+__all__ = ["NOTIFY", "any_due", "apply", "interrupted", "message_of", "ready", "troubles"]
 
-class Outbound(Protocol):
+
+class _Outbound(Protocol):
     """What a notification's sends need of the channel's outbound (`outbound.Outbound`)."""
 
     db: Database
@@ -51,47 +53,47 @@ class Outbound(Protocol):
     def deadline(self) -> Callable[[], float]: ...  # epoch seconds by which calls must end
 
 NOTIFY = TELEGRAM_NOTIFY
-EDIT_EVERY_MS = 10_000  # a status card is edited at most this often
-NOT_SENT_BACKOFF_MS = 5_000
+_EDIT_EVERY_MS = 10_000  # a status card is edited at most this often
+_NOT_SENT_BACKOFF_MS = 5_000
 # The channel's notification deliveries that need a person (ambiguous, refused) in the last
 # day, as a cursor: the alerts read one row, however long the history.
-TROUBLE_CURSOR = "notification_troubles"
-TROUBLE_KEPT_MS = 86_400_000
-MAX_TROUBLES = 100
+_TROUBLE_CURSOR = "notification_troubles"
+_TROUBLE_KEPT_MS = 86_400_000
+_MAX_TROUBLES = 100
 
 
 def troubles(conn: apsw.Connection, channel_id: str, now: int) -> list[dict[str, Any]]:
     """{effectId, since} of the channel's troubled notification deliveries of the last day."""
-    raw = store.cursor(conn, channel_id, TROUBLE_CURSOR)
+    raw = store.cursor(conn, channel_id, _TROUBLE_CURSOR)
     listed = json.loads(raw) if raw else []
     return [e for e in listed if isinstance(e, dict) and int(e.get("since", 0)) >= now -
-            TROUBLE_KEPT_MS]
+            _TROUBLE_KEPT_MS]
 
 
-def note_trouble(conn: apsw.Connection, lease: Lease, channel_id: str, effect_id: str,
+def _note_trouble(conn: apsw.Connection, lease: Lease, channel_id: str, effect_id: str,
                  now: int, *, channel_lease: bool = False) -> None:
     """Remember a delivery that needs a person (under the attempt's lease, or the channel's
     when recovery finds it)."""
     kept = [e for e in troubles(conn, channel_id, now) if e.get("effectId") != effect_id]
-    value = json.dumps([*kept, {"effectId": effect_id, "since": now}][-MAX_TROUBLES:],
+    value = json.dumps([*kept, {"effectId": effect_id, "since": now}][-_MAX_TROUBLES:],
                        separators=(",", ":"))
     write = store.set_cursor if channel_lease else store.set_cursor_for_effect
-    write(conn, lease, channel_id, TROUBLE_CURSOR, value, now)
+    write(conn, lease, channel_id, _TROUBLE_CURSOR, value, now)
 
 
 def interrupted(conn: apsw.Connection, lease: Lease, channel_id: str, effect: Effect,
                 maybe_sent: bool, now: int) -> None:
     """Recovery found a notification's attempt abandoned with a send that may have arrived."""
     if effect.effect_type == NOTIFY and maybe_sent:
-        note_trouble(conn, lease, channel_id, effect.effect_id, now, channel_lease=True)
+        _note_trouble(conn, lease, channel_id, effect.effect_id, now, channel_lease=True)
 
 
-def status_card_id(channel_id: str, run_id: str) -> str:
+def _status_card_id(channel_id: str, run_id: str) -> str:
     """The run's status card on a channel (one message per chat, recipient by recipient)."""
     return messages.message_id_for(channel_id, Purpose.SETTLEMENT, "notification-status", run_id)
 
 
-def result_message_id(channel_id: str, notification_id: str) -> str:
+def _result_message_id(channel_id: str, notification_id: str) -> str:
     """The message a final notification sends."""
     return messages.message_id_for(channel_id, Purpose.SETTLEMENT, "notification", notification_id)
 
@@ -99,11 +101,11 @@ def result_message_id(channel_id: str, notification_id: str) -> str:
 def message_of(channel_id: str, payload: dict[str, Any]) -> str:
     """The message a telegram.notify effect writes (to look for intents after a crash)."""
     if payload.get("type") == "final":
-        return result_message_id(channel_id, str(payload["notificationId"]))
-    return status_card_id(channel_id, str(payload["runId"]))
+        return _result_message_id(channel_id, str(payload["notificationId"]))
+    return _status_card_id(channel_id, str(payload["runId"]))
 
 
-def render(payload: dict[str, Any], text: str, now: int) -> list[CardPart]:
+def _render(payload: dict[str, Any], text: str, now: int) -> list[CardPart]:
     """The card (one part, shortened with "…") or the result (split into marked parts)."""
     final = payload.get("type") == "final"
     title = payload.get("title")
@@ -130,7 +132,7 @@ def _order(conn: apsw.Connection, run_id: str) -> list[records.Notification]:
     return records.for_run(conn, run_id)
 
 
-def superseded_by(conn: apsw.Connection, payload: dict[str, Any]) -> str | None:
+def _superseded_by(conn: apsw.Connection, payload: dict[str, Any]) -> str | None:
     """The newer progress of the same run that overtook this one (None: it is the latest)."""
     if payload.get("type") != "progress":
         return None
@@ -142,7 +144,7 @@ def superseded_by(conn: apsw.Connection, payload: dict[str, Any]) -> str | None:
     return later[-1].notification_id if later else None
 
 
-def earlier_progress(conn: apsw.Connection, channel_id: str, effect: Effect) -> list[Effect]:
+def _earlier_progress(conn: apsw.Connection, channel_id: str, effect: Effect) -> list[Effect]:
     """For a final: this run's progress effects on the channel still pending before it (they
     go first, so that the result replies to a card that shows the last progress)."""
     payload = effects.payload(conn, effect)
@@ -163,12 +165,12 @@ def any_due(conn: apsw.Connection, channel_id: str, now: int) -> bool:
     return bool(effects.list_due(conn, (NOTIFY,), now, scope=channel_id))
 
 
-def due_at(conn: apsw.Connection, channel_id: str, effect: Effect, now: int) -> int | None:
+def _due_at(conn: apsw.Connection, channel_id: str, effect: Effect, now: int) -> int | None:
     """When a progress may touch its card (None: now): EDIT_EVERY_MS after the card was last
     sent or edited, unless a final of the run waits (then at once) or it is overtaken (it is
     settled at once, unsent)."""
     payload = effects.payload(conn, effect)
-    if payload.get("type") != "progress" or superseded_by(conn, payload) is not None:
+    if payload.get("type") != "progress" or _superseded_by(conn, payload) is not None:
         return None
     run_id = str(payload["runId"])
     if any(n.is_final for n in _order(conn, run_id)):
@@ -177,33 +179,33 @@ def due_at(conn: apsw.Connection, channel_id: str, effect: Effect, now: int) -> 
                if e.status is effects.EffectStatus.APPLIED and e.settled_at is not None
                and (effects.result_of(conn, e.effect_id) or {}).get("touched")]
     last = max(touched, default=None)
-    if last is None or now - last >= EDIT_EVERY_MS:
+    if last is None or now - last >= _EDIT_EVERY_MS:
         return None
-    return last + EDIT_EVERY_MS
+    return last + _EDIT_EVERY_MS
 
 
 # -- applying -----------------------------------------------------------------------------------
 
 
-async def ready(out: Outbound, effect: Effect,
+async def ready(out: _Outbound, effect: Effect,
                 apply_now: Callable[[Effect], Awaitable[None]]) -> bool:
     """A result goes after the progress still pending before it (applied here, at once); a
     progress waits for its card's next edit slot (deferred, no attempt row): False when the
     effect must wait."""
     channel_id = out.channel.channel_id
-    for earlier in out.db.read(lambda c: earlier_progress(c, channel_id, effect)):
+    for earlier in out.db.read(lambda c: _earlier_progress(c, channel_id, effect)):
         await apply_now(earlier)
     now = out.db.clock.now_ms()
-    at = out.db.read(lambda c: due_at(c, channel_id, effect, now))
+    at = out.db.read(lambda c: _due_at(c, channel_id, effect, now))
     if at is not None:
         out.db.write(lambda c: effects.defer(c, effect.effect_id, at, now))
     return at is None
 
 
-async def apply(out: Outbound, attempt: Attempt) -> None:
+async def apply(out: _Outbound, attempt: Attempt) -> None:
     """Apply one telegram.notify effect whose attempt has begun."""
     payload = out.db.read(lambda c: effects.payload(c, attempt.effect))
-    newer = out.db.read(lambda c: superseded_by(c, payload))
+    newer = out.db.read(lambda c: _superseded_by(c, payload))
     if newer is not None:
         _finish(out, attempt, AttemptOutcome.APPLIED, result={"superseded": newer})
         return
@@ -212,7 +214,7 @@ async def apply(out: Outbound, attempt: Attempt) -> None:
         _finish(out, attempt, AttemptOutcome.REJECTED,
                 error={"description": "notification not found"})
         return
-    parts = render(payload, found.text, out.db.clock.now_ms())
+    parts = _render(payload, found.text, out.db.clock.now_ms())
     message_id = message_of(out.channel.channel_id, payload)
     out.db.write(lambda c: messages.ensure_message(
         c, message_id, out.channel.channel_id, None, Purpose.SETTLEMENT, parts[0].text,
@@ -224,7 +226,7 @@ async def apply(out: Outbound, attempt: Attempt) -> None:
         await sender.card(parts[0])
 
 
-def _finish(out: Outbound, attempt: Attempt, outcome: effects.AttemptOutcome, *,
+def _finish(out: _Outbound, attempt: Attempt, outcome: effects.AttemptOutcome, *,
             result: Any = None, error: Any = None, retry_in_ms: int | None = None) -> None:
     now = out.db.clock.now_ms()
     out.db.write(lambda c: effects.finish_attempt(
@@ -235,7 +237,7 @@ def _finish(out: Outbound, attempt: Attempt, outcome: effects.AttemptOutcome, *,
 class _Sender:
     """The sends of one attempt, recipient by recipient."""
 
-    def __init__(self, out: Outbound, attempt: Attempt, message_id: str,
+    def __init__(self, out: _Outbound, attempt: Attempt, message_id: str,
                  payload: dict[str, Any]) -> None:
         self.out, self.attempt, self.message_id = out, attempt, message_id
         self.recipients = [str(r) for r in payload["recipients"]]
@@ -277,7 +279,7 @@ class _Sender:
         if res.outcome == NOT_SENT or token_rejected(res):
             self.out.unauthorized = self.out.unauthorized or token_rejected(res)
             _finish(self.out, self.attempt, AttemptOutcome.REJECTED, error=describe(res),
-                    retry_in_ms=0 if token_rejected(res) else NOT_SENT_BACKOFF_MS)
+                    retry_in_ms=0 if token_rejected(res) else _NOT_SENT_BACKOFF_MS)
             return "not_sent"
         if res.is_rate_limited:
             _finish(self.out, self.attempt, AttemptOutcome.REJECTED, error=describe(res),
@@ -301,7 +303,7 @@ class _Sender:
             now = self._now()
             messages.set_message_status(c, self.message_id, status, now)
             if unknown or refused:  # an alert, for a day (before the lease is cleared)
-                note_trouble(c, self.attempt.lease, self.out.channel.channel_id,
+                _note_trouble(c, self.attempt.lease, self.out.channel.channel_id,
                              self.attempt.effect.effect_id, now)
             effects.finish_attempt(c, self.attempt, outcome, now,
                                    result={"recipients": report, "touched": touched},
@@ -345,14 +347,14 @@ class _Sender:
         self.out.errors.append({"method": "editMessageText", **describe(res)})
         if maybe_acted(res):  # an edit is idempotent: done again later, never a duplicate
             _finish(self.out, self.attempt, AttemptOutcome.REJECTED, error=describe(res),
-                    retry_in_ms=NOT_SENT_BACKOFF_MS)
+                    retry_in_ms=_NOT_SENT_BACKOFF_MS)
             return "not_sent"
         return self._retry(res) or "rejected"
 
     async def result(self, parts: list[CardPart]) -> None:
         """The final result to each chat, its first part replying to the chat's card."""
         cards = {r: row.message_ref for (r, index), row in
-                 self._rows(status_card_id(self.out.channel.channel_id, self.run_id)).items()
+                 self._rows(_status_card_id(self.out.channel.channel_id, self.run_id)).items()
                  if index == 0 and row.message_ref is not None}
         rows = self._rows(self.message_id)
         report: list[dict[str, Any]] = []
@@ -378,8 +380,3 @@ class _Sender:
                 return
             report.append({"index": r, "status": status})
         self._close(report, touched=False)
-
-
-__all__ = ["EDIT_EVERY_MS", "NOTIFY", "TROUBLE_CURSOR", "any_due", "apply", "due_at",
-           "earlier_progress", "interrupted", "message_of", "note_trouble", "ready", "render",
-           "result_message_id", "status_card_id", "superseded_by", "troubles"]

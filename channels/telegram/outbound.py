@@ -54,8 +54,11 @@ from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StaleLease, StateError, WriteRejected
 from state.resources import Actor, ActorType
 
-NOT_SENT_BACKOFF_MS = 5_000
-BEGIN_MARGIN_MS = 500
+__all__ = ["LEASE_MARGIN_S", "Outbound"]
+
+
+_NOT_SENT_BACKOFF_MS = 5_000
+_BEGIN_MARGIN_MS = 500
 LEASE_MARGIN_S = 5.0  # a call (with its retries) ends this long before its lease could lapse
 
 @dataclass
@@ -123,7 +126,7 @@ class Outbound:
         p = None if effect.effect_type == SETTLE else \
             self.db.read(lambda c: effects.payload(c, effect))  # a settlement's chats: later
         # Less the time an attempt takes to begin, or it is begun for a slot it then misses.
-        left_ms = int((self.deadline() - time.time()) * 1000) - BEGIN_MARGIN_MS
+        left_ms = int((self.deadline() - time.time()) * 1000) - _BEGIN_MARGIN_MS
         return self.pacer.blocked(p, left_ms)
 
     async def apply(self, effect: Effect, level: int | None = None) -> None:
@@ -299,7 +302,7 @@ class Outbound:
             # sends nothing more and the next one starts only if the token works again.
             self.unauthorized = self.unauthorized or token_rejected(res)
             self._finish(attempt, AttemptOutcome.REJECTED, error=describe(res),
-                         retry_in_ms=0 if token_rejected(res) else NOT_SENT_BACKOFF_MS)
+                         retry_in_ms=0 if token_rejected(res) else _NOT_SENT_BACKOFF_MS)
             return {"status": "not_sent"}
         if res.is_rate_limited:
             wait_ms = int(float(res.retry_after or 1) * 1000)

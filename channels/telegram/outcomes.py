@@ -21,9 +21,12 @@ from channels.decisions.presentation import fingerprint
 from channels.telegram.identity import Channel, telegram_channel_id
 from channels.text import from_units, operator_safe_text, to_units
 
-MAX_TITLE = 200
-MAX_ANSWER = 1_000
-MAX_NAME = 64
+__all__ = ["Styled", "already_decided", "outcome_post", "shorten"]
+
+
+_MAX_TITLE = 200
+_MAX_ANSWER = 1_000
+_MAX_NAME = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +48,7 @@ def shorten(text: str, limit: int) -> str:
     return from_units(units[:end]) + "…"
 
 
-def answered_by(conn: apsw.Connection, channel: Channel, decision_id: str) -> str | None:
+def _answered_by(conn: apsw.Connection, channel: Channel, decision_id: str) -> str | None:
     """The name of the person whose answer won, as Telegram showed it (None when the answer
     did not come from a person on Telegram, or the name is not known)."""
     winner = history.winner(conn, decision_id)
@@ -57,10 +60,10 @@ def answered_by(conn: apsw.Connection, channel: Channel, decision_id: str) -> st
     profile = winner.channel.removeprefix("telegram:")
     row = inbox.get_inbox(conn, telegram_channel_id(profile), event)
     name = None if row is None else row.payload.get("userFullName")
-    return shorten(operator_safe_text(name), MAX_NAME) if isinstance(name, str) and name else None
+    return shorten(operator_safe_text(name), _MAX_NAME) if isinstance(name, str) and name else None
 
 
-def how(channel_name: str | None) -> str:
+def _how(channel_name: str | None) -> str:
     """Where an answer came from, in words."""
     if channel_name is None:
         return ""
@@ -69,7 +72,7 @@ def how(channel_name: str | None) -> str:
     return "in Pi" if channel_name.startswith("pi") else f"on {channel_name}"
 
 
-def outcome_line(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
+def _outcome_line(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
                  now: int) -> str:
     """One line: "Ada chose Replan on Telegram at 16:05 UTC", "No answer by 16:22 UTC: Stop
     (the default)", "Cancelled at 16:05 UTC: superseded"."""
@@ -80,26 +83,26 @@ def outcome_line(conn: apsw.Connection, channel: Channel, decision: records.Stor
     at = clock_time(winner.resolved_at, now)
     label = _label(decision, resolution.choice)
     if winner.provenance == "human":
-        who = answered_by(conn, channel, decision.decision_id) or "A person"
-        return f"{who} chose {label} {how(winner.channel)} at {at}".replace("  ", " ")
+        who = _answered_by(conn, channel, decision.decision_id) or "A person"
+        return f"{who} chose {label} {_how(winner.channel)} at {at}".replace("  ", " ")
     if winner.provenance == "timeout_policy":
         return f"No answer by {at}: {label} (the default)"
     if winner.provenance == "expired_no_default":
         return f"Expired at {at} with no answer"
-    return f"Cancelled at {at}: {shorten(resolution.reason or 'cancelled', MAX_TITLE)}"
+    return f"Cancelled at {at}: {shorten(resolution.reason or 'cancelled', _MAX_TITLE)}"
 
 
 def outcome_post(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
                  now: int) -> Styled:
     """The outcome message posted in reply to the card."""
     resolution = records.resolution_of(conn, decision.decision_id)
-    lines = [_safe(outcome_line(conn, channel, decision, now))]
+    lines = [_safe(_outcome_line(conn, channel, decision, now))]
     entered = None if resolution is None or resolution.response is None else \
         resolution.response.get("input")
     if isinstance(entered, dict):
         for value in entered.values():
-            lines.append(f"“{_safe(shorten(str(value), MAX_ANSWER))}”")
-    title = _safe(shorten(str(decision.request.document["title"]).strip(), MAX_TITLE))
+            lines.append(f"“{_safe(shorten(str(value), _MAX_ANSWER))}”")
+    title = _safe(shorten(str(decision.request.document["title"]).strip(), _MAX_TITLE))
     fp = fingerprint(decision.request.presentation_digest)
     text = "\n".join([*lines, title, f"Decision {fp}"])
     bold = len(to_units(lines[0]))
@@ -119,21 +122,17 @@ def already_decided(conn: apsw.Connection, channel: Channel,
     label = _label(decision, resolution.choice)
     if resolution.provenance == "timeout_policy":
         return shorten(f"Already decided: {label} (no answer in time)", 190)
-    who = answered_by(conn, channel, decision.decision_id)
+    who = _answered_by(conn, channel, decision.decision_id)
     winner = history.winner(conn, decision.decision_id)
-    where = how(winner.channel if winner else None)
+    where = _how(winner.channel if winner else None)
     by = f", by {who}" if who else (f", answered {where}" if where else "")
     return shorten(f"Already decided: {label}{by}", 190)
 
 
 def _label(decision: records.StoredDecision, choice: str | None) -> str:
     found = decision.request.choices.get(choice or "")
-    return shorten(found["label"] if found else str(choice), MAX_TITLE)
+    return shorten(found["label"] if found else str(choice), _MAX_TITLE)
 
 
 def _safe(text: str) -> str:
     return operator_safe_text(text)
-
-
-__all__ = ["Styled", "already_decided", "answered_by", "how", "outcome_line", "outcome_post",
-           "shorten"]

@@ -34,17 +34,23 @@ from typing import Any, Final
 from channels.telegram.holds import BOT, Hold
 from channels.transport import REJECTED, BotApi, ProviderResult
 
+__all__ = [
+    "BOT_PER_SECOND", "CHAT_BURST", "CHAT_INTERVAL_MS", "FRESH", "GROUP_PER_MINUTE", "NORMAL",
+    "SETTLING", "URGENT", "PacedApi", "Pacer", "new_pacer", "sending_as",
+]
+
+
 URGENT: Final = 0  # callback answers, prompts: a person waits for them
 FRESH: Final = 1  # a decision asked just now, while the pass runs: someone's call waits
 SETTLING: Final = 2  # keyboards off and outcome posts: the press was answered already
 NORMAL: Final = 3  # the other deliveries (a backlog)
 CHAT_INTERVAL_MS: Final = 1_000  # one message a second to one chat, on average
 CHAT_BURST: Final = 3  # a short burst within that
-RESERVED_SLOTS: Final = 1  # of a chat's bucket, kept by settlements and the backlog for the above
+_RESERVED_SLOTS: Final = 1  # of a chat's bucket, kept by settlements and the backlog for the above
 GROUP_PER_MINUTE: Final = 20  # to one group (a negative chat id)
 BOT_PER_SECOND: Final = 30  # for the whole bot
-DEFAULT_RETRY_AFTER_S: Final = 1.0  # a 429 that names no retry_after
-RATE_LIMITED_TRIES: Final = 3  # a call tried into a 429 this often, each after its hold
+_DEFAULT_RETRY_AFTER_S: Final = 1.0  # a 429 that names no retry_after
+_RATE_LIMITED_TRIES: Final = 3  # a call tried into a 429 this often, each after its hold
 
 
 def new_pacer(now_ms: Callable[[], int], holds: dict[str, Hold]) -> Pacer:
@@ -54,20 +60,20 @@ def new_pacer(now_ms: Callable[[], int], holds: dict[str, Hold]) -> Pacer:
 
 
 # The priority of the sends made in this task (the outbound sets it per effect).
-priority: ContextVar[int] = ContextVar("telegram_send_priority", default=URGENT)
+_priority: ContextVar[int] = ContextVar("telegram_send_priority", default=URGENT)
 
 
 @contextlib.contextmanager
 def sending_as(level: int) -> Iterator[None]:
     """Run the sends of a block at this priority."""
-    token = priority.set(level)
+    token = _priority.set(level)
     try:
         yield
     finally:
-        priority.reset(token)
+        _priority.reset(token)
 
 
-def is_group(chat: str) -> bool:
+def _is_group(chat: str) -> bool:
     return chat.startswith("-")
 
 
@@ -115,7 +121,7 @@ class Pacer:
     def hold(self, chat: str | None, retry_after: float | None) -> Hold:
         """Record a 429: hold the chat (the bot when None) for `retry_after` seconds."""
         now = self.now_ms()
-        seconds = DEFAULT_RETRY_AFTER_S if retry_after is None else max(0.0, retry_after)
+        seconds = _DEFAULT_RETRY_AFTER_S if retry_after is None else max(0.0, retry_after)
         key = BOT if chat is None else chat
         old = self.holds.get(key)
         hold = Hold(now, now + math.ceil(seconds * 1000))
@@ -139,7 +145,7 @@ class Pacer:
         if paced:
             mono = self.mono_ms()
             if chat is not None:
-                needed = 1 + (RESERVED_SLOTS if level >= SETTLING else 0)
+                needed = 1 + (_RESERVED_SLOTS if level >= SETTLING else 0)
                 missing = min(needed, self.chat_burst) - self._slots(chat, mono)
                 if missing > 0:
                     wait = max(wait, math.ceil(missing * self.chat_interval_ms))
@@ -154,7 +160,7 @@ class Pacer:
                       level: int | None = None) -> bool:
         """Wait for a slot; False (at once, or as soon as it is clear) when it would only
         come more than `within_ms` from now."""
-        waiter = _Waiter((priority.get() if level is None else level, next(self._seq)), chat,
+        waiter = _Waiter((_priority.get() if level is None else level, next(self._seq)), chat,
                          paced, self.mono_ms() + within_ms,
                          asyncio.get_running_loop().create_future())
         self._waiters.append(waiter)
@@ -212,7 +218,7 @@ class Pacer:
             self._bot.popleft()
         if waiter.chat is not None:
             self._bucket[waiter.chat] = (self._slots(waiter.chat, now) - 1, now)
-            if is_group(waiter.chat):
+            if _is_group(waiter.chat):
                 window = self._group.setdefault(waiter.chat, deque())
                 window.append(now)
                 while len(window) > self.group_per_minute:
@@ -220,7 +226,7 @@ class Pacer:
 
 
 @dataclass(frozen=True, slots=True)
-class Held:
+class _Held:
     """A send refused before it left: a 429's hold lasts past the call's deadline (or no slot
     comes before it). Shaped like a 429, so it is rescheduled, never counted as a failure."""
 
@@ -299,7 +305,7 @@ class PacedApi:
     async def _paced(self, chat: str | None, paced: bool, deadline: float | None,
                      call: Callable[[], Awaitable[ProviderResult]]) -> ProviderResult:
         res: ProviderResult | None = None
-        for _ in range(RATE_LIMITED_TRIES):
+        for _ in range(_RATE_LIMITED_TRIES):
             if not await self._slot(chat, paced, deadline):
                 return self._held(chat)
             res = await call()
@@ -322,10 +328,10 @@ class PacedApi:
         except TimeoutError:
             return False
 
-    def _held(self, chat: str | None) -> Held:
-        wait_ms = self.pacer.ready_in(chat, level=priority.get())
+    def _held(self, chat: str | None) -> _Held:
+        wait_ms = self.pacer.ready_in(chat, level=_priority.get())
         held = self.pacer.held_until(chat) > self.pacer.now_ms()
         reason = "a 429 holds this chat" if held else "no slot within Telegram's limits"
-        return Held(max(1, math.ceil(wait_ms / 1000)),
+        return _Held(max(1, math.ceil(wait_ms / 1000)),
                     f"not sent: {reason} for {math.ceil(wait_ms / 1000)} s more"
                     " (retried then)")

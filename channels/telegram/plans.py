@@ -9,6 +9,8 @@ from typing import Any
 from channels.telegram import outcomes
 from channels.telegram.documents import Part
 
+__all__ = ["Delivery", "Settlement"]
+
 
 @dataclass(frozen=True, slots=True)
 class Settlement:

@@ -45,7 +45,7 @@ from channels.telegram.delivering import Deliverer
 from channels.telegram.effect_kinds import EFFECT_TYPES, URGENT_TYPES
 from channels.telegram.identity import Channel
 from channels.telegram.outbound import LEASE_MARGIN_S, Outbound
-from channels.telegram.reports import LONG_POLL_SECONDS, ChannelReport, PollOptions
+from channels.telegram.reports import ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
 from state import effects, leases
@@ -61,15 +61,21 @@ from state.errors import (
 from state.leases import Lease
 from state.resources import Actor, ActorType
 
-ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi]]
+__all__ = [
+    "ANSWER_CONCURRENCY", "ONCE_DEADLINE_SECONDS", "ChannelPoll", "ChannelReport",
+    "PollOptions", "poll",
+]
+
+
+_ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi]]
 ONCE_DEADLINE_SECONDS = 15
-INBOX_BATCH = 100
+_INBOX_BATCH = 100
 # Callback answers in flight at once, right after their batch commits, in press order: 100
 # presses at 150 ms a call are answered in about 1 s, well within Telegram's 15 s.
 ANSWER_CONCURRENCY = 16
-MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
+_MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
 # Waiting for the lease ends with this much window left (more than a holder has at its end).
-HANDOVER_MIN_SECONDS = MIN_LONG_POLL_SECONDS + 2
+_HANDOVER_MIN_SECONDS = _MIN_LONG_POLL_SECONDS + 2
 
 
 # State errors that are one row's own: its data contradicts what is stored.
@@ -79,7 +85,7 @@ _ROW_FAULTS = (EffectConflict, BlobMismatch, StaleRevision)
 async def poll(
     db: Database,
     config: ChannelsConfig,
-    api_factory: ApiFactory,
+    api_factory: _ApiFactory,
     options: PollOptions,
     *,
     wall_clock: Callable[[], float] = time.time,
@@ -99,7 +105,7 @@ async def poll(
               for name, line in shared_bots(config, profiles).items()}
     tasks = [
         alone(f"polling {Channel(p, config).name}", partial(_failed, Channel(p, config).name),
-              _ChannelPoll(
+              ChannelPoll(
             db, Channel(p, config), owner_id, options, end, wall_clock, failed).run(api_factory))
         for p in profiles if p.name not in shared
     ]
@@ -113,7 +119,7 @@ def _failed(name: str, found: Failure) -> ChannelReport:
 
 
 @dataclass
-class _ChannelPoll:
+class ChannelPoll:
     db: Database
     channel: Channel
     owner_id: str
@@ -139,7 +145,7 @@ class _ChannelPoll:
     def _actor(self) -> Actor:
         return Actor(ActorType.CHANNEL, self.owner_id)
 
-    async def run(self, api_factory: ApiFactory) -> ChannelReport:
+    async def run(self, api_factory: _ApiFactory) -> ChannelReport:
         try:
             self.lease = await self._claim_or_wait()
         except LeaseHeld:
@@ -164,7 +170,7 @@ class _ChannelPoll:
     async def _claim_or_wait(self) -> Lease:
         """Claim the lease; a `--for` pass finding it held waits to take over at its release."""
         def ends() -> bool:
-            return self.end - self.wall_clock() < HANDOVER_MIN_SECONDS
+            return self.end - self.wall_clock() < _HANDOVER_MIN_SECONDS
 
         while True:
             try:
@@ -292,7 +298,7 @@ class _ChannelPoll:
             expire_overdue(self.db, self.owner_id, self.expiry_failures)
             # The window ends once too little of it is left for a long poll: a zero-timeout
             # getUpdates in a loop would spin (hundreds of calls) until the last second.
-            if self.options.once or self.end - self.wall_clock() < MIN_LONG_POLL_SECONDS + 1 or \
+            if self.options.once or self.end - self.wall_clock() < _MIN_LONG_POLL_SECONDS + 1 or \
                     self.report.status == "bad_batch":  # the same bytes would come back at once
                 return
 
@@ -352,7 +358,7 @@ class _ChannelPoll:
         self.db.check_file()  # a deleted or replaced database must not confirm updates
         until = self._until()
         timeout = 0 if self.options.once or short else max(
-            MIN_LONG_POLL_SECONDS, min(self.options.long_poll_seconds,
+            _MIN_LONG_POLL_SECONDS, min(self.options.long_poll_seconds,
                                        int(until - self.wall_clock()) - 1))
         res = await api.get_updates(offset, timeout=timeout, deadline=until)
         if res.outcome == OK:
@@ -413,7 +419,7 @@ class _ChannelPoll:
         answered once it committed, by a bounded task that holds up nothing that follows."""
         count = 0
         while rows := self.db.read(lambda c: inbox.unprocessed(c, self.channel.channel_id,
-                                                               INBOX_BATCH)):
+                                                               _INBOX_BATCH)):
             def batch(c: Any, rows: list[inbox.InboxRow] = rows) -> list[inbound.Processed]:
                 return self._process_batch(c, rows)
 
@@ -471,6 +477,3 @@ class _ChannelPoll:
         while self._answering:
             pending, self._answering = self._answering, set()
             await asyncio.gather(*pending)
-
-
-__all__ = ["LONG_POLL_SECONDS", "ChannelReport", "PollOptions", "poll"]

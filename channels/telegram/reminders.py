@@ -13,22 +13,25 @@ from channels.decisions import records
 from channels.decisions.deadline import DAY_MS, HOUR_MS, MINUTE_MS, clock_time, remaining
 from channels.telegram.outcomes import shorten
 
-MIN_WINDOW_MS = HOUR_MS
-BEFORE_DEADLINE_MS = 10 * MINUTE_MS
-FIRST_STILL_WAITING_MS = HOUR_MS
-MAX_REMINDERS = 400  # a decision without a deadline: about a year of daily reminders
+__all__ = ["EARLIEST_MS", "default_label", "next_reminder", "reminder_text", "schedule"]
+
+
+_MIN_WINDOW_MS = HOUR_MS
+_BEFORE_DEADLINE_MS = 10 * MINUTE_MS
+_FIRST_STILL_WAITING_MS = HOUR_MS
+_MAX_REMINDERS = 400  # a decision without a deadline: about a year of daily reminders
 # No reminder is ever due sooner after the ask: half the shortest window that has any.
-EARLIEST_MS = min(MIN_WINDOW_MS // 2, FIRST_STILL_WAITING_MS)
+EARLIEST_MS = min(_MIN_WINDOW_MS // 2, _FIRST_STILL_WAITING_MS)
 
 def schedule(created_ms: int, deadline_ms: int | None) -> list[int]:
     """Every reminder time of a decision, before quiet hours move them."""
     if deadline_ms is None:
-        first = created_ms + FIRST_STILL_WAITING_MS
-        return [first + n * DAY_MS for n in range(MAX_REMINDERS)]
+        first = created_ms + _FIRST_STILL_WAITING_MS
+        return [first + n * DAY_MS for n in range(_MAX_REMINDERS)]
     window = deadline_ms - created_ms
-    if window < MIN_WINDOW_MS:
+    if window < _MIN_WINDOW_MS:
         return []
-    return [created_ms + window // 2, deadline_ms - BEFORE_DEADLINE_MS]
+    return [created_ms + window // 2, deadline_ms - _BEFORE_DEADLINE_MS]
 
 
 def next_reminder(created_ms: int, deadline_ms: int | None, after_ms: int,
@@ -64,15 +67,3 @@ def reminder_text(title: str, fp: str, created_ms: int, deadline_ms: int | None,
         first = (f"Reminder: answer by {clock_time(deadline_ms, now_ms)}, "
                  f"{remaining(deadline_ms - now_ms)}; {then}")
     return f"{first}\n{shorten(title.strip(), 200)}\nDecision {fp}"
-
-
-__all__ = [
-    "BEFORE_DEADLINE_MS",
-    "EARLIEST_MS",
-    "MIN_WINDOW_MS",
-    "QuietHours",
-    "default_label",
-    "next_reminder",
-    "reminder_text",
-    "schedule",
-]

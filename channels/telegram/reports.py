@@ -9,7 +9,10 @@ from typing import Any
 from channels.failures import Failure
 from channels.telegram import alerts
 
-LONG_POLL_SECONDS = 20
+__all__ = ["ChannelReport", "PollOptions"]
+
+
+_LONG_POLL_SECONDS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +21,7 @@ class PollOptions:
 
     window_seconds: float = 0.0
     profile: str | None = None
-    long_poll_seconds: int = LONG_POLL_SECONDS
+    long_poll_seconds: int = _LONG_POLL_SECONDS
     alert_after_ms: int = alerts.DEFAULT_ALERT_AFTER_MS
 
     @property

@@ -9,6 +9,8 @@ import apsw
 from channels import messages
 from channels.messages import Purpose
 
+__all__ = ["delivered_recipients", "keyboard_messages"]
+
 
 def keyboard_messages(conn: apsw.Connection, channel_id: str,
                       decision_id: str) -> list[tuple[str, str]]:
@@ -34,7 +36,3 @@ def delivered_recipients(conn: apsw.Connection, channel_id: str,
             if part.conversation_ref is not None:
                 found.setdefault(part.recipient_index, part.conversation_ref)
     return sorted(found.items())
-
-
-
-__all__ = ["delivered_recipients", "keyboard_messages"]

@@ -28,8 +28,10 @@ from state import effects
 from state.database import Database
 from state.effects import Attempt
 
+__all__ = ["intents", "settle"]
 
-class Sender(Protocol):
+
+class _Sender(Protocol):
     """What a settlement's sends need of the channel's outbound (`outbound.Outbound`)."""
 
     db: Database
@@ -67,7 +69,7 @@ def intents(c: apsw.Connection, channel: Channel, attempt: Attempt, now: int) ->
     return Settlement(decision_id, message_id, post, keyboards, posts)
 
 
-async def settle(out: Sender, attempt: Attempt, s: Settlement) -> None:
+async def settle(out: _Sender, attempt: Attempt, s: Settlement) -> None:
     """The keyboard edits and the outcome posts, then the one confirm commit."""
     edits: list[ProviderResult] = []  # the keyboard edits that did not remove one
     for chat, message_ref in s.keyboards:
@@ -111,6 +113,3 @@ async def settle(out: Sender, attempt: Attempt, s: Settlement) -> None:
                                       if outcome == "applied" else "rejected")
         effects.finish_attempt(c, final, done, now, error=error, retry_at=retry_at)
     out.db.write(confirm)
-
-
-__all__ = ["Sender", "intents", "settle"]

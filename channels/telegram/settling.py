@@ -16,13 +16,16 @@ from typing import Any, Final, Literal
 from channels import messages
 from channels.transport import AMBIGUOUS, OK, REJECTED, ProviderResult, describe
 
-BACKOFF_MS: Final = 5_000  # after a transient failure, doubled per attempt
-MAX_BACKOFF_MS: Final = 600_000
-
-Outcome = Literal["applied", "retry", "refused"]
+__all__ = ["maybe_acted", "record_post", "retry_in_ms", "settle_outcome", "token_rejected"]
 
 
-def refused_for_good(res: ProviderResult) -> bool:
+_BACKOFF_MS: Final = 5_000  # after a transient failure, doubled per attempt
+_MAX_BACKOFF_MS: Final = 600_000
+
+_Outcome = Literal["applied", "retry", "refused"]
+
+
+def _refused_for_good(res: ProviderResult) -> bool:
     """An error response that trying again cannot change (not a 429, a refused token or a
     server error)."""
     code = res.error_code or 0
@@ -30,11 +33,11 @@ def refused_for_good(res: ProviderResult) -> bool:
         and code < 500
 
 
-def settle_outcome(failures: Sequence[ProviderResult]) -> tuple[Outcome, dict[str, Any] | None]:
+def settle_outcome(failures: Sequence[ProviderResult]) -> tuple[_Outcome, dict[str, Any] | None]:
     """What the failed calls of one settlement attempt mean, and the attempt's error."""
     if not failures:
         return "applied", None
-    if any(not refused_for_good(res) for res in failures):
+    if any(not _refused_for_good(res) for res in failures):
         return "retry", {"failures": len(failures)}
     return "refused", {"refused": [describe(res) for res in failures]}
 
@@ -44,9 +47,9 @@ def retry_in_ms(failures: Sequence[ProviderResult], attempt_number: int) -> int:
     a backoff that doubles with each attempt (5 s, 10 s, ... at most 10 min)."""
     waits = [math.ceil(float(res.retry_after or 1) * 1000) for res in failures
              if res.is_rate_limited]
-    if any(not res.is_rate_limited and not refused_for_good(res) for res in failures):
-        waits.append(min(MAX_BACKOFF_MS, BACKOFF_MS * 2 ** min(max(attempt_number, 1) - 1, 10)))
-    return max(waits, default=BACKOFF_MS)
+    if any(not res.is_rate_limited and not _refused_for_good(res) for res in failures):
+        waits.append(min(_MAX_BACKOFF_MS, _BACKOFF_MS * 2 ** min(max(attempt_number, 1) - 1, 10)))
+    return max(waits, default=_BACKOFF_MS)
 
 
 def record_post(c: Any, message_id: str, r: int, chat: str, res: ProviderResult) -> bool:

@@ -7,6 +7,8 @@ from channels.config.files import bot_id
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.errors import ChannelsError
 
+__all__ = ["shared_bots"]
+
 
 def shared_bots(config: ChannelsConfig, profiles: list[TelegramProfile]) -> dict[str, str]:
     """The line for each profile whose bot an earlier profile already polls (it gets no pass).
@@ -29,6 +31,3 @@ def shared_bots(config: ChannelsConfig, profiles: list[TelegramProfile]) -> dict
                 f" {profile.name}) or give it a bot of its own (setup telegram --profile"
                 f" {profile.name} --credential {profile.name} --token-file ...)")
     return shared
-
-
-__all__ = ["shared_bots"]

@@ -13,6 +13,9 @@ from typing import Any
 from channels.decisions.presentation import fingerprint
 from channels.telegram.outcomes import shorten
 
+__all__ = ["MAX_LISTED", "choice_named", "command", "hint", "pending_list"]
+
+
 MAX_LISTED = 20
 
 _COMMAND_RE = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@([A-Za-z0-9_]{1,64}))?(?:\s|$)")
@@ -59,6 +62,3 @@ def pending_list(decisions: Sequence[tuple[str, str]]) -> str:
     for number, (title, digest) in enumerate(decisions[:MAX_LISTED], start=1):
         lines.append(f"{number}. {shorten(title.strip(), 120)} · {fingerprint(digest)}")
     return "\n".join(lines)
-
-
-__all__ = ["MAX_LISTED", "choice_named", "command", "hint", "pending_list"]

@@ -21,12 +21,15 @@ from typing import Any, Final
 from channels.inbox import InboundEvent
 from channels.telegram.text_answers import command
 
-MAX_CALLBACK_DATA_BYTES: Final = 64
+__all__ = ["MAX_ID", "next_offset", "press_field", "to_event"]
+
+
+_MAX_CALLBACK_DATA_BYTES: Final = 64
 # Bot API integers "have at most 52 significant bits": anything larger is not a Telegram id, and
 # an update_id beyond it could not be confirmed exactly (nor stored as canonical JSON).
 MAX_ID: Final = 2**53 - 1
-MALFORMED_PREFIX: Final = "malformed:"
-MAX_NAME: Final = 64  # Telegram's first_name limit
+_MALFORMED_PREFIX: Final = "malformed:"
+_MAX_NAME: Final = 64  # Telegram's first_name limit
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
@@ -43,7 +46,7 @@ def _text(value: Any) -> str | None:
     return None
 
 
-def update_id(update: Any) -> int | None:
+def _update_id(update: Any) -> int | None:
     """The update's id, or None when it has no usable one (such an update cannot confirm a
     batch). Negative ids are refused: a negative offset would make Telegram forget updates."""
     uid = _int(update.get("update_id")) if isinstance(update, dict) else None
@@ -52,7 +55,7 @@ def update_id(update: Any) -> int | None:
 
 def to_event(update: Any) -> InboundEvent:
     """The inbox event for one raw batch item (a malformed item is an `other` event)."""
-    uid = update_id(update)
+    uid = _update_id(update)
     if uid is None:
         reason = "bad_update_id" if isinstance(update, dict) else "not_an_object"
         return InboundEvent(_malformed_id(update), "other", {"kind": reason})
@@ -105,7 +108,7 @@ def _malformed_id(item: Any) -> str:
         text = json.dumps(item, sort_keys=True, ensure_ascii=True)
     except (ValueError, TypeError, RecursionError):
         text = f"<{type(item).__name__} that cannot be encoded>"
-    return MALFORMED_PREFIX + hashlib.sha256(text.encode("ascii", "replace")).hexdigest()[:40]
+    return _MALFORMED_PREFIX + hashlib.sha256(text.encode("ascii", "replace")).hexdigest()[:40]
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -126,16 +129,16 @@ def _callback(query: dict[str, Any]) -> dict[str, Any]:
         "callbackId": _text(query.get("id")),
         "userId": _int(sender.get("id")),
         # Named in a group's prompt (a text_mention), so its reply box opens for this person.
-        "userName": name[:MAX_NAME] if name else None,
+        "userName": name[:_MAX_NAME] if name else None,
         # Named in the outcome post, as Telegram shows them ("Ada Lovelace chose Replan").
-        "userFullName": person_name(sender),
+        "userFullName": _person_name(sender),
         "chatId": _int(chat.get("id")),
         "messageId": _int(message.get("message_id")),
         "threadId": _int(message.get("message_thread_id")),
         # An inaccessible message arrives with date 0 (Bot API 7.0+).
         "accessible": bool(message) and message.get("date") != 0,
         "data": data if data is not None and
-        len(data.encode("utf-8")) <= MAX_CALLBACK_DATA_BYTES else None,
+        len(data.encode("utf-8")) <= _MAX_CALLBACK_DATA_BYTES else None,
         "inline": "inline_message_id" in query,
     }
     return {k: v for k, v in full.items() if v != _left_out(full, k)}
@@ -159,14 +162,14 @@ def press_field(press: dict[str, Any], key: str) -> Any:
 
 def _first_name(sender: dict[str, Any]) -> str | None:
     name = _text(sender.get("first_name"))
-    return name[:MAX_NAME] if name else None
+    return name[:_MAX_NAME] if name else None
 
 
-def person_name(sender: dict[str, Any]) -> str | None:
+def _person_name(sender: dict[str, Any]) -> str | None:
     """The name Telegram shows for a user: first and last name, as they set them."""
     parts = [_text(sender.get(key)) for key in ("first_name", "last_name")]
     name = " ".join(part.strip() for part in parts if part and part.strip())
-    return name[:MAX_NAME] if name else None
+    return name[:_MAX_NAME] if name else None
 
 
 def _reply(message: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +181,7 @@ def _reply(message: dict[str, Any]) -> dict[str, Any]:
         "messageId": _int(message.get("message_id")),
         "userId": _int(sender.get("id")),
         "userName": _first_name(sender),
-        "userFullName": person_name(sender),
+        "userFullName": _person_name(sender),
         "chatId": _int(chat.get("id")),
         "threadId": _int(message.get("message_thread_id")),
         "replyTo": _int(target.get("message_id")),
@@ -191,7 +194,7 @@ def _reply(message: dict[str, Any]) -> dict[str, Any]:
 
 def next_offset(updates: list[Any], current: int | None) -> int | None:
     """Last received usable update_id + 1 (never moving back)."""
-    ids = [i for u in updates if (i := update_id(u)) is not None]
+    ids = [i for u in updates if (i := _update_id(u)) is not None]
     if not ids:
         return current
     candidate = max(ids) + 1

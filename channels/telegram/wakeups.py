@@ -21,8 +21,11 @@ from channels import store
 from state import leases
 from state.database import Database
 
+__all__ = ["WATCH_SECONDS", "stop", "until_free", "watch"]
+
+
 WATCH_SECONDS = 0.15  # how often the watcher reads data_version during a window
-HANDOVER_WATCH_SECONDS = 0.05  # how often a pass waiting for the lease reads data_version
+_HANDOVER_WATCH_SECONDS = 0.05  # how often a pass waiting for the lease reads data_version
 
 
 async def watch(db: Database, changed: Callable[[], None]) -> None:
@@ -62,16 +65,16 @@ async def until_free(db: Database, channel_id: str, owner_gone: Callable[[str], 
     with Database.open_reader(db.path, clock=db.clock) as reader:
         seen, looked = _version(reader), time.monotonic()
         while not give_up():
-            await asyncio.sleep(HANDOVER_WATCH_SECONDS)
+            await asyncio.sleep(_HANDOVER_WATCH_SECONDS)
             version = _version(reader)
             if version == seen and time.monotonic() - looked < 1.0:
                 continue
             seen, looked = version, time.monotonic()
-            if lease_free(reader, channel_id, owner_gone):
+            if _lease_free(reader, channel_id, owner_gone):
                 return
 
 
-def lease_free(reader: Database, channel_id: str, owner_gone: Callable[[str], bool]) -> bool:
+def _lease_free(reader: Database, channel_id: str, owner_gone: Callable[[str], bool]) -> bool:
     held = reader.read(lambda c: leases.read(c, store.channel_resource(channel_id)))
     now = reader.clock.now_ms()
     return held is None or not held.is_live(now) or not held.owner_id or \
@@ -80,6 +83,3 @@ def lease_free(reader: Database, channel_id: str, owner_gone: Callable[[str], bo
 
 def _version(reader: Database) -> int:
     return int(reader.conn.execute("PRAGMA data_version").get)
-
-
-__all__ = ["HANDOVER_WATCH_SECONDS", "WATCH_SECONDS", "lease_free", "stop", "until_free", "watch"]

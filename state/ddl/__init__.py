@@ -10,4 +10,7 @@ from state.ddl.channels import CHANNELS
 from state.ddl.records import RECORDS
 from state.ddl.workflows import WORKFLOWS
 
+__all__ = ["DDL"]
+
+
 DDL = RECORDS + WORKFLOWS[1:] + CHANNELS[1:]

@@ -5,6 +5,9 @@ A fragment of the one canonical DDL (`state.ddl.DDL`); its bytes are part of the
 
 from __future__ import annotations
 
+__all__ = ["RECORDS"]
+
+
 RECORDS = """
 CREATE TABLE schema_meta (
   id INTEGER PRIMARY KEY CHECK (id = 1),

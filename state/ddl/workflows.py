@@ -6,6 +6,9 @@ A fragment of the one canonical DDL (`state.ddl.DDL`); its bytes are part of the
 
 from __future__ import annotations
 
+__all__ = ["WORKFLOWS"]
+
+
 WORKFLOWS = """
 CREATE TABLE workflow_definitions (
   definition_digest BLOB PRIMARY KEY CHECK (length(definition_digest) = 32),

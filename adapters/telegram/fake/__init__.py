@@ -32,7 +32,6 @@ parameters), ``constants`` (limits and exact error texts), ``control`` (the
 ``transcript`` (the chat as the person sees it, rendered from what the fake recorded).
 """
 
-from adapters.telegram.fake.constants import DEFAULT_ALLOWED_UPDATES
 from adapters.telegram.fake.control import RemoteFakeBotApi
 from adapters.telegram.fake.faults import ANY_METHOD, BotError, Fault, FaultKind
 from adapters.telegram.fake.fixtures import (
@@ -42,25 +41,11 @@ from adapters.telegram.fake.fixtures import (
     load_fixture,
 )
 from adapters.telegram.fake.records import Overlap, PushedUpdate, RecordedRequest
-from adapters.telegram.fake.runner import FakeBotApiProcess, main
+from adapters.telegram.fake.runner import FakeBotApiProcess
 from adapters.telegram.fake.server import FakeBotApi, unused_port_url
 
 __all__ = [
-    "ANY_METHOD",
-    "DEFAULT_ALLOWED_UPDATES",
-    "BotError",
-    "FakeBotApi",
-    "FakeBotApiProcess",
-    "Fault",
-    "FaultKind",
-    "Overlap",
-    "PushedUpdate",
-    "RecordedRequest",
-    "RemoteFakeBotApi",
-    "demo_fixture_names",
-    "fixture_updates",
-    "load_demo_fixture",
-    "load_fixture",
-    "main",
-    "unused_port_url",
+    "ANY_METHOD", "BotError", "FakeBotApi", "FakeBotApiProcess", "Fault", "FaultKind",
+    "Overlap", "PushedUpdate", "RecordedRequest", "RemoteFakeBotApi", "demo_fixture_names",
+    "fixture_updates", "load_demo_fixture", "load_fixture", "transcript", "unused_port_url",
 ]

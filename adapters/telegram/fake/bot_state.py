@@ -21,6 +21,8 @@ from adapters.telegram.fake.faults import Fault, FaultQueue
 from adapters.telegram.fake.records import Entry, Overlap, PushedUpdate, RecordedRequest
 from adapters.telegram.fake.wire import RAW_ITEM, Exchange, as_int, canonical
 
+__all__ = ["BotState"]
+
 
 class BotState:
     """What the fake bot remembers between requests."""

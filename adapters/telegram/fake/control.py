@@ -19,10 +19,13 @@ from adapters.telegram.fake.faults import Fault
 from adapters.telegram.fake.records import Overlap, PushedUpdate, RecordedRequest
 from adapters.telegram.fake.wire import Reply, dumps
 
+__all__ = ["CONTROL_PREFIX", "RemoteFakeBotApi", "serve_control"]
+
+
 CONTROL_PREFIX: Final = "/_control/"
 
 
-class ControlExchange(Protocol):
+class _ControlExchange(Protocol):
     """What the control endpoint needs from a connection handler."""
 
     path: str
@@ -31,7 +34,7 @@ class ControlExchange(Protocol):
     def send(self, reply: Reply) -> int | None: ...
 
 
-class ControlledFake(Protocol):
+class _ControlledFake(Protocol):
     """What the control interface drives: the fake's test controls (`FakeBotApi` has them;
     naming them here keeps the server and this module out of an import circle)."""
 
@@ -51,7 +54,7 @@ class ControlledFake(Protocol):
     def wait_received(self, method: str, count: int = 1, timeout: float = 5.0) -> bool: ...
 
 
-def serve_control(fake: ControlledFake, handler: ControlExchange) -> None:
+def serve_control(fake: _ControlledFake, handler: _ControlExchange) -> None:
     """Serve ``/_control/<action>``: a JSON interface to the test controls."""
     split = urlsplit(handler.path)
     action = split.path[len(CONTROL_PREFIX) :]
@@ -72,7 +75,7 @@ def serve_control(fake: ControlledFake, handler: ControlExchange) -> None:
 
 
 def _control_action(
-    fake: ControlledFake, action: str, body: Any, query: Mapping[str, str]
+    fake: _ControlledFake, action: str, body: Any, query: Mapping[str, str]
 ) -> dict[str, object] | None:
     if action == "push_update":
         return {"update_id": fake.push_update(body)}

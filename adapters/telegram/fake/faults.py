@@ -29,6 +29,9 @@ from adapters.telegram.fake.constants import (
 )
 from adapters.telegram.fake.wire import canonical, dumps, error_body
 
+__all__ = ["ANY_METHOD", "BotError", "Fault", "FaultKind", "FaultQueue"]
+
+
 ANY_METHOD: Final = "*"
 
 

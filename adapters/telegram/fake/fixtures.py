@@ -16,6 +16,12 @@ from typing import Any, Final
 
 from adapters.telegram.errors import FixtureError
 
+__all__ = [
+    "demo_fixture_names", "fixture_updates", "load_demo_fixture", "load_fixture",
+    "load_named_fixture", "updates_of",
+]
+
+
 _PLACEHOLDER: Final = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
 
 
@@ -48,7 +54,7 @@ def _unfilled(value: Any) -> set[str]:
     return set()
 
 
-def parse_fixture(text: str, values: Mapping[str, object] | None, origin: str) -> Any:
+def _parse_fixture(text: str, values: Mapping[str, object] | None, origin: str) -> Any:
     """Parse fixture text and fill its placeholders; every placeholder must be filled."""
     try:
         data = json.loads(text)
@@ -69,7 +75,7 @@ def load_fixture(path: str | Path, values: Mapping[str, object] | None = None) -
         text = source.read_text(encoding="utf-8")
     except OSError as exc:
         raise FixtureError(f"cannot read Telegram fixture {source}: {exc.strerror}") from None
-    return parse_fixture(text, values, str(source))
+    return _parse_fixture(text, values, str(source))
 
 
 def _demo_folder() -> Traversable:
@@ -86,7 +92,7 @@ def load_demo_fixture(name: str, values: Mapping[str, object] | None = None) -> 
     if name not in demo_fixture_names():
         raise FixtureError(f"no demo fixture named {name!r}")
     text = (_demo_folder() / name).read_text(encoding="utf-8")
-    return parse_fixture(text, values, f"demo:{name}")
+    return _parse_fixture(text, values, f"demo:{name}")
 
 
 def load_named_fixture(

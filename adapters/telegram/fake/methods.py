@@ -54,6 +54,9 @@ from adapters.telegram.fake.wire import (
     uploaded,
 )
 
+__all__ = ["BotMethods", "default_bot_user"]
+
+
 _Method = Callable[[dict[str, Any], int, Exchange], Reply | None]
 
 

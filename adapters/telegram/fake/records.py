@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+__all__ = ["Entry", "Overlap", "PushedUpdate", "RecordedRequest"]
+
 
 @dataclass(frozen=True, slots=True)
 class RecordedRequest:

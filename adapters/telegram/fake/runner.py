@@ -22,6 +22,9 @@ from adapters.telegram.errors import FixtureError
 from adapters.telegram.fake.control import RemoteFakeBotApi
 from adapters.telegram.fake.server import FakeBotApi
 
+__all__ = ["FakeBotApiProcess", "main"]
+
+
 _MODULE = "adapters.telegram.fake"
 
 

@@ -40,6 +40,9 @@ from adapters.telegram.fake.wire import (
     error_reply,
 )
 
+__all__ = ["FakeBotApi", "unused_port_url"]
+
+
 _LOG = logging.getLogger(__name__)
 
 _API_PATH: Final = re.compile(r"/bot(?P<token>[^/]*)/(?P<method>[A-Za-z_]+)")

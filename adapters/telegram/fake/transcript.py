@@ -23,10 +23,13 @@ from adapters.telegram.fake.records import PushedUpdate, RecordedRequest
 if TYPE_CHECKING:
     from adapters.telegram.fake.server import FakeBotApi
 
-Event = RecordedRequest | PushedUpdate
+__all__ = ["Transcript", "TranscriptFollower", "in_order", "readable", "render", "shorten"]
 
-INDENT: Final = "    "
-QUOTE_LENGTH: Final = 40
+
+_Event = RecordedRequest | PushedUpdate
+
+_INDENT: Final = "    "
+_QUOTE_LENGTH: Final = 40
 # Calls the person never sees anything of.
 _INVISIBLE: Final = frozenset({
     "getMe", "getUpdates", "setWebhook", "deleteWebhook", "getWebhookInfo", "getChat",
@@ -39,12 +42,12 @@ _INLINE_MARKS: Final = {
 _QUOTES: Final = frozenset({"blockquote", "expandable_blockquote"})
 
 
-def clock(at: float) -> str:
+def _clock(at: float) -> str:
     """`16:05:12` in UTC, as every transcript line starts."""
     return time.strftime("%H:%M:%S", time.gmtime(at))
 
 
-def shorten(text: str, limit: int = QUOTE_LENGTH) -> str:
+def shorten(text: str, limit: int = _QUOTE_LENGTH) -> str:
     """The first non-empty line of a text, cut with "…" past `limit` characters."""
     line = next((x.strip() for x in text.splitlines() if x.strip()), "")
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
@@ -142,7 +145,7 @@ def _json(value: object) -> Any:
     return value
 
 
-def button_rows(markup: object) -> list[str]:
+def _button_rows(markup: object) -> list[str]:
     """An inline keyboard as lines of `[ Label ]` (a URL button gets "↗")."""
     decoded = _json(markup)
     keyboard = decoded.get("inline_keyboard") if isinstance(decoded, dict) else None
@@ -171,7 +174,7 @@ class Transcript:
         self._pressers: dict[str, str] = {}  # callback query id -> who pressed
         self.bot = "Bot"
 
-    def lines(self, event: Event) -> list[str]:
+    def lines(self, event: _Event) -> list[str]:
         """The lines one event adds (none for what the person cannot see)."""
         if isinstance(event, PushedUpdate):
             return self._person(event)
@@ -188,10 +191,10 @@ class Transcript:
             file = params.get("document")
             file = file if isinstance(file, dict) else {}
             caption = str(params.get("caption", ""))
-            return [f"{clock(event.started_at)} {self.bot} sent a file,"
+            return [f"{_clock(event.started_at)} {self.bot} sent a file,"
                     f" {file.get('file_name', '?')}:", *_indented(caption)]
         if event.status != 200:
-            return [f"{clock(event.started_at)} × {event.method} failed"
+            return [f"{_clock(event.started_at)} × {event.method} failed"
                     f" ({_outcome(event)}); the chat does not change"]
         if event.method == "editMessageReplyMarkup":
             return self._markup_edit(event, params)
@@ -203,15 +206,15 @@ class Transcript:
             commands = _json(params.get("commands")) or []
             listed = ", ".join(f"/{c.get('command')} ({c.get('description')})"
                                for c in commands if isinstance(c, dict))
-            return [f"{clock(event.started_at)} {self.bot} set its command menu:"
+            return [f"{_clock(event.started_at)} {self.bot} set its command menu:"
                     f" {listed or 'empty'}"]
-        return [f"{clock(event.started_at)} ({self.bot} called {event.method})"]
+        return [f"{_clock(event.started_at)} ({self.bot} called {event.method})"]
 
     # ---- what the bot did
 
     def _sent(self, event: RecordedRequest, params: Mapping[str, Any]) -> list[str]:
         message = event.result if isinstance(event.result, dict) else None
-        when = clock(event.started_at)
+        when = _clock(event.started_at)
         if message is None:
             return [f"{when} × a message was not delivered ({_outcome(event)}):"
                     f" “{shorten(str(params.get('text', '')))}”"]
@@ -232,30 +235,30 @@ class Transcript:
         if replied is not None:
             head += f" ↪ replying to {self._quote(chat, replied)}"
         lines = [head + ":", *_indented(readable(text, params.get("entities")))]
-        lines += [INDENT + row for row in button_rows(markup)]
+        lines += [_INDENT + row for row in _button_rows(markup)]
         if isinstance(markup, dict) and _truthy(markup.get("force_reply")):
             hint = markup.get("input_field_placeholder")
-            lines.append(INDENT + "(the reply box opens" + (f": “{hint}”)" if hint else ")"))
+            lines.append(_INDENT + "(the reply box opens" + (f": “{hint}”)" if hint else ")"))
         return lines
 
     def _markup_edit(self, event: RecordedRequest, params: Mapping[str, Any]) -> list[str]:
         chat, message_id = _int(params.get("chat_id")) or 0, _int(params.get("message_id")) or 0
-        rows = button_rows(params.get("reply_markup"))
+        rows = _button_rows(params.get("reply_markup"))
         quote = self._quote(chat, message_id)
-        when = clock(event.started_at)
+        when = _clock(event.started_at)
         if not rows:
             self._keyboards.pop((chat, message_id), None)
             return [f"{when} buttons removed from {quote}"]
         self._keyboards[(chat, message_id)] = list(
             (_json(params.get("reply_markup")) or {}).get("inline_keyboard") or [])
-        return [f"{when} buttons of {quote} are now:", *(INDENT + r for r in rows)]
+        return [f"{when} buttons of {quote} are now:", *(_INDENT + r for r in rows)]
 
     def _text_edit(self, event: RecordedRequest, params: Mapping[str, Any]) -> list[str]:
         chat, message_id = _int(params.get("chat_id")) or 0, _int(params.get("message_id")) or 0
         quote = self._quote(chat, message_id)
         text = str(params.get("text", ""))
         self._texts[(chat, message_id)] = text
-        return [f"{clock(event.started_at)} {self.bot} edited {quote}:",
+        return [f"{_clock(event.started_at)} {self.bot} edited {quote}:",
                 *_indented(readable(text, params.get("entities")))]
 
     def _notice(self, event: RecordedRequest, params: Mapping[str, Any]) -> list[str]:
@@ -264,12 +267,12 @@ class Transcript:
             return []  # only the spinner on the button stops
         who = self._pressers.get(str(params.get("callback_query_id")), "the presser")
         kind = "an alert" if _truthy(params.get("show_alert")) else "a notice"
-        return [f"{clock(event.started_at)} {self.bot} shows {who} {kind}: “{text}”"]
+        return [f"{_clock(event.started_at)} {self.bot} shows {who} {kind}: “{text}”"]
 
     # ---- what the person did
 
     def _person(self, event: PushedUpdate) -> list[str]:
-        update, when = event.update, clock(event.at)
+        update, when = event.update, _clock(event.at)
         press = update.get("callback_query")
         if isinstance(press, dict):
             return self._press(when, press)
@@ -353,18 +356,18 @@ def _outcome(event: RecordedRequest) -> str:
 
 
 def _indented(text: str) -> list[str]:
-    return [INDENT + line if line else "" for line in text.split("\n")]
+    return [_INDENT + line if line else "" for line in text.split("\n")]
 
 
-def render(events: Iterable[Event]) -> list[str]:
+def render(events: Iterable[_Event]) -> list[str]:
     """The whole transcript of events given in the order they happened."""
     transcript = Transcript()
     return [line for event in events for line in transcript.lines(event)]
 
 
-def in_order(requests: Sequence[RecordedRequest], pushed: Sequence[PushedUpdate]) -> list[Event]:
+def in_order(requests: Sequence[RecordedRequest], pushed: Sequence[PushedUpdate]) -> list[_Event]:
     """Requests and pushed updates merged in the order they happened."""
-    def key(event: Event) -> tuple[float, int]:
+    def key(event: _Event) -> tuple[float, int]:
         if isinstance(event, PushedUpdate):
             return (event.at, event.after_seq)
         return (event.started_at, event.seq)

@@ -10,8 +10,14 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl
 
+__all__ = [
+    "RAW_ITEM", "Exchange", "Reply", "as_float", "as_int", "canonical", "decode_params",
+    "dumps", "error_body", "error_reply", "ok_reply", "updates_reply", "uploaded",
+]
+
+
 # Fields the Bot API expects as JSON inside a form field.
-NESTED_FIELDS: Final = frozenset(
+_NESTED_FIELDS: Final = frozenset(
     {"reply_markup", "allowed_updates", "reply_parameters", "entities", "link_preview_options",
      "commands"}
 )
@@ -143,7 +149,7 @@ def uploaded(params: Mapping[str, Any], name: str = "document") -> bytes | None:
 
 
 def _decode_nested(key: str, value: str) -> Any:
-    if key not in NESTED_FIELDS:
+    if key not in _NESTED_FIELDS:
         return value
     try:
         return json.loads(value)

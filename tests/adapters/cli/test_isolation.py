@@ -252,7 +252,7 @@ def test_a_pass_that_hits_a_bug_names_a_crash_report_and_releases_its_lease(
     home: Path, fake: FakeBotApi,
 ) -> None:
     del fake
-    done = piw(home, "poll", "--once", bug="channels.telegram.poll:_ChannelPoll._cycle")
+    done = piw(home, "poll", "--once", bug="channels.telegram.poll:ChannelPoll._cycle")
     assert done.returncode == 1, done.stderr
     [line] = done.stderr.splitlines()
     assert line.startswith(f"Error: telegram:{PROFILE}: internal error while polling")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels.decisions import records, resolution, views, workflows
+from channels.decisions import follow_ups, records, resolution, views, workflows
 from channels.decisions.resolution import Cancellation, DeadlinePolicy, Result
 from channels.errors import DecisionRefused
 from state import effects
@@ -272,7 +272,7 @@ def test_a_continuation_reserved_under_an_earlier_key_is_found_and_applied_once(
     handle = ask(db)
     # Earlier versions keyed a decision's run.continue by the decision id.
     with pytest.MonkeyPatch.context() as earlier_version:
-        earlier_version.setattr(resolution, "CONTINUE_KEY", handle.decision_id)
+        earlier_version.setattr(follow_ups, "CONTINUE_KEY", handle.decision_id)
         submit(db, answer(handle, {"choice": "continue"}, "k1"))
     assert db.read(lambda c: views.view(c, handle.decision_id)).continuation == "pending"
     workflows.apply_continuation(db, handle.decision_id, handle.run.lease)

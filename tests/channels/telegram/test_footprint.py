@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from channels.decisions import records, resolution, runs
+from channels.decisions import follow_ups, records, runs
 from channels.telegram import deliveries
 from state import effects
 from tests.channels.telegram.test_channel import CHANNEL, Flow, flow  # noqa: F401
@@ -101,7 +101,7 @@ def test_one_event_per_accepted_change_and_revisions_without_gaps(flow: Flow) ->
     assert json.loads(payload) == {"effects": [delivery]}
     assert effect_events(deliveries.SETTLE, CHANNEL) == [
         "effect.attempt_started", "effect.applied"]
-    assert effect_events("run.continue", resolution.CONTINUE_KEY) == ["effect.applied"]
+    assert effect_events("run.continue", follow_ups.CONTINUE_KEY) == ["effect.applied"]
     # The follow-ups' source revision is the resolution's, whose event is there.
     assert flow.rows("SELECT DISTINCT source_revision FROM effects WHERE source_resource_id = ?"
                      " AND effect_type IN ('run.continue', 'telegram.settle')", decision) == [
