@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,12 @@ import pytest
 
 from state.clock import CountingEntropy, ManualClock
 from state.database import Database
+
+# Tests press Ctrl-C as a person at a terminal does. A suite started in the background by a
+# shell without job control inherits SIGINT ignored, and so would every child it starts (an
+# ignored signal stays ignored across exec): the children would never see the Ctrl-C.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
