@@ -51,14 +51,14 @@ class RpcClient:
 
     def __init__(self, home: Path, bridge_bin: Path, *, session: Sequence[str] = ("--no-session",),
                  offline: bool = True, extra_env: dict[str, str] | None = None,
-                 extensions: Sequence[Path] = ()) -> None:
+                 extensions: Sequence[Path] = (), cwd: Path | None = None) -> None:
         assert PI is not None
         env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / ".pi/agent"),
                "PIW_CHANNELS_BIN": str(bridge_bin), **(extra_env or {})}
         argv = [PI, "--mode", "rpc", *session, *(["--offline"] if offline else []),
                 "--no-extensions", "-e", str(EXTENSION), "-e", str(RELOAD_EXTENSION),
                 *[arg for path in extensions for arg in ("-e", str(path))]]
-        self.proc = subprocess.Popen(argv, cwd=home, env=env, stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(argv, cwd=cwd or home, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self._buffer = b""
         self.seen: list[dict[str, Any]] = []
@@ -150,6 +150,13 @@ def bridge_command(tmp_path: Path, *, before: str = "") -> Path:
                       f'"from adapters.cli.main import main; main()" "$@"\n')
     script.chmod(0o755)
     return script
+
+
+def project(home: Path) -> Path:
+    """A project directory in `home`, where a person would start Pi."""
+    path = home / "project"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout: float = 15) -> None:
