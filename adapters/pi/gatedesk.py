@@ -40,9 +40,7 @@ from channels.decisions.resolution import Cancellation, resolve
 from channels.errors import ChannelsError, DecisionRefused
 from channels.gate import confinement
 from channels.gate.confinement import Confinement, Probe
-from channels.gate.paths import tool_path
-from channels.gate.policy import Protected, judge
-from channels.gate.verdict import Judgement
+from channels.gate.policy import Judgement, Protected, judge
 from channels.pi import gating
 from channels.pi.answers import load_open
 from channels.pi.gating import GatedCall
@@ -161,12 +159,11 @@ class GateDesk:
         found = judge(policy, call.tool, call.input, cwd=cwd, home=home, protected=protected)
         if found.action == "allow" and call.tool == "bash":
             found = sandbox.refusal() or found
-        elif found.action == "allow" and isinstance(call.input.get("path"), str):
-            target = tool_path(call.input["path"], cwd=cwd, home=home)
-            enabled = rules is not None and rules.enabled
-            found = confinement.outside(sandbox, call.tool, target, enabled=enabled) or found
+        elif found.action == "allow":
+            found = confinement.outside(sandbox, call.tool, call.input, cwd=cwd, home=home,
+                                        enabled=rules is not None and rules.enabled) or found
         if found.action == "ask" and rules is None:  # judge never asks without a policy
-            found = Judgement("block", found.reason, found.rule)
+            found = dataclasses.replace(found, action="block")
         return _Judged(found, rules, sandbox)
 
     def _ask(self, event_id: str, call: GatedCall, rule: str | None, policy: GatePolicy,

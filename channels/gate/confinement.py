@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from channels.config.gate import GatePolicy, SandboxMode
+from channels.gate.paths import tool_path
 from channels.gate.protected import PI_SETTINGS, Protected
 from channels.gate.sandbox import Layout, arguments, layout
 from channels.gate.verdict import Judgement, block
@@ -109,12 +110,15 @@ def confine(policy: GatePolicy, found: Probe, protected: Protected, *, cwd: Path
     return Confinement(policy.sandbox, shape, argv, found.problem, secret, guarded)
 
 
-def outside(confinement: Confinement, tool: str, target: Path, *, enabled: bool,
-            ) -> Judgement | None:
+def outside(confinement: Confinement, tool: str, tool_input: Mapping[str, object], *,
+            cwd: Path, home: Path, enabled: bool) -> Judgement | None:
     """A write or edit to a place the sandboxed bash could not write: a person decides (gate
     on) or it is refused (gate off); else the tools would be a way around the sandbox."""
-    shape = confinement.layout
-    if shape is None or tool not in ("write", "edit") or shape.may_write(target):
+    shape, path = confinement.layout, tool_input.get("path")
+    if shape is None or tool not in ("write", "edit") or not isinstance(path, str):
+        return None
+    target = tool_path(path, cwd=cwd, home=home)
+    if shape.may_write(target):
         return None
     reason = (f"{tool.capitalize()} {target}: outside what the agent may change (the project, "
               "/tmp and the policy's sandboxWritable).")
@@ -141,8 +145,10 @@ def _expanded(text: str, home: Path) -> Path:
 
 
 def _runtime() -> list[Path]:
-    """Pi's own installation (this bridge's parent): it runs again outside the sandbox."""
-    found: list[Path] = []
+    """Pi's own installation (this bridge's parent) and the `piw-channels` Pi starts: both
+    run again outside the sandbox."""
+    launchers = [os.environ.get("PIW_CHANNELS_BIN") or "", shutil.which("piw-channels") or ""]
+    found = [Path(os.path.realpath(p)) for p in launchers if os.path.isabs(p)]
     try:
         parent = os.getppid()
         words = Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0")

@@ -180,11 +180,8 @@ def _hidden(protected: Protected, home: Path, env: Mapping[str, str],
 def _installation() -> list[Path]:
     """What runs outside the sandbox with the person's rights: piw-channels' packages (an
     editable install's source), this Python's library and scripts, the program on argv[0]."""
-    import adapters
-    import channels
-    import state
-
-    found = [Path(m.__file__).parent for m in (state, channels, adapters) if m.__file__]
+    root = Path(__file__).resolve().parents[2]  # where state/, channels/, adapters/ lie
+    found = [root / name for name in ("state", "channels", "adapters")]
     paths = sysconfig.get_paths()
     found += [Path(paths[k]) for k in ("stdlib", "purelib", "platlib", "scripts") if k in paths]
     found += [Path(sys.prefix), Path(sys.executable).parent]

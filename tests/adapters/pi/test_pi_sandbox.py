@@ -30,10 +30,10 @@ from channels.gate.confinement import BWRAP_ENV
 from state.database import Database
 from tests.adapters.pi.helpers import ask
 from tests.adapters.pi.mock_model import MockModel, call, calls, say
-from tests.adapters.pi.rpc import RpcClient, bridge_command, is_notice, needs_pi, project
+from tests.adapters.pi.rpc import CI, RpcClient, bridge_command, is_notice, needs_pi, project
 from tests.channels.telegram.helpers import TOKEN, config_dir, configure_telegram_profile
 
-pytestmark = [needs_pi, pytest.mark.skipif(shutil.which("bwrap") is None,
+pytestmark = [needs_pi, pytest.mark.skipif(shutil.which("bwrap") is None and not CI,
                                            reason="bubblewrap is not installed")]
 
 SECRET = TOKEN.split(":", 1)[1]  # the part of the token that must never show
