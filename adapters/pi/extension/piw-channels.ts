@@ -1076,76 +1076,78 @@ async function fencedOpen(confined: Confined, path: string): Promise<Buffer> {
 	}
 }
 
-function fencedTools(pi: ExtensionAPI): void {
-	const base = process.cwd();
-	pi.registerTool({
-		...(createBashToolDefinition(base) as unknown as ToolDefinition),
-		async execute(id, params, signal, onUpdate, ctx) {
-			const confined = takeConfined(id, "bash");
-			return sandboxedBash(confined, ctx.cwd).execute(id, params, signal, onUpdate, ctx);
-		},
-	});
-	pi.registerTool({
-		...(createReadToolDefinition(base) as unknown as ToolDefinition),
-		async execute(id, params, signal, onUpdate, ctx) {
-			const confined = takeConfined(id, "read");
-			const operations: ReadOperations = {
+/** A tool's definition: Pi's own, and when `confined` is given, held to that call's fence. */
+type Define = (cwd: string, confined?: Confined, params?: Record<string, unknown>) => ToolDefinition;
+
+const writer = (confined: Confined): WriteOperations => ({
+	writeFile: async (path: string, content: string) => {
+		const real = realTarget(path);
+		fenceWrite(confined, real, path);
+		await fsWriteFile(real, content, "utf-8");
+	},
+	mkdir: async (dir: string) => {
+		fenceWrite(confined, realTarget(dir), dir);
+		await fsMkdir(dir, { recursive: true });
+	},
+});
+
+const FENCED: [string, Define][] = [
+	["bash", (cwd, confined) => (confined ? sandboxedBash(confined, cwd) : (createBashToolDefinition(cwd) as unknown as ToolDefinition))],
+	[
+		"read",
+		(cwd, confined) => {
+			const operations: ReadOperations | undefined = confined && {
 				readFile: (path) => fencedOpen(confined, path),
 				access: (path) => fsAccess(path, fsConstants.R_OK),
 				detectImageMimeType: async (path) => imageType((await fencedOpen(confined, path)).subarray(0, 16)),
 			};
-			return (createReadToolDefinition(ctx.cwd, { operations }) as unknown as ToolDefinition).execute(id, params, signal, onUpdate, ctx);
+			return createReadToolDefinition(cwd, { operations }) as unknown as ToolDefinition;
 		},
-	});
-	const writer = (confined: Confined) => ({
-		writeFile: async (path: string, content: string) => {
-			const real = realTarget(path);
-			fenceWrite(confined, real, path);
-			await fsWriteFile(real, content, "utf-8");
-		},
-		mkdir: async (dir: string) => {
-			fenceWrite(confined, realTarget(dir), dir);
-			await fsMkdir(dir, { recursive: true });
-		},
-	});
-	pi.registerTool({
-		...(createWriteToolDefinition(base) as unknown as ToolDefinition),
-		async execute(id, params, signal, onUpdate, ctx) {
-			const confined = takeConfined(id, "write");
-			const operations: WriteOperations = writer(confined);
-			return (createWriteToolDefinition(ctx.cwd, { operations }) as unknown as ToolDefinition).execute(id, params, signal, onUpdate, ctx);
-		},
-	});
-	pi.registerTool({
-		...(createEditToolDefinition(base) as unknown as ToolDefinition),
-		async execute(id, params, signal, onUpdate, ctx) {
-			const confined = takeConfined(id, "edit");
-			const operations: EditOperations = {
+	],
+	["write", (cwd, confined) => createWriteToolDefinition(cwd, { operations: confined && writer(confined) }) as unknown as ToolDefinition],
+	[
+		"edit",
+		(cwd, confined) => {
+			const operations: EditOperations | undefined = confined && {
 				readFile: (path) => fencedOpen(confined, path),
 				writeFile: writer(confined).writeFile,
 				access: (path) => fsAccess(path, fsConstants.R_OK | fsConstants.W_OK),
 			};
-			return (createEditToolDefinition(ctx.cwd, { operations }) as unknown as ToolDefinition).execute(id, params, signal, onUpdate, ctx);
+			return createEditToolDefinition(cwd, { operations }) as unknown as ToolDefinition;
 		},
-	});
-	pi.registerTool({
-		...(createGrepToolDefinition(base) as unknown as ToolDefinition),
-		async execute(id, params, signal, onUpdate, ctx) {
-			const confined = takeConfined(id, "grep");
-			const wanted = (params as { path?: string }).path ?? ".";
-			const root = realTarget(toolPath(wanted, ctx.cwd));
-			fenceRead(confined, root, wanted);
-			// ripgrep walks the tree itself: one that holds the state, the configuration or a
-			// token is refused whole (bash's grep, in the sandbox, may search it: it sees them empty).
-			const inside = confined.sandbox.fence.secret.find((place) => within(place, root));
-			if (inside) throw new Error(`Blocked: ${wanted} holds ${inside} (piw-channels' state, configuration or a token); search a narrower directory.`);
-			const operations: GrepOperations = {
+	],
+	[
+		"grep",
+		(cwd, confined, params) => {
+			if (confined) {
+				const wanted = typeof params?.path === "string" ? params.path : ".";
+				const root = realTarget(toolPath(wanted, cwd));
+				fenceRead(confined, root, wanted);
+				// ripgrep walks the tree itself: one that holds the state, the configuration or a
+				// token is refused whole (bash's grep, in the sandbox, may search it: it sees them empty).
+				const inside = confined.sandbox.fence.secret.find((place) => within(place, root));
+				if (inside) throw new Error(`Blocked: ${wanted} holds ${inside} (piw-channels' state, configuration or a token); search a narrower directory.`);
+			}
+			const operations: GrepOperations | undefined = confined && {
 				isDirectory: (path) => statSync(path).isDirectory(),
 				readFile: async (path) => (await fencedOpen(confined, path)).toString("utf-8"),
 			};
-			return (createGrepToolDefinition(ctx.cwd, { operations }) as unknown as ToolDefinition).execute(id, params, signal, onUpdate, ctx);
+			return createGrepToolDefinition(cwd, { operations }) as unknown as ToolDefinition;
 		},
-	});
+	],
+];
+
+/** Pi's bash, read, write, edit and grep, each run as its call's confinement says. */
+function fencedTools(pi: ExtensionAPI): void {
+	for (const [name, define] of FENCED) {
+		pi.registerTool({
+			...define(process.cwd()),
+			async execute(id, params, signal, onUpdate, ctx) {
+				const confined = takeConfined(id, name);
+				return define(ctx.cwd, confined, params as Record<string, unknown>).execute(id, params, signal, onUpdate, ctx);
+			},
+		});
+	}
 }
 
 export default function piwChannels(pi: ExtensionAPI): void {
