@@ -1,7 +1,8 @@
 """The `piw-channels gate` command group: switch the tool-call gate on or off, show its policy.
 
     piw-channels gate on | off        set `enabled` in gate.json, keeping the rest of the file
-    piw-channels gate show [--json]   the policy, and whether its file is broken (exit 78/77)
+    piw-channels gate show [--json]   the policy, whether its file is broken (exit 78/77), and
+                                      whether the agent's bash runs in the sandbox here
 
 A broken gate.json is never rewritten: `on` and `off` refuse it with its error (the person
 fixes or deletes the file), since writing over it would lose what they wrote.
@@ -16,6 +17,7 @@ from typing import Any
 
 from channels.config.errors import ConfigError
 from channels.config.gate import (
+    DEFAULT_POLICY,
     GATE_FILE,
     GatePolicy,
     gate_path,
@@ -23,6 +25,7 @@ from channels.config.gate import (
     write_gate_policy,
 )
 from channels.config.loading import resolve_config_dir
+from channels.gate import confinement
 from state.exit_codes import EXIT_OK
 
 __all__ = ["register"]
@@ -49,24 +52,29 @@ def _cmd_show(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _show_broken(args, str(path), exc)
     exists = path.exists()
+    sandbox = confinement.status(policy.sandbox, confinement.probe())
     if args.json:
         print(json.dumps({"path": str(path), "exists": exists, "broken": None,
-                          "policy": policy.to_json()}, indent=2, ensure_ascii=False))
+                          "policy": policy.to_json(), "sandbox": sandbox},
+                         indent=2, ensure_ascii=False))
         return EXIT_OK
     for line in _describe(policy, str(path), exists=exists):
         print(line)
+    print(sandbox)
     return EXIT_OK
 
 
 def _show_broken(args: argparse.Namespace, path: str, exc: ConfigError) -> int:
     message = " ".join(str(exc).split())
+    sandbox = confinement.status(DEFAULT_POLICY.sandbox, confinement.probe())
     if args.json:
         print(json.dumps({"path": path, "exists": True, "policy": None,
-                          "broken": {"code": exc.code, "error": message}},
+                          "broken": {"code": exc.code, "error": message}, "sandbox": sandbox},
                          indent=2, ensure_ascii=False))
     else:
         print(f"gate: broken: {message}")
         print("While it is broken, every call the default policy would ask about is denied.")
+        print(sandbox)
     return exc.exit_code
 
 
@@ -82,6 +90,8 @@ def _describe(policy: GatePolicy, path: str, *, exists: bool) -> list[str]:
         f"tools: {_items(policy.tools)}",
         f"bash: {_items(policy.bash)}",
         f"paths: {_items(policy.paths)}",
+        "sandbox writes: the project, /tmp, /var/tmp, ~/.cache, ~/.npm"
+        + "".join(f", {d}" for d in policy.sandbox_writable) + f" (sandbox: {policy.sandbox})",
     ]
 
 

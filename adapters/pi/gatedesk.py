@@ -3,7 +3,8 @@ first answer, and tell the extension who decided and how.
 
     extension -> bridge                         bridge -> extension
     gate {event_id, tool, input, cwd,           gated {event_id, action: allow|block|ask,
-          session_name?, ui, session_gate?}            reason, rule, decision?, ask_here}
+          session_name?, ui, session_gate?}            reason, rule, decision?, ask_here,
+                                                       sandbox? (allow and ask)}
     gate_cancel {event_id, decision_id}         gate_result {decision_id, allow, choice,
                                                              message}
 
@@ -12,6 +13,10 @@ to the waiting call, not to a deferred turn) and keeps the run's lease for as lo
 waits: this bridge applies the deadline (the default is `deny`) as soon as it passes, and
 cancels the decision when the person presses Escape, both as the run owner the resolution
 function requires. When the bridge stops, every call still waiting is cancelled.
+
+Every call that may run carries its Confinement (`sandbox`): the bubblewrap arguments its bash
+runs under, or why there are none, and the fence the extension applies when read, write, edit
+and grep run (channels.gate.confinement).
 """
 
 from __future__ import annotations
@@ -27,12 +32,15 @@ from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, tex
 from channels.config import gate as gate_config
 from channels.config import loading
 from channels.config.errors import ConfigError
-from channels.config.gate import GatePolicy
+from channels.config.files import prepare_directory
+from channels.config.gate import GatePolicy, SandboxMode
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
 from channels.decisions import context, records, views, workflows
 from channels.decisions.resolution import Cancellation, resolve
 from channels.errors import ChannelsError, DecisionRefused
-from channels.gate.policy import Protected, judge
+from channels.gate import confinement
+from channels.gate.confinement import Confinement, Probe
+from channels.gate.policy import Judgement, Protected, judge
 from channels.pi import gating
 from channels.pi.answers import load_open
 from channels.pi.gating import GatedCall
@@ -65,6 +73,16 @@ class _Waiting:
     timeout_minutes: float
 
 
+@dataclass(frozen=True)
+class _Judged:
+    """The judgement on one call, the policy it was judged by (None: broken) and where it
+    would run."""
+
+    found: Judgement
+    policy: GatePolicy | None
+    confinement: Confinement
+
+
 @dataclass
 class GateDesk:
     """The gate's state in one bridge; every database step is its own short transaction."""
@@ -74,9 +92,15 @@ class GateDesk:
     owner_id: str
     config_dir: Callable[[], Path] = loading.resolve_config_dir
     waiting: dict[str, _Waiting] | None = None
+    probed: Probe | None = None  # bubblewrap, tried once per bridge
 
     def __post_init__(self) -> None:
         self.waiting = {}
+
+    def _probe(self) -> Probe:
+        if self.probed is None:
+            self.probed = confinement.probe()
+        return self.probed
 
     # -- a call to judge -----------------------------------------------------------------------
 
@@ -94,24 +118,25 @@ class GateDesk:
         if session_gate not in (None, "on", "off"):
             raise ProtocolError("malformed", "gate.session_gate must be on, off or null")
         call = GatedCall(tool, tool_input, cwd)
-        verdict = self._judge(call, session_gate)
-        if verdict[0] == "allow":
-            self._reply(event_id, "allow", None, None)  # the model is told nothing extra
+        judged = self._judge(call, session_gate)
+        found, policy, sandbox = judged.found, judged.policy, judged.confinement
+        if found.action == "allow":
+            # The model is told nothing extra; the extension learns where the call runs.
+            self._reply(event_id, "allow", None, None, sandbox)
             return
-        if verdict[0] != "ask":
-            self._reply(event_id, *verdict)
+        if found.action != "ask" or policy is None:
+            self._reply(event_id, "block", found.reason, found.rule)
             return
-        _, _, rule, policy = verdict
-        assert policy is not None
         if problem is not None:
-            self._reply(event_id, "block", f"Denied: nobody can be asked ({problem})", rule)
+            self._reply(event_id, "block", f"Denied: nobody can be asked ({problem})",
+                        found.rule)
             return
-        self._ask(event_id, call, rule, policy, session_id, message, config, here)
+        self._ask(event_id, call, found.rule, policy, sandbox, session_id, message, config,
+                  here)
 
-    def _judge(self, call: GatedCall, session_gate: str | None,
-               ) -> tuple[str, str | None, str | None, GatePolicy | None]:
+    def _judge(self, call: GatedCall, session_gate: str | None) -> _Judged:
         """The guard first, then the policy (this session's `/gate on|off` overrides its
-        `enabled`); a broken policy file fails closed inside `judge`."""
+        `enabled`), then the sandbox; a broken policy file fails closed inside `judge`."""
         directory = self.config_dir()
         home = Path.home()
         policy: GatePolicy | ConfigError
@@ -121,22 +146,35 @@ class GateDesk:
             policy = exc
         if isinstance(policy, GatePolicy) and session_gate is not None:
             policy = dataclasses.replace(policy, enabled=session_gate == "on")
-        found = judge(policy, call.tool, call.input, cwd=Path(call.cwd), home=home,
-                      protected=Protected.discover(home, directory))
         rules = policy if isinstance(policy, GatePolicy) else None
+        confining = rules or gate_config.DEFAULT_POLICY  # a broken policy still confines bash
+        if confining.sandbox is not SandboxMode.OFF and not directory.exists():
+            # Made now, empty and private, so the sandbox can hide it: else the agent could
+            # create the configuration (a gate.json of its own) before a person does.
+            with contextlib.suppress(ConfigError):
+                prepare_directory(directory)
+        protected = Protected.discover(home, directory)
+        cwd = Path(call.cwd)
+        sandbox = confinement.confine(confining, self._probe(), protected, cwd=cwd, home=home)
+        found = judge(policy, call.tool, call.input, cwd=cwd, home=home, protected=protected)
+        if found.action == "allow" and call.tool == "bash":
+            found = sandbox.refusal() or found
+        elif found.action == "allow":
+            found = confinement.outside(sandbox, call.tool, call.input, cwd=cwd, home=home,
+                                        enabled=rules is not None and rules.enabled) or found
         if found.action == "ask" and rules is None:  # judge never asks without a policy
-            return "block", found.reason, found.rule, None
-        return found.action, found.reason, found.rule, rules
+            found = dataclasses.replace(found, action="block")
+        return _Judged(found, rules, sandbox)
 
     def _ask(self, event_id: str, call: GatedCall, rule: str | None, policy: GatePolicy,
-             session_id: str, message: dict[str, Any], config: ChannelsConfig | None,
-             here: bool) -> None:
+             sandbox: Confinement, session_id: str, message: dict[str, Any],
+             config: ChannelsConfig | None, here: bool) -> None:
         granted = self.db.read(lambda c: views.accepted_with_subject(
             c, gating.subject_prefix(session_id, call), call.subject_hash, gating.ALLOW_SESSION))
         if granted:
             fingerprint = self.db.read(lambda c: views.fingerprint_of(c, granted[0]))
             self._reply(event_id, "allow", "Allowed: this exact input was allowed for this"
-                        f" session (decision {fingerprint})", rule)
+                        f" session (decision {fingerprint})", rule, sandbox)
             return
         routes = audience_routes(config, policy.audience)
         ask_here = here and bool(message.get("ui")) and PI_CHANNEL in routes
@@ -173,12 +211,15 @@ class GateDesk:
         self.out.send({"type": "gated", "event_id": event_id, "action": "ask", "reason": None,
                        "rule": rule, "ask_here": ask_here, "fingerprint": fingerprint,
                        "delivered_to": [r for r in routes if r != PI_CHANNEL],
-                       "decision": shown.to_json()})
+                       "decision": shown.to_json(), "sandbox": sandbox.to_json()})
 
     def _reply(self, event_id: str, action: str, reason: str | None, rule: str | None,
-               *_: Any) -> None:
-        self.out.send({"type": "gated", "event_id": event_id, "action": action,
-                       "reason": reason, "rule": rule})
+               sandbox: Confinement | None = None) -> None:
+        reply: dict[str, Any] = {"type": "gated", "event_id": event_id, "action": action,
+                                 "reason": reason, "rule": rule}
+        if sandbox is not None:
+            reply["sandbox"] = sandbox.to_json()
+        self.out.send(reply)
 
     def state(self, message: dict[str, Any], session_id: str) -> None:
         """For `/gate`: the policy's state and the inputs allowed for this session."""
@@ -198,7 +239,8 @@ class GateDesk:
         self.out.send({"type": "gate_state", "event_id": event_id, "enabled": policy.enabled,
                        "problem": problem, "audience": policy.audience,
                        "timeout_minutes": policy.timeout_minutes,
-                       "file": str(gate_config.gate_path(directory)), "allowed": allowed})
+                       "file": str(gate_config.gate_path(directory)), "allowed": allowed,
+                       "sandbox": confinement.status(policy.sandbox, self._probe())})
 
     # -- waiting -------------------------------------------------------------------------------
 

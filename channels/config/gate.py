@@ -17,6 +17,11 @@ default policy, switched off. Rule syntax (checked here, applied by `channels.ga
   starting with `~/` or `/` (anchored, `**` spans directories), or one relative to the project.
   While `write` is listed, the same rules but `@outside-project` apply to the files a bash
   command writes with `>`, `>>` or `tee`.
+- `sandbox`: `auto` (the default: the agent's bash runs in the bubblewrap sandbox where it can
+  start, the guard alone where it cannot, with a warning), `require` (bash calls are refused
+  while the sandbox cannot start) or `off` (no sandbox; the guard alone).
+- `sandboxWritable`: absolute directories (`~/` allowed) the sandboxed bash may also write,
+  besides the project, /tmp, /var/tmp, ~/.cache and ~/.npm.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Final
 
@@ -41,8 +47,8 @@ from channels.config.files import (
 from channels.config.parsing import Source, audience_name_field, parse_json
 
 __all__ = [
-    "DEFAULT_POLICY", "GATE_FILE", "GATE_SCHEMA", "OUTSIDE_PROJECT", "GatePolicy", "gate_path",
-    "load_gate_policy", "write_gate_policy",
+    "DEFAULT_POLICY", "GATE_FILE", "GATE_SCHEMA", "OUTSIDE_PROJECT", "GatePolicy", "SandboxMode",
+    "gate_path", "load_gate_policy", "write_gate_policy",
 ]
 
 
@@ -64,6 +70,14 @@ _WORD: Final = re.compile(r"[A-Za-z0-9_.+@%:=/,~-]+")  # one word of a bash patt
 _TOOL: Final = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
+class SandboxMode(StrEnum):
+    """Where the agent's bash runs."""
+
+    AUTO = "auto"  # in the sandbox where it can start; the guard alone (with a warning) if not
+    REQUIRE = "require"  # in the sandbox, or not at all
+    OFF = "off"  # never in the sandbox
+
+
 @dataclass(frozen=True, slots=True)
 class GatePolicy:
     """Which of the agent's tool calls need a person, whom to ask and how long to wait."""
@@ -75,6 +89,8 @@ class GatePolicy:
     tools: tuple[str, ...] = ("write", "edit")
     bash: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
+    sandbox: SandboxMode = SandboxMode.AUTO
+    sandbox_writable: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """The document `gate.json` holds for this policy (field order as documented)."""
@@ -88,6 +104,8 @@ class GatePolicy:
             "tools": list(self.tools),
             "bash": list(self.bash),
             "paths": list(self.paths),
+            "sandbox": self.sandbox.value,
+            "sandboxWritable": list(self.sandbox_writable),
         }
 
 
@@ -108,7 +126,7 @@ _DEFAULT_PATHS: Final = (
 DEFAULT_POLICY: Final = GatePolicy(bash=_DEFAULT_BASH, paths=_DEFAULT_PATHS)
 
 _FIELDS: Final = ("schema", "enabled", "audience", "timeoutMinutes", "onTimeout", "tools", "bash",
-                  "paths")
+                  "paths", "sandbox", "sandboxWritable")
 
 
 def gate_path(config_dir: Path) -> Path:
@@ -162,6 +180,9 @@ def _parse_gate_policy(source: Source, value: object) -> GatePolicy:
         tools=_list(source, value.get("tools", list(base.tools)), "tools", _tool_problem),
         bash=_list(source, value.get("bash", list(base.bash)), "bash", _bash_pattern_problem),
         paths=_list(source, value.get("paths", list(base.paths)), "paths", _path_pattern_problem),
+        sandbox=_sandbox(source, value.get("sandbox", base.sandbox.value)),
+        sandbox_writable=_list(source, value.get("sandboxWritable", []), "sandboxWritable",
+                               _writable_problem),
     )
 
 
@@ -186,6 +207,13 @@ def _on_timeout(source: Source, value: object) -> str:
         allowed = " or ".join(json.dumps(v) for v in _ON_TIMEOUT_VALUES)
         raise source.invalid("onTimeout", f"must be {allowed}")
     return str(value)
+
+
+def _sandbox(source: Source, value: object) -> SandboxMode:
+    if isinstance(value, str) and value in SandboxMode.__members__.values():
+        return SandboxMode(value)
+    allowed = ", ".join(json.dumps(m.value) for m in SandboxMode)
+    raise source.invalid("sandbox", f"must be one of {allowed}")
 
 
 def _list(source: Source, value: object, where: str,
@@ -230,6 +258,17 @@ def _bash_pattern_problem(text: str) -> str | None:
         return "must start with a program name, not an option"
     bad = next((w for w in words if not _WORD.fullmatch(w)), None)
     return None if bad is None else f"holds a word that cannot be matched: {json.dumps(bad)}"
+
+
+def _writable_problem(text: str) -> str | None:
+    """Why `text` is not a directory the sandbox may let bash write, or None."""
+    if not (text.startswith("/") or text.startswith("~/")) or "\x00" in text:
+        return "must be an absolute directory (or start with ~/)"
+    if ".." in text.split("/") or any(c in text for c in "*?["):
+        return "must be a plain directory, without .. or wildcards"
+    if text.rstrip("/") in ("", "~"):
+        return "must not be / or the whole home directory"
+    return None
 
 
 def _path_pattern_problem(text: str) -> str | None:

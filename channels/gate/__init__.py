@@ -10,6 +10,8 @@ programs    the guard's rules on program names and arguments
 guard       what the model may never do (answer, cancel or tamper with decisions or state)
 rules       the policy's bash and path patterns
 verdict     the Judgement;  policy: `judge`, the one entry point
+sandbox     the sandbox the agent's bash runs in: its mounts and bubblewrap's arguments
+confinement where one call runs: the probe, the bubblewrap argv, the fence for Pi's own tools
 """
 
-__all__ = ["policy"]
+__all__ = ["confinement", "policy"]

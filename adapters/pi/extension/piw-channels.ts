@@ -24,8 +24,31 @@
  */
 import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
+import { constants as fsConstants, readlinkSync, realpathSync, statSync } from "node:fs";
+import { access as fsAccess, mkdir as fsMkdir, open as fsOpen, writeFile as fsWriteFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { basename as pathBasename, dirname as pathDirname, join as pathJoin, resolve as pathResolve } from "node:path";
 import type { Writable } from "node:stream";
-import { type ExtensionAPI, type ExtensionContext, VERSION } from "@mariozechner/pi-coding-agent";
+import {
+	type BashOperations,
+	createBashToolDefinition,
+	createEditToolDefinition,
+	createGrepToolDefinition,
+	createLocalBashOperations,
+	createReadToolDefinition,
+	createWriteToolDefinition,
+	type EditOperations,
+	type ExtensionAPI,
+	type ExtensionContext,
+	type GrepOperations,
+	getAgentDir,
+	getShellConfig,
+	type ReadOperations,
+	SettingsManager,
+	type ToolDefinition,
+	VERSION,
+	type WriteOperations,
+} from "@mariozechner/pi-coding-agent";
 import { Box, Text } from "@mariozechner/pi-tui";
 import { Type } from "typebox";
 
@@ -147,6 +170,7 @@ interface Gated {
 	fingerprint?: string;
 	delivered_to?: string[];
 	decision?: Deliver;
+	sandbox?: Sandbox;
 }
 
 interface GateResult {
@@ -167,6 +191,7 @@ interface GateState {
 	timeout_minutes: number;
 	file: string;
 	allowed: string[];
+	sandbox?: string;
 }
 
 interface Failure {
@@ -906,6 +931,225 @@ async function gateDialog(ctx: ExtensionContext, bridge: Bridge, decision: Deliv
 	return true;
 }
 
+// -- The sandbox and the fence (channels/gate/confinement.py computes both) ------------------
+//
+// The bridge sends, with every call it lets run, where that call may run: bubblewrap's
+// arguments for bash (or why there are none) and the fence for the tools that run inside Pi.
+// The fence is applied when a tool runs, links resolved at that moment: read opens the file
+// first and checks what it opened; write and edit check the place they write.
+
+interface Fence {
+	mounts: [string, string][]; // [path, rw|ro|ro-empty|hidden|hidden-file], parents first
+	secret: string[]; // never read or searched: the state, the configuration, the tokens
+	protected: string[]; // never written by a tool, whoever allowed it
+}
+
+interface Sandbox {
+	mode: "auto" | "require" | "off";
+	argv: string[] | null;
+	problem: string | null;
+	fence: Fence;
+}
+
+interface Confined {
+	sandbox: Sandbox;
+	asked: boolean; // a person allowed this very call (a write outside may then go ahead)
+}
+
+/** Shared by every load of this file in the process (a /reload keeps the calls judged before it). */
+const confinements: Map<string, Confined> = (() => {
+	const store = globalThis as unknown as Record<symbol, Map<string, Confined> | undefined>;
+	const key = Symbol.for("piw-channels.confinements");
+	store[key] ??= new Map<string, Confined>();
+	return store[key] as Map<string, Confined>;
+})();
+
+function within(path: string, directory: string): boolean {
+	return path === directory || path.startsWith(directory.endsWith("/") ? directory : `${directory}/`);
+}
+
+/** What the sandbox makes of `path`: the deepest mount that holds it (the root is read-only). */
+function mountOf(fence: Fence, path: string): string {
+	let found = "ro";
+	for (const [place, kind] of fence.mounts) if (within(path, place)) found = kind;
+	return found;
+}
+
+/** A tool's path as Pi resolves it (`@`, `~`, relative to the working directory). */
+function toolPath(text: string, cwd: string): string {
+	const plain = (text.startsWith("@") ? text.slice(1) : text).replace(/[\u00a0\u2000-\u200a\u202f\u205f\u3000]/g, " ");
+	const expanded = plain === "~" ? homedir() : plain.startsWith("~/") ? homedir() + plain.slice(1) : plain;
+	return pathResolve(cwd, expanded);
+}
+
+/** Where `path` leads now: its links resolved, the part that does not exist yet kept as written. */
+function realTarget(path: string): string {
+	let head = path;
+	const rest: string[] = [];
+	for (;;) {
+		try {
+			return pathJoin(realpathSync(head), ...rest.reverse());
+		} catch {
+			const parent = pathDirname(head);
+			if (parent === head) return path;
+			rest.push(pathBasename(head));
+			head = parent;
+		}
+	}
+}
+
+function secretHit(fence: Fence, real: string): boolean {
+	return fence.secret.some((place) => within(real, place)) || ["hidden", "hidden-file"].includes(mountOf(fence, real));
+}
+
+function fenceRead(confined: Confined, real: string, shown: string): void {
+	if (secretHit(confined.sandbox.fence, real)) {
+		throw new Error(`Blocked: ${shown} leads to piw-channels' state, configuration or a token (${real}); the agent may not read it.`);
+	}
+}
+
+function fenceWrite(confined: Confined, real: string, shown: string): void {
+	const fence = confined.sandbox.fence;
+	if (secretHit(fence, real) || fence.protected.some((place) => within(real, place))) {
+		throw new Error(`Blocked: ${shown} leads to ${real}, which the agent may not change (piw-channels' state, configuration, tokens, or Pi's settings and extensions).`);
+	}
+	if (fence.mounts.length > 0 && !confined.asked && mountOf(fence, real) !== "rw") {
+		throw new Error(`Blocked: ${shown} leads to ${real}, outside what the agent may change (the project, /tmp and the policy's sandboxWritable).`);
+	}
+}
+
+/** The call's confinement, taken once: a call the gate did not judge does not run. */
+function takeConfined(toolCallId: string, tool: string): Confined {
+	const confined = confinements.get(toolCallId);
+	confinements.delete(toolCallId);
+	if (!confined) throw new Error(`Blocked: this ${tool} call was not judged by the piw-channels gate, so it does not run.`);
+	return confined;
+}
+
+function shellQuote(word: string): string {
+	return `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The same shell and settings as Pi's own bash; inside bubblewrap when the call has a sandbox. */
+function sandboxedBash(confined: Confined, cwd: string): ToolDefinition {
+	const settings = SettingsManager.create(cwd, getAgentDir());
+	const shellPath = settings.getShellPath();
+	const local = createLocalBashOperations({ shellPath });
+	const argv = confined.sandbox.argv;
+	if (!argv) return createBashToolDefinition(cwd, { operations: local, shellPath, commandPrefix: settings.getShellCommandPrefix() }) as unknown as ToolDefinition;
+	const { shell, args } = getShellConfig(shellPath);
+	const operations: BashOperations = {
+		// `exec`: bubblewrap takes the shell's place, so Pi's timeout and Escape, which kill the
+		// process group, kill it; --die-with-parent then ends everything inside.
+		exec: (command, dir, options) =>
+			local.exec(`exec ${[...argv, "--chdir", dir, "--", shell, ...args, command].map(shellQuote).join(" ")}`, dir, options),
+	};
+	return createBashToolDefinition(cwd, { operations, shellPath, commandPrefix: settings.getShellCommandPrefix() }) as unknown as ToolDefinition;
+}
+
+const IMAGE_MAGIC: [string, number[]][] = [
+	["image/png", [0x89, 0x50, 0x4e, 0x47]],
+	["image/jpeg", [0xff, 0xd8, 0xff]],
+	["image/gif", [0x47, 0x49, 0x46, 0x38]],
+];
+
+function imageType(head: Buffer): string | null {
+	for (const [mime, magic] of IMAGE_MAGIC) if (magic.every((byte, i) => head[i] === byte)) return mime;
+	const webp = head.subarray(0, 4).toString("latin1") === "RIFF" && head.subarray(8, 12).toString("latin1") === "WEBP";
+	return webp ? "image/webp" : null;
+}
+
+/** Open, then check the file actually opened (/proc/self/fd): a link swapped after the check cannot lead elsewhere. */
+async function fencedOpen(confined: Confined, path: string): Promise<Buffer> {
+	const handle = await fsOpen(path, "r");
+	try {
+		let real = realTarget(path);
+		try {
+			real = readlinkSync(`/proc/self/fd/${handle.fd}`);
+		} catch {
+			// no /proc (macOS): the path as resolved a moment ago
+		}
+		fenceRead(confined, real, path);
+		return await handle.readFile();
+	} finally {
+		await handle.close();
+	}
+}
+
+/** A tool's definition: Pi's own, and when `confined` is given, held to that call's fence. */
+type Define = (cwd: string, confined?: Confined, params?: Record<string, unknown>) => ToolDefinition;
+
+const writer = (confined: Confined): WriteOperations => ({
+	writeFile: async (path: string, content: string) => {
+		const real = realTarget(path);
+		fenceWrite(confined, real, path);
+		await fsWriteFile(real, content, "utf-8");
+	},
+	mkdir: async (dir: string) => {
+		fenceWrite(confined, realTarget(dir), dir);
+		await fsMkdir(dir, { recursive: true });
+	},
+});
+
+const FENCED: [string, Define][] = [
+	["bash", (cwd, confined) => (confined ? sandboxedBash(confined, cwd) : (createBashToolDefinition(cwd) as unknown as ToolDefinition))],
+	[
+		"read",
+		(cwd, confined) => {
+			const operations: ReadOperations | undefined = confined && {
+				readFile: (path) => fencedOpen(confined, path),
+				access: (path) => fsAccess(path, fsConstants.R_OK),
+				detectImageMimeType: async (path) => imageType((await fencedOpen(confined, path)).subarray(0, 16)),
+			};
+			return createReadToolDefinition(cwd, { operations }) as unknown as ToolDefinition;
+		},
+	],
+	["write", (cwd, confined) => createWriteToolDefinition(cwd, { operations: confined && writer(confined) }) as unknown as ToolDefinition],
+	[
+		"edit",
+		(cwd, confined) => {
+			const operations: EditOperations | undefined = confined && {
+				readFile: (path) => fencedOpen(confined, path),
+				writeFile: writer(confined).writeFile,
+				access: (path) => fsAccess(path, fsConstants.R_OK | fsConstants.W_OK),
+			};
+			return createEditToolDefinition(cwd, { operations }) as unknown as ToolDefinition;
+		},
+	],
+	[
+		"grep",
+		(cwd, confined, params) => {
+			if (confined) {
+				const wanted = typeof params?.path === "string" ? params.path : ".";
+				const root = realTarget(toolPath(wanted, cwd));
+				fenceRead(confined, root, wanted);
+				// ripgrep walks the tree itself: one that holds the state, the configuration or a
+				// token is refused whole (bash's grep, in the sandbox, may search it: it sees them empty).
+				const inside = confined.sandbox.fence.secret.find((place) => within(place, root));
+				if (inside) throw new Error(`Blocked: ${wanted} holds ${inside} (piw-channels' state, configuration or a token); search a narrower directory.`);
+			}
+			const operations: GrepOperations | undefined = confined && {
+				isDirectory: (path) => statSync(path).isDirectory(),
+				readFile: async (path) => (await fencedOpen(confined, path)).toString("utf-8"),
+			};
+			return createGrepToolDefinition(cwd, { operations }) as unknown as ToolDefinition;
+		},
+	],
+];
+
+/** Pi's bash, read, write, edit and grep, each run as its call's confinement says. */
+function fencedTools(pi: ExtensionAPI): void {
+	for (const [name, define] of FENCED) {
+		pi.registerTool({
+			...define(process.cwd()),
+			async execute(id, params, signal, onUpdate, ctx) {
+				const confined = takeConfined(id, name);
+				return define(ctx.cwd, confined, params as Record<string, unknown>).execute(id, params, signal, onUpdate, ctx);
+			},
+		});
+	}
+}
+
 export default function piwChannels(pi: ExtensionAPI): void {
 	let supervisor: Supervisor | undefined;
 	const running = (): Bridge | undefined => supervisor?.bridge;
@@ -926,7 +1170,19 @@ export default function piwChannels(pi: ExtensionAPI): void {
 	pi.on("session_start", async (_event, ctx) => {
 		supervisor?.stop();
 		supervisor = new Supervisor(pi, ctx);
+		// One line when the agent's bash runs without the sandbox here (what holds instead).
+		const bridge = supervisor.bridge;
+		void bridge
+			?.gateState()
+			.then((state) => {
+				if (state?.type === "gate_state" && state.sandbox && !state.sandbox.startsWith("sandbox: on")) {
+					ctx.ui.notify(`piw-channels ${state.sandbox}`, "warning");
+				}
+			})
+			.catch(() => undefined);
 	});
+
+	fencedTools(pi);
 
 	// The gate: every tool call is judged by the bridge against the policy (and the guard);
 	// one that needs a person waits here for the first answer, from Telegram or Pi's dialog.
@@ -949,6 +1205,8 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			return { block: true, reason: `Blocked: the piw-channels gate could not judge this call (${why})` };
 		}
 		if (reply.action === "allow") {
+			if (!reply.sandbox) return { block: true, reason: "Blocked: the piw-channels gate did not say where this call may run" };
+			confinements.set(event.toolCallId, { sandbox: reply.sandbox, asked: false });
 			if (reply.reason) notes.set(event.toolCallId, reply.reason);
 			return undefined;
 		}
@@ -975,6 +1233,8 @@ export default function piwChannels(pi: ExtensionAPI): void {
 			// Decided elsewhere (Telegram, the terminal, the deadline): the dialog closes, saying so.
 			if (asking && !answeredHere) ctx.ui.notify(`${decision.title}: ${result.message}`, "info");
 			if (result.allow) {
+				if (!reply.sandbox) return { block: true, reason: "Blocked: the piw-channels gate did not say where this call may run" };
+				confinements.set(event.toolCallId, { sandbox: reply.sandbox, asked: true });
 				notes.set(event.toolCallId, result.message);
 				return undefined;
 			}
@@ -988,6 +1248,7 @@ export default function piwChannels(pi: ExtensionAPI): void {
 
 	// An allowed call's result says who allowed it.
 	pi.on("tool_result", async (event) => {
+		confinements.delete(event.toolCallId); // a call another extension blocked never ran
 		const note = notes.get(event.toolCallId);
 		if (note === undefined) return undefined;
 		notes.delete(event.toolCallId);
@@ -1032,6 +1293,7 @@ export default function piwChannels(pi: ExtensionAPI): void {
 					? `piw-channels gate: the policy cannot be read (${state.problem}); calls it would ask about are denied`
 					: `piw-channels gate: ${state.enabled ? "on" : "off"} in ${state.file} (audience ${state.audience}, answers within ${state.timeout_minutes} min or denied)`,
 				override ? `This session: ${override} (/gate default follows the policy)` : "This session: follows the policy",
+				state.sandbox ?? "sandbox: unknown (an older bridge)",
 				state.allowed.length > 0 ? `Allowed for this session:\n${state.allowed.map((line) => `  ${line}`).join("\n")}` : "Allowed for this session: nothing",
 			];
 			ctx.ui.notify(lines.join("\n"), "info");

@@ -56,6 +56,26 @@ def test_show_without_a_file_is_the_default_policy_switched_off(home: Path) -> N
     assert "(no file: the default policy)" in lines[1]
     assert "git push" in shown.out and "@outside-project" in shown.out
     assert not gate_file(home).exists()
+    assert lines[-2] == ("sandbox writes: the project, /tmp, /var/tmp, ~/.cache, ~/.npm"
+                         " (sandbox: auto)")
+    assert lines[-1].startswith("sandbox: ")
+
+
+def test_show_says_where_the_sandbox_cannot_start_and_what_holds(home: Path,
+                                                                tmp_path: Path) -> None:
+    env = {**child_env(home), "PIW_BWRAP": str(tmp_path / "no-bwrap")}
+    done = subprocess.run([*CLI, "gate", "show"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        f"sandbox: cannot start (bubblewrap ({tmp_path / 'no-bwrap'}) is not installed;"
+        " install it: sudo apt-get install -y bubblewrap); the guard alone judges bash")
+    gate_file(home).parent.mkdir(parents=True, mode=0o700)
+    gate_file(home).write_text(json.dumps({"schema": GATE_SCHEMA, "sandbox": "require"}))
+    gate_file(home).chmod(0o600)
+    done = subprocess.run([*CLI, "gate", "show", "--json"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout)["sandbox"].endswith("bash calls are refused (require)")
 
 
 def test_on_and_off_keep_the_rest_of_the_file(home: Path) -> None:
@@ -66,10 +86,12 @@ def test_on_and_off_keep_the_rest_of_the_file(home: Path) -> None:
     path.write_text(json.dumps(custom))
     path.chmod(0o600)
     assert cli(home, "gate", "on").code == 0
-    assert json.loads(path.read_text()) == {**custom, "enabled": True, "onTimeout": "deny"}
+    assert json.loads(path.read_text()) == {**custom, "enabled": True, "onTimeout": "deny",
+                                        "sandbox": "auto", "sandboxWritable": []}
     off = cli(home, "gate", "off")
     assert off.code == 0 and off.out.startswith("gate off: ")
-    assert json.loads(path.read_text()) == {**custom, "enabled": False, "onTimeout": "deny"}
+    assert json.loads(path.read_text()) == {**custom, "enabled": False, "onTimeout": "deny",
+                                        "sandbox": "auto", "sandboxWritable": []}
 
 
 def test_a_broken_file_is_reported_and_never_overwritten(home: Path) -> None:

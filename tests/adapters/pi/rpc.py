@@ -41,9 +41,11 @@ def pi_executable() -> str | None:
 
 
 PI = pi_executable()
+# Under CI=true a missing Pi fails these tests (their first step needs it) instead of skipping.
+CI = os.environ.get("CI") == "true"
 needs_pi = pytest.mark.skipif(
-    PI is None, reason="real Pi not available: install @mariozechner/pi-coding-agent@0.73.1 "
-    "with npm and set PIW_PI_BIN to its pi executable (Node >= 20.6 needed)")
+    PI is None and not CI, reason="real Pi not available: install "
+    "@mariozechner/pi-coding-agent@0.73.1 with npm and set PIW_PI_BIN to its pi executable (Node >= 20.6 needed)")
 
 
 class RpcClient:
@@ -51,14 +53,14 @@ class RpcClient:
 
     def __init__(self, home: Path, bridge_bin: Path, *, session: Sequence[str] = ("--no-session",),
                  offline: bool = True, extra_env: dict[str, str] | None = None,
-                 extensions: Sequence[Path] = ()) -> None:
-        assert PI is not None
+                 extensions: Sequence[Path] = (), cwd: Path | None = None) -> None:
+        assert PI is not None, "real Pi is not installed (PIW_PI_BIN)"
         env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / ".pi/agent"),
                "PIW_CHANNELS_BIN": str(bridge_bin), **(extra_env or {})}
         argv = [PI, "--mode", "rpc", *session, *(["--offline"] if offline else []),
                 "--no-extensions", "-e", str(EXTENSION), "-e", str(RELOAD_EXTENSION),
                 *[arg for path in extensions for arg in ("-e", str(path))]]
-        self.proc = subprocess.Popen(argv, cwd=home, env=env, stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(argv, cwd=cwd or home, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self._buffer = b""
         self.seen: list[dict[str, Any]] = []
@@ -150,6 +152,13 @@ def bridge_command(tmp_path: Path, *, before: str = "") -> Path:
                       f'"from adapters.cli.main import main; main()" "$@"\n')
     script.chmod(0o755)
     return script
+
+
+def project(home: Path) -> Path:
+    """A project directory in `home`, where a person would start Pi."""
+    path = home / "project"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout: float = 15) -> None:

@@ -15,6 +15,7 @@ from channels.config.gate import (
     DEFAULT_POLICY,
     GATE_SCHEMA,
     GatePolicy,
+    SandboxMode,
     load_gate_policy,
     write_gate_policy,
 )
@@ -58,6 +59,18 @@ def test_every_field_is_read(config_dir: Path) -> None:
         bash=("make release", "*|sh"), paths=("secrets/**", "~/.netrc"))
 
 
+def test_the_sandbox_fields_are_read_and_written_back(config_dir: Path) -> None:
+    put(config_dir, {"schema": GATE_SCHEMA, "sandbox": "require",
+                     "sandboxWritable": ["/srv/build", "~/.cargo"]})
+    policy = load_gate_policy(config_dir)
+    assert policy.sandbox is SandboxMode.REQUIRE
+    assert policy.sandbox_writable == ("/srv/build", "~/.cargo")
+    assert DEFAULT_POLICY.sandbox is SandboxMode.AUTO and DEFAULT_POLICY.sandbox_writable == ()
+    write_gate_policy(config_dir, policy)
+    assert load_gate_policy(config_dir) == policy
+    assert json.loads((config_dir / "gate.json").read_text())["sandbox"] == "require"
+
+
 BAD = [
     ("{", "", "is not valid JSON"),
     ("[]", "", "must be a JSON object"),
@@ -91,6 +104,21 @@ BAD = [
     ({"schema": GATE_SCHEMA, "paths": [" .env"]}, "paths[0]", "without surrounding spaces"),
     ({"schema": GATE_SCHEMA, "paths": ["~bob/x"]}, "paths[0]", "may use ~ only as ~/"),
     ({"schema": GATE_SCHEMA, "paths": ["../x"]}, "paths[0]", "must not contain .."),
+    ({"schema": GATE_SCHEMA, "sandbox": "on"}, "sandbox",
+     'must be one of "auto", "require", "off"'),
+    ({"schema": GATE_SCHEMA, "sandbox": True}, "sandbox", "must be one of"),
+    ({"schema": GATE_SCHEMA, "sandboxWritable": "/srv"}, "sandboxWritable",
+     "must be an array of strings"),
+    ({"schema": GATE_SCHEMA, "sandboxWritable": ["build"]}, "sandboxWritable[0]",
+     "must be an absolute directory"),
+    ({"schema": GATE_SCHEMA, "sandboxWritable": ["/srv/*"]}, "sandboxWritable[0]",
+     "without .. or wildcards"),
+    ({"schema": GATE_SCHEMA, "sandboxWritable": ["/srv/../etc"]}, "sandboxWritable[0]",
+     "without .. or wildcards"),
+    ({"schema": GATE_SCHEMA, "sandboxWritable": ["/"]}, "sandboxWritable[0]",
+     "must not be / or the whole home directory"),
+    ({"schema": GATE_SCHEMA, "sandboxWritable": ["~/"]}, "sandboxWritable[0]",
+     "must not be / or the whole home directory"),
     ('{"schema": "pi-workflows.gate.v1", "enabled": true, "enabled": false}', "",
      "repeats the key"),
     ('{"schema": "pi-workflows.gate.v1", "timeoutMinutes": NaN}', "", "is not JSON"),
