@@ -182,15 +182,15 @@ def machine_load() -> str:
 
 def unpaced() -> str:
     """Lift Telegram's message limits in this process and, through the test launcher
-    (tests/unpaced.py), in the children `piw.poll_command()` starts (holds still apply): a
+    (bench/unpaced.py), in the children `piw.poll_command()` starts (holds still apply): a
     bench measures the worker's own cost of a 100-press batch in one chat; paced, that batch
     would take 200 s (1 message a second), all of it waiting."""
-    from tests import unpaced as launcher
+    from bench import unpaced as launcher
 
     global _UNPACED
     launcher.install()
     _UNPACED = True
-    return ("Telegram's message limits lifted (tests/unpaced.py): the figures are the worker's"
+    return ("Telegram's message limits lifted (bench/unpaced.py): the figures are the worker's"
             " own cost; paced, each message to one chat waits up to 1 s")
 
 

@@ -31,7 +31,7 @@ def poll_command() -> list[str]:
     """The installed console script when there is one (what cron runs), else `python -c`;
     the test launcher without Telegram's message limits once the bench lifted them."""
     if is_unpaced():
-        from tests.unpaced import CLI_UNPACED
+        from bench.unpaced import CLI_UNPACED
 
         return [*CLI_UNPACED, "poll", "--once"]
     script = Path(sys.executable).with_name("piw-channels")

@@ -244,3 +244,33 @@ def test_the_readmes_layout_names_every_module() -> None:
                if path.name != "__init__.py"
                and not re.search(rf"\b{re.escape(path.stem)}\b", layout)]
     assert unnamed == []
+
+
+_TESTS_IMPORT = re.compile(r"\b(?:import\s+tests\b|from\s+tests\b)")
+
+
+def bench_imports_of_tests(path: Path) -> list[str]:
+    """What a bench file takes from tests/: an import statement, or one written in a string
+    (a `python -c` launcher runs it in a child)."""
+    found = sorted(m for m in imported_modules(path) if m == "tests" or m.startswith("tests."))
+    found += [f"line {line}: {text!r}" for line, text in code_strings(path)
+              if _TESTS_IMPORT.search(text)]
+    return found
+
+
+def test_the_bench_scanner_sees_every_way_to_import_tests(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text('import tests.unpaced\nfrom tests import paths\n'
+                      'def f():\n    from tests.unpaced import CLI_UNPACED\n'
+                      'ARGV = ["python", "-c", "import tests.unpaced as u; u.main()"]\n'
+                      'OK = "the tests pass; import testsuite"\n')
+    assert bench_imports_of_tests(sample) == [
+        "tests", "tests.unpaced", "line 5: 'import tests.unpaced as u; u.main()'"]
+
+
+def test_benches_import_nothing_from_tests() -> None:
+    """bench/ stands alone (issue 26 item 3): the suite's helpers change with the suite."""
+    offenders = {path.relative_to(ROOT).as_posix(): found
+                 for path in sorted((ROOT / "bench").rglob("*.py"))
+                 if (found := bench_imports_of_tests(path))}
+    assert offenders == {}

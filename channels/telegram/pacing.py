@@ -54,8 +54,9 @@ _RATE_LIMITED_TRIES: Final = 3  # a call tried into a 429 this often, each after
 
 
 def new_pacer(now_ms: Callable[[], int], holds: dict[str, Hold]) -> Pacer:
-    """A pass's pacer, with the documented limits (a bench lifts them through its own
-    launcher, tests/unpaced.py: the product has no switch for it)."""
+    """A pass's pacer, with the documented limits (the benches lift them through their own
+    launcher, bench/unpaced.py, the tests through tests/unpaced.py: the product has no
+    switch for it)."""
     return Pacer(now_ms, holds)
 
 
