@@ -56,6 +56,16 @@ class Peer:
         return [*self.args, "--post"] if post else list(self.args)
 
 
+class Plain:
+    """The fake itself, over plain http (--http): no TLS front."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+
+    def close(self) -> None:
+        pass
+
+
 def push_peer_presses(fake: FakeBotApiProcess, sent: list[tuple[str, int]]) -> None:
     for decision, message_id in sent:
         fake.control.push_fixture("callback_press.json", {
@@ -79,6 +89,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--presses", type=int, default=100, help="presses per batch (<= 100)")
+    parser.add_argument("--http", action="store_true",
+                        help="plain http to the fakes (no TLS front)")
     args = parser.parse_args()
     n = args.presses
     os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
@@ -95,7 +107,8 @@ def main() -> None:
         os.environ["SSL_CERT_FILE"] = str(bundle)  # this process delivers over https too
         fakes = [FakeBotApiProcess(token_file) for _ in range(3)]  # piw, peer, peer+post
         with fakes[0] as piw_fake, fakes[1], fakes[2]:
-            piw_tls, *peer_tls = (TlsFront(f.base_url, cert, key) for f in fakes)
+            piw_tls, *peer_tls = (Plain(f.base_url) if args.http else
+                                  TlsFront(f.base_url, cert, key) for f in fakes)
             home = piw.make_home(base / "piw", piw_tls.base_url)
             os.environ["HOME"] = str(home)
             env = piw.child_env(home, SSL_CERT_FILE=str(bundle))
