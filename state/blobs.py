@@ -14,7 +14,11 @@ __all__ = ["JSON", "get_bytes", "get_json", "get_text", "put_bytes", "put_json",
 
 
 JSON = "application/json"
-_TEXT = "text/plain; charset=utf-8"
+# UTF-8 text (the plan's `text/plain`; stored in every text row, so no charset parameter:
+# text blobs are UTF-8 by definition). Earlier versions wrote the long form; a row in it is
+# the same text, adopted as it is.
+_TEXT = "text/plain"
+_EARLIER_TEXT = "text/plain; charset=utf-8"
 
 
 def put_bytes(conn: apsw.Connection, content: bytes, media_type: str, now: int) -> bytes:
@@ -29,7 +33,8 @@ def put_bytes(conn: apsw.Connection, content: bytes, media_type: str, now: int) 
         row = conn.execute(
             "SELECT media_type, byte_length, content FROM blobs WHERE blob_hash = ?", (blob_hash,)
         ).fetchone()
-        if row != (media_type, len(content), content):
+        if row != (media_type, len(content), content) and not (
+                media_type == _TEXT and row == (_EARLIER_TEXT, len(content), content)):
             raise BlobMismatch(
                 f"blob {blob_hash.hex()} exists with a different media type or bytes"
             )

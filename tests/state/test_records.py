@@ -71,6 +71,20 @@ def test_tampered_blob_bytes_are_detected_on_adoption(db: Database) -> None:
         db.write(lambda c: blobs.put_text(c, "original", 2))
 
 
+def test_text_is_stored_as_text_plain_and_text_of_the_earlier_long_type_is_adopted(
+        db: Database) -> None:
+    new = db.write(lambda c: blobs.put_text(c, "new text", 1))
+    assert db.conn.execute("SELECT media_type FROM blobs WHERE blob_hash = ?",
+                           (new,)).get == "text/plain"
+    # A database an earlier version wrote: the same text under the long media type.
+    old = db.write(lambda c: blobs.put_bytes(c, b"old text", "text/plain; charset=utf-8", 1))
+    assert db.write(lambda c: blobs.put_text(c, "old text", 2)) == old
+    assert db.read(lambda c: blobs.get_text(c, old)) == "old text"
+    assert count(db, "blobs") == 2
+    with pytest.raises(BlobMismatch):  # the long type is text only: JSON still differs
+        db.write(lambda c: blobs.put_bytes(c, b"old text", "application/json", 3))
+
+
 # -- resources and events ----------------------------------------------------------------------
 
 
