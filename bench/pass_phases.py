@@ -58,10 +58,9 @@ def main() -> None:
         _wrap(poll.ChannelPoll, name, name)
     for name in ("finish", "_settle", "_run"):
         _wrap(delivering.Deliverer, name, f"deliverer.{name}")
-    from channels.failures import expire_overdue  # noqa: F401
-    import channels.failures as failures
-    _wrap(failures, "expire_overdue", "expire_overdue")
-    poll.expire_overdue = failures.expire_overdue
+    from channels.decisions import workflows
+
+    _wrap(workflows, "expire_overdue", "expire_overdue")
     atexit.register(_report)
     cli_main()
 

@@ -60,7 +60,7 @@ def main() -> None:
             env = piw.child_env(home, SSL_CERT_FILE=str(bundle))
             poll = piw.poll_command()
             piw.wall(poll, env)  # creates the database, registers the channel
-            walls = []
+            walls: list[float] = []
             phases = ""
             for run in ("plain", "phases", "profiled"):
                 with Database.open_writer() as db:

@@ -14,7 +14,7 @@ from channels.notifications import views as notification_views
 from channels.pi.sessions import pi_channel_id
 from channels.telegram import alerts, identity
 from channels.telegram.deliveries import PROMPT, SETTLE
-from state import leases, maintenance
+from state import effects, leases, maintenance
 from state.database import Database
 
 __all__ = ["status_report"]
@@ -68,7 +68,8 @@ def _ambiguous_effects(conn: apsw.Connection, now: int) -> list[dict[str, Any]]:
         " FROM effects e WHERE e.status = 'ambiguous' AND e.effect_type IN (?, ?)"
         " AND e.updated_at > ? ORDER BY e.updated_at",
         (PROMPT, SETTLE, now - _AMBIGUOUS_LISTED_MS)).fetchall()
-    names = {cid: profile for cid, _, profile in store.all_channels(conn)}
+    names = {key: profile for cid, _, profile in store.all_channels(conn)
+             for key in (cid, effects.scoped_key(cid))}  # keyed by either
     found = []
     for effect_type, source, key, at in rows:
         decision_id = str(source).removeprefix("decision:")

@@ -5,7 +5,7 @@ nothing from `channels` or `adapters`."""
 
 __all__ = [
     "PIW_CHANNELS_PACKAGE", "blobs", "canonical", "clock", "crashes", "database", "effects",
-    "errors", "exit_codes", "files", "leases", "maintenance", "resources", "version",
+    "errors", "exit_codes", "files", "ids", "leases", "maintenance", "resources", "version",
 ]
 
 

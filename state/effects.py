@@ -25,8 +25,9 @@ from state.resources import Actor, ResourceType
 __all__ = [
     "Attempt", "AttemptOutcome", "Effect", "EffectStatus", "OwnerScope", "Reservation",
     "abandoned", "apply_locally", "begin_attempt", "cancel", "defer", "effect_id_for",
-    "error_of", "find", "finish_attempt", "get", "interrupt", "list_due", "list_for_source",
-    "payload", "renew_attempt", "reserve", "result_of",
+    "error_of", "find", "find_scoped", "finish_attempt", "get", "in_scope", "interrupt",
+    "list_due", "list_for_source", "payload", "renew_attempt", "reserve", "result_of",
+    "scoped_key",
 ]
 
 
@@ -201,15 +202,42 @@ def find(conn: apsw.Connection, source_resource_id: str, effect_type: str,
     return None if row is None else Effect.from_row(row)
 
 
+def scoped_key(scope: str) -> str:
+    """The short key of a scope's own effect of a cause (a channel's delivery and settlement
+    of a decision: one each, so the scope alone keys them): 60 bits of the scope in 10
+    characters after a `~`, instead of the scope itself (a channel id is 49 characters,
+    stored in the effect's row and its unique index). Earlier versions keyed them by the
+    scope itself; both forms are in the scope (`in_scope`, `find_scoped`, `list_due`)."""
+    return "~" + digest_id(scope, 10)
+
+
+def in_scope(key: str, scope: str) -> bool:
+    """Whether an idempotency key is the scope's: its short key, the scope itself (an
+    earlier version's key), or `scope:...`."""
+    return key == scoped_key(scope) or key == scope or key.startswith(scope + ":")
+
+
+def find_scoped(conn: apsw.Connection, source_resource_id: str, effect_type: str,
+                scope: str) -> Effect | None:
+    """The scope's own effect of this cause (keyed `scoped_key(scope)`, or by the scope
+    itself in a database an earlier version wrote), or None."""
+    return find(conn, source_resource_id, effect_type, scoped_key(scope)) or \
+        find(conn, source_resource_id, effect_type, scope)
+
+
 def payload(conn: apsw.Connection, effect: Effect) -> Any:
     """The effect's request document."""
     return blobs.get_json(conn, effect.payload_hash)
 
 
 _SCOPE = (
-    " AND (:scope IS NULL OR idempotency_key = :scope"
+    " AND (:scope IS NULL OR idempotency_key IN (:scope, :short)"
     " OR substr(idempotency_key, 1, length(:scope) + 1) = :scope || ':')"
 )
+
+
+def _scope(scope: str | None) -> dict[str, str | None]:
+    return {"scope": scope, "short": None if scope is None else scoped_key(scope)}
 
 
 # The condition of the partial index `effects_unsettled`, word for word: SQLite uses a partial
@@ -228,8 +256,8 @@ def list_due(
 ) -> list[Effect]:
     """Pending effects of these types whose next attempt time has come, oldest first.
 
-    `scope` keeps only effects whose idempotency key is `scope` or starts with `scope:`
-    (channel effects are keyed by their channel id).
+    `scope` keeps only effects whose idempotency key is the scope's (`in_scope`: channel
+    effects are keyed by their channel).
     """
     marks, names = _types(effect_types)
     rows = conn.execute(
@@ -237,7 +265,7 @@ def list_due(
         f" AND effect_type IN ({marks})"
         f" AND (next_attempt_at IS NULL OR next_attempt_at <= :now){_SCOPE}"
         " ORDER BY created_at, effect_id",
-        {**names, "now": now, "scope": scope},
+        {**names, "now": now, **_scope(scope)},
     )
     return [Effect.from_row(r) for r in rows]
 
@@ -251,7 +279,7 @@ def _next_due_at(
     value = conn.execute(
         f"SELECT min(coalesce(next_attempt_at, 0)) FROM effects WHERE {_UNSETTLED}"
         f" AND status = 'pending' AND effect_type IN ({marks}){_SCOPE}",
-        {**names, "scope": scope},
+        {**names, **_scope(scope)},
     ).get
     return None if value is None else int(value)
 
@@ -277,7 +305,7 @@ def _list_applying(
         f"SELECT {_COLUMNS} FROM effects WHERE {_UNSETTLED} AND status = 'applying'"
         f" AND effect_type IN ({marks})"
         f"{_SCOPE} ORDER BY created_at, effect_id",
-        {**names, "scope": scope},
+        {**names, **_scope(scope)},
     )
     return [Effect.from_row(r) for r in rows]
 

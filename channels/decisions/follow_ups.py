@@ -66,7 +66,7 @@ def reserve(
             "text": _settlement_text(decision, resolution, None)}
         effects.reserve(
             conn, source_resource_id=decision.resource_id, source_revision=revision,
-            effect_type=f"{adapter}.settle", idempotency_key=channel_id,
+            effect_type=f"{adapter}.settle", idempotency_key=effects.scoped_key(channel_id),
             payload={**common, **extra},
             owner_scope=OwnerScope.CHANNEL, actor=actor, now=now, recorded_by_source=True,
         )

@@ -13,7 +13,7 @@ from typing import Any
 import apsw
 
 from channels.decisions.records import decision_resource
-from state import blobs
+from state import blobs, effects
 
 __all__ = ["Entry", "Winner", "delivered_to", "timeline", "winner", "winning_event"]
 
@@ -66,6 +66,8 @@ def timeline(conn: apsw.Connection, decision_id: str) -> list[Entry]:
     created, audience = row
     entries.append(Entry(int(created), "asked", {"audience": str(audience)}))
     names = _channel_names(conn)
+    # An effect keyed by its channel's short key (or by `<channel id>:...`) names it.
+    names.update({effects.scoped_key(c): n for c, n in list(names.items())})
     for effect_type, key, number, started, finished, outcome in conn.execute(
             "SELECT e.effect_type, e.idempotency_key, a.attempt_number, a.started_at,"
             " a.finished_at, a.outcome FROM effect_attempts a JOIN effects e USING (effect_id)"

@@ -17,14 +17,15 @@ from channels.errors import DecisionRefused
 from state import blobs, leases, resources
 from state.canonical import JsonValue, canonical_bytes
 from state.clock import Entropy
+from state.ids import digest_id, number_id
 from state.leases import Lease, OwnerType
 from state.resources import ResourceType
 
 __all__ = [
     "GATE_WORKFLOW", "AttemptStatus", "ExecutionMode", "RunHandle", "RunOwner", "RunSpec",
     "RunStatus", "SourceType", "TerminalStatus", "attempt_id_for", "create_waiting_run",
-    "finish_run", "latest_attempt", "origin_session", "run_output", "run_resource", "touch",
-    "turn_session", "updated_since", "verify_owner",
+    "finish_run", "latest_attempt", "new_run_id", "origin_session", "run_output",
+    "run_resource", "touch", "turn_session", "updated_since", "verify_owner",
 ]
 
 
@@ -102,15 +103,23 @@ class RunHandle:
     lease: Lease
 
 
+def new_run_id(prefix: str, entropy: Entropy) -> str:
+    """A new run's id: 96 random bits in 16 characters after `<prefix>-` (a run id is stored
+    about twenty times per run: its rows, resource, lease, events and their indexes; the
+    24 hex digits of earlier versions stand, nothing parses them)."""
+    return f"{prefix}-" + number_id(int.from_bytes(entropy.token_bytes(12), "big"), 16)
+
+
 def run_resource(run_id: str) -> str:
     """Resource id of a run."""
     return f"run:{run_id}"
 
 
 def attempt_id_for(run_id: str, node_id: str, number: int = 1) -> str:
-    """Deterministic attempt id."""
-    digest = hashlib.sha256(f"{run_id}\0{node_id}\0{number}".encode()).hexdigest()[:24]
-    return f"attempt-{digest}"
+    """Deterministic attempt id: 96 bits in 16 characters after `a` (stored in its row and
+    index, the decision's row and its request). An attempt is found by its run, never by
+    recomputing its id, so the `attempt-<24 hex>` ids of earlier versions stand."""
+    return "a" + digest_id(f"{run_id}\0{node_id}\0{number}")
 
 
 def create_waiting_run(

@@ -156,7 +156,8 @@ def showing_button_basis(
     settling = conn.execute(
         f"{_BASIS} FROM effects e JOIN human_decisions d ON d.resource_id = e.source_resource_id"
         " WHERE e.status IN ('pending', 'applying') AND e.effect_type = :type"
-        " AND e.idempotency_key = :channel", {"type": settle_type, "channel": channel_id}
+        " AND e.idempotency_key IN (:channel, :short)",  # the short key, or an earlier one
+        {"type": settle_type, "channel": channel_id, "short": effects.scoped_key(channel_id)}
     ).fetchall()
     unreferenced = conn.execute(
         f"{_BASIS} FROM channel_message_parts p"

@@ -130,7 +130,7 @@ class AskHandle:
 def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
     """Create the run, its waiting attempt and the decision in one transaction."""
     now = db.clock.now_ms()
-    run_id = spec.run_id or "ask-" + db.entropy.token_bytes(12).hex()
+    run_id = spec.run_id or runs.new_run_id("ask", db.entropy)
     on_timeout = None
     expires_at = None
     if spec.timeout_ms is not None and spec.default_choice is not None:

@@ -195,7 +195,7 @@ def _run(conn: apsw.Connection, spec: NotifySpec, owner_id: str, now: int,
         if found is None:
             raise NotificationRefused(f"run {spec.run_id!r} is not known")
         return spec.run_id, found[0], found[1] or spec.title
-    run_id = "notify-" + entropy.token_bytes(12).hex()
+    run_id = runs.new_run_id("notify", entropy)
     run_spec = runs.RunSpec(
         run_id=run_id, workflow_name=_NOTIFY_WORKFLOW,
         definition={"name": _NOTIFY_WORKFLOW, "nodes": [{"id": _NOTIFY_NODE, "type": "notify"}]},

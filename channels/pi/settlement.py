@@ -37,11 +37,16 @@ class Settlement:
     terminal: bool = False  # that answer came from the terminal operator view (`local:<uid>`)
 
 
+def _keys(channel_id: str) -> tuple[str, str]:
+    """A settlement's key on this channel: the short one, or an earlier version's."""
+    return effects.scoped_key(channel_id), channel_id
+
+
 def due_settlements(conn: apsw.Connection, channel_id: str, now: int) -> list[Settlement]:
-    """Pending `pi.settle` effects of this channel (their idempotency key is the channel)."""
+    """Pending `pi.settle` effects of this channel (keyed by it: `effects.scoped_key`)."""
     found = []
     for effect in effects.list_due(conn, [SETTLE_EFFECT], now):
-        if effect.idempotency_key != channel_id:
+        if effect.idempotency_key not in _keys(channel_id):
             continue
         body = effects.payload(conn, effect)
         decision_id = str(body["decisionId"])
@@ -85,7 +90,7 @@ def recover_settlements(conn: apsw.Connection, lease: Lease, channel_id: str, no
     actor = Actor(ActorType.CHANNEL, lease.owner_id)
     count = 0
     for effect in effects.abandoned(conn, [SETTLE_EFFECT], now):
-        if effect.idempotency_key == channel_id:
+        if effect.idempotency_key in _keys(channel_id):
             effects.interrupt(conn, effect, actor, now, provably_unsent=True)
             count += 1
     return count

@@ -47,7 +47,7 @@ def delivery_recipients(
     conn: apsw.Connection, channel: Channel, decision: records.StoredDecision
 ) -> list[str]:
     """The recipients a delivery was made to (fixed at reservation time)."""
-    card = effects.find(conn, decision.resource_id, DELIVER, channel.channel_id)
+    card = effects.find_scoped(conn, decision.resource_id, DELIVER, channel.channel_id)
     if card is None:
         return list(channel.recipients)
     payload = effects.payload(conn, card)
@@ -62,8 +62,8 @@ def open_routed_decisions(conn: apsw.Connection, channel: Channel, now: int) -> 
 
 def has_unreserved(conn: apsw.Connection, channel: Channel, decision_ids: Iterable[str]) -> bool:
     """Whether any of these decisions has no delivery effect on the channel yet."""
-    return any(effects.find(conn, records.decision_resource(d), DELIVER, channel.channel_id)
-               is None for d in decision_ids)
+    return any(effects.find_scoped(conn, records.decision_resource(d), DELIVER,
+                                  channel.channel_id) is None for d in decision_ids)
 
 
 def reserve_deliveries(
@@ -76,12 +76,12 @@ def reserve_deliveries(
     reserved: list[str] = []
     for decision_id in decision_ids:
         resource_id = records.decision_resource(decision_id)
-        if effects.find(conn, resource_id, DELIVER, channel.channel_id) is not None:
+        if effects.find_scoped(conn, resource_id, DELIVER, channel.channel_id) is not None:
             continue  # reserved once, with the recipients of that moment
         reservation = effects.reserve(
             conn, source_resource_id=resource_id,
             source_revision=resource_revision(conn, resource_id),
-            effect_type=DELIVER, idempotency_key=channel.channel_id,
+            effect_type=DELIVER, idempotency_key=effects.scoped_key(channel.channel_id),
             # The decision is the effect's source, the channel its key: the payload is the
             # recipients alone, one blob shared by every delivery to the same chats.
             payload={"recipients": list(channel.recipients)},
@@ -103,7 +103,7 @@ def reserve_resend(
     resource_id = records.decision_resource(decision_id)
     if records.resolution_of(conn, decision_id) is not None:
         raise DecisionRefused(f"{decision_id} is already resolved; nothing to resend")
-    if effects.find(conn, resource_id, DELIVER, channel.channel_id) is None:
+    if effects.find_scoped(conn, resource_id, DELIVER, channel.channel_id) is None:
         raise DecisionRefused(f"{decision_id} was never delivered on {channel.name}")
     mine = _channel_deliveries(conn, channel.channel_id, resource_id)
     latest = mine[-1]
@@ -182,7 +182,7 @@ def due_reminders(conn: apsw.Connection, channel: Channel,
     asked_before = now - reminders.EARLIEST_MS
     for decision_id, _ in views.open_unexpired(conn, now, asked_before=asked_before):
         resource_id = records.decision_resource(decision_id)
-        card = effects.find(conn, resource_id, DELIVER, channel.channel_id)
+        card = effects.find_scoped(conn, resource_id, DELIVER, channel.channel_id)
         if card is None or card.status is not effects.EffectStatus.APPLIED \
                 or card.settled_at is None:
             continue
@@ -263,7 +263,7 @@ def _channel_deliveries(conn: apsw.Connection, channel_id: str,
                         resource_id: str) -> list[effects.Effect]:
     """The delivery effects of one decision on this channel (the first, then resends)."""
     return [e for e in effects.list_for_source(conn, resource_id, DELIVER)
-            if e.idempotency_key == channel_id or e.idempotency_key.startswith(channel_id + ":")]
+            if effects.in_scope(e.idempotency_key, channel_id)]
 
 
 def refused_recipients(conn: apsw.Connection, channel_id: str,

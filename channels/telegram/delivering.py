@@ -84,7 +84,8 @@ class Deliverer:
             channel_id = self.outbound.channel.channel_id
             due = self.outbound.db.read(lambda c: effects.list_due(
                 c, (DELIVER,), self.outbound.db.clock.now_ms(), scope=channel_id))
-            ids = [e.effect_id for e in due[::-1] if e.idempotency_key == channel_id][:1]
+            first = (effects.scoped_key(channel_id), channel_id)  # not a resend or a copy
+            ids = [e.effect_id for e in due[::-1] if e.idempotency_key in first][:1]
         for effect_id in ids:
             task = asyncio.ensure_future(self._rush_one(effect_id))
             self._rushed.add(task)

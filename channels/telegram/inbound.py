@@ -253,7 +253,7 @@ def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.Sto
                   learned: str, now: int, worker: Actor) -> None:
     """A message learned after this channel's settlement ran gets a settlement of its own
     (one that is still due reads every reference when it runs, this one included)."""
-    earlier = effects.find(conn, decision.resource_id, SETTLE, channel.channel_id)
+    earlier = effects.find_scoped(conn, decision.resource_id, SETTLE, channel.channel_id)
     if earlier is None:
         return  # not resolved yet (the press may resolve it), or never presented here
     if not earlier.status.settled:

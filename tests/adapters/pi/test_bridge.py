@@ -28,7 +28,7 @@ from channels.decisions import records, resolution, views
 from channels.decisions.resolution import HumanAnswer
 from channels.decisions.workflows import AskHandle
 from channels.pi import deliveries, sessions, settlement, turns
-from state import leases
+from state import effects, leases
 from state.clock import ManualClock
 from state.database import Database
 from tests.adapters.pi.helpers import (
@@ -170,7 +170,8 @@ def channel_lease_is_free(db: Database) -> bool:
 
 def effect_status(db: Database, effect_type: str, channel_id: str) -> str | None:
     value = db.conn.execute("SELECT status FROM effects WHERE effect_type = ? AND"
-                            " idempotency_key = ?", (effect_type, channel_id)).get
+                            " idempotency_key = ?", (effect_type, effects.scoped_key(channel_id))
+                            ).get
     return None if value is None else str(value)
 
 

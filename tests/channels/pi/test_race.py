@@ -17,7 +17,7 @@ import apsw
 from channels import messages, store
 from channels.pi import deliveries, sessions
 from channels.telegram import identity
-from state import leases
+from state import effects, leases
 from state.database import Database
 from tests.adapters.pi import race_worker
 from tests.adapters.pi.helpers import SESSION, BridgeProcess, ask, route_to_telegram
@@ -78,7 +78,8 @@ def test_pi_and_telegram_race_one_winner_and_the_loser_is_settled(
     telegram_id = identity.telegram_channel_id("default")
     for effect_type, channel_id in (("pi.settle", pi_id), ("telegram.settle", telegram_id)):
         assert db.conn.execute("SELECT count(*) FROM effects WHERE effect_type = ? AND"
-                               " idempotency_key = ?", (effect_type, channel_id)).get == ROUNDS
+                               " idempotency_key = ?", (effect_type, effects.scoped_key(channel_id))
+                               ).get == ROUNDS
 
     # The Pi session's bridge tells the session about every outcome, Telegram wins included.
     bridge = BridgeProcess(home)

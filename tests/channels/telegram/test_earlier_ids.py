@@ -1,6 +1,8 @@
 """A database written by an earlier version, whose ids were longer (messages: 40 hex digits;
-effects: `effect-` and 24 hex digits), goes on with its own rows: a card delivered then is
-settled on its message, and one whose send was left ambiguous is never sent again blindly."""
+effects: `effect-` and 24 hex digits; runs `ask-` and 24 hex digits, attempts `attempt-` and
+24; a channel's delivery and settlement keyed by its whole channel id), goes on with its own
+rows: a card delivered then is settled on its message, one whose send was left ambiguous is
+never sent again blindly, and a settlement left due is done by the next version."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ import pytest
 
 from adapters.telegram.fake import Fault
 from channels import messages
-from channels.decisions import records
+from channels.decisions import records, runs
 from channels.telegram import deliveries
 from state import effects
 from tests.channels.telegram.test_channel import CHANNEL, CHAT, Flow, flow  # noqa: F401
+from tests.shifted_clock import ShiftedClock
 
 
 def as_earlier_version(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -22,6 +25,11 @@ def as_earlier_version(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(messages, "ID_HEX", 40)
     monkeypatch.setattr(effects, "effect_id_for", lambda s, t, k: "effect-" + hashlib.sha256(
         f"{s}\0{t}\0{k}".encode()).hexdigest()[:24])
+    monkeypatch.setattr(effects, "scoped_key", lambda scope: scope)
+    monkeypatch.setattr(runs, "new_run_id", lambda prefix, entropy: f"{prefix}-"
+                        + entropy.token_bytes(12).hex())
+    monkeypatch.setattr(runs, "attempt_id_for", lambda r, n, number=1: "attempt-" + hashlib.sha256(
+        f"{r}\0{n}\0{number}".encode()).hexdigest()[:24])
 
 
 def delivery_rows(flow: Flow) -> list[tuple[str, str]]:  # noqa: F811
@@ -75,3 +83,45 @@ def test_a_send_left_ambiguous_under_earlier_ids_is_never_sent_again(
                      " WHERE message_id = ?", earlier) == [(earlier, str(lost))]
     assert [int(r.params["message_id"]) for r in flow.server.requests("editMessageReplyMarkup")] == [
         lost]
+
+
+def test_a_settlement_left_due_under_earlier_keys_and_ids_is_done_by_this_version(
+        flow: Flow) -> None:  # noqa: F811
+    with pytest.MonkeyPatch.context() as earlier_version:
+        as_earlier_version(earlier_version)
+        handle = flow.ask()
+        flow.poll()
+        card = int(flow.server.sent_messages(CHAT)[-1]["message_id"])
+        flow.press(handle, "continue", message_id=card)
+        flow.server.inject("editMessageReplyMarkup", Fault.error(500, "Internal Server Error"))
+        flow.poll()
+    assert handle.run.run_id.startswith("ask-") and len(handle.run.run_id) == 4 + 24
+    assert handle.run.attempt_id.startswith("attempt-")
+    assert flow.view(handle).status == "accepted"
+    # Both effects keyed by the whole channel id; the settlement is due again (a 5xx).
+    assert flow.rows("SELECT effect_type, idempotency_key, status FROM effects"
+                     " WHERE effect_type IN (?, ?) ORDER BY effect_type", deliveries.DELIVER,
+                     deliveries.SETTLE) == [(deliveries.DELIVER, CHANNEL, "applied"),
+                                            (deliveries.SETTLE, CHANNEL, "pending")]
+    assert isinstance(flow.db.clock, ShiftedClock)
+    flow.db.clock.offset_ms += 60_000  # past the retry's backoff
+    flow.poll()
+    # This version finds both under their earlier keys: no second delivery reserved, the
+    # keyboard removed and the outcome posted once, the run finished under its earlier id.
+    assert flow.rows("SELECT effect_type, idempotency_key, status FROM effects"
+                     " WHERE effect_type IN (?, ?) ORDER BY effect_type", deliveries.DELIVER,
+                     deliveries.SETTLE) == [(deliveries.DELIVER, CHANNEL, "applied"),
+                                            (deliveries.SETTLE, CHANNEL, "applied")]
+    assert [int(r.params["message_id"]) for r in flow.server.requests("editMessageReplyMarkup")
+            ][-1] == card
+    assert len([m for m in flow.sends() if "reply_markup" not in m]) == 1  # one outcome post
+    assert flow.rows("SELECT run_id, status FROM runs") == [(handle.run.run_id, "completed")]
+    assert flow.rows("SELECT attempt_id, status FROM node_attempts") == [
+        (handle.run.attempt_id, "completed")]
+    # A decision asked now gets the short forms, beside the earlier rows.
+    fresh = flow.ask(title="New?")
+    flow.poll()
+    assert len(fresh.run.run_id) == 4 + 16 and fresh.run.attempt_id.startswith("a")
+    assert flow.rows("SELECT idempotency_key FROM effects WHERE effect_type = ?"
+                     " ORDER BY created_at", deliveries.DELIVER) == [
+        (CHANNEL,), (effects.scoped_key(CHANNEL),)]
