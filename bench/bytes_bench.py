@@ -5,8 +5,8 @@ Opens --decisions decisions, delivers them, presses each and settles them (real 
 passes in process), then measures the growth over the same database before (both after a
 checkpoint): file bytes (live, and of a `VACUUM INTO` copy: the rows without free space),
 events, blobs (and their bytes), index entries, per decision; and
-where the bytes go, by table and index (dbstat: pages and payload). Target: <= 8 KiB per
-settled decision.
+where the bytes go, by table and index (dbstat: pages and payload). Target: <= 10.2 KiB per
+settled decision (issue 27: the plan's required records take about 10.1 KiB).
 
 Run: python bench/bytes_bench.py [--decisions N]
 """
@@ -27,7 +27,7 @@ from bench import piw
 from bench.common import TOKEN, machine_load, unpaced
 from state.database import Database
 
-TARGET_BYTES = 8 * 1024
+TARGET_BYTES = int(10.2 * 1024)
 KINDS = ("table", "index")
 
 
@@ -99,7 +99,7 @@ def main() -> None:
            for k in ("file", "vacuumed", "events", "blobs", "blob_bytes", "index_entries")}
     met = "met" if per["file"] <= TARGET_BYTES else "NOT met"
     print(f"{n} settled decisions (ask, one-part delivery, press, settlement), per decision:")
-    print(f"  file bytes:    {per['file']:9.0f} ({per['file'] / 1024:.2f} KiB; target <= 8 KiB:"
+    print(f"  file bytes:    {per['file']:9.0f} ({per['file'] / 1024:.2f} KiB; target <= 10.2 KiB:"
           f" {met})")
     print(f"  after VACUUM:  {per['vacuumed']:9.0f} ({per['vacuumed'] / 1024:.2f} KiB; the same"
           " rows with no free space in their pages: what the rows need, not what the live file"
