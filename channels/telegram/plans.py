@@ -3,7 +3,7 @@ recipient) or a settlement (keyboards to remove, outcome posts), computed before
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from channels.telegram import outcomes
@@ -20,6 +20,8 @@ class Settlement:
     keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
     # (recipient, chat, card message or None) of each outcome post, intent written
     posts: list[tuple[int, str, str | None]]
+    # (chat, message) of each keyboard an earlier attempt removed (not edited again)
+    removed: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,17 +61,32 @@ def intents(c: apsw.Connection, channel: Channel, attempt: Attempt, now: int) ->
     done = {part.recipient_index for part in messages.parts(c, message_id)}
     keyboards = keyboard_messages(c, channel_id, decision_id)
     cards = dict(keyboards)  # the post replies to the card it settles, in each chat
+    removed = _removed_before(c, attempt, keyboards)
     posts = [(r, chat, cards.get(chat)) for r, chat
              in delivered_recipients(c, channel_id, decision_id)
              if r not in done]  # posted, or ambiguous: never posted twice
     for r, _, _ in posts:
         messages.write_part_intent(c, message_id, r, 0, post.text, now)
-    return Settlement(decision_id, message_id, post, keyboards, posts)
+    return Settlement(decision_id, message_id, post, [k for k in keyboards if k not in removed],
+                      posts, removed)
+
+
+def _removed_before(c: apsw.Connection, attempt: Attempt,
+                    keyboards: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The keyboards an earlier attempt of this settlement removed (its error names them):
+    a retry edits only the others, so a chat's pace spent on edits done already cannot keep
+    the outcome posts from ever fitting in a pass."""
+    if attempt.attempt_number <= 1:
+        return []
+    error = effects.error_of(c, attempt.effect.effect_id)
+    gone = error.get("keyboardsRemoved", []) if isinstance(error, dict) else []
+    return [k for k in keyboards if [k[0], k[1]] in gone]
 
 
 async def settle(out: _Sender, attempt: Attempt, s: Settlement) -> None:
     """The keyboard edits and the outcome posts, then the one confirm commit."""
     edits: list[ProviderResult] = []  # the keyboard edits that did not remove one
+    removed = list(s.removed)
     for chat, message_ref in s.keyboards:
         attempt = out.renew_if_due(attempt)
         res = await out.api.edit_message_reply_markup(chat, int(message_ref),
@@ -81,6 +96,8 @@ async def settle(out: _Sender, attempt: Attempt, s: Settlement) -> None:
             out.note_error("editMessageReplyMarkup", res)
             out.unauthorized = out.unauthorized or token_rejected(res)
             edits.append(res)  # "not modified"/"not found": nothing left to remove
+        else:
+            removed.append((chat, message_ref))
     sent: list[tuple[int, str, ProviderResult]] = []
     for r, chat, card in s.posts:
         attempt = out.renew_if_due(attempt)
@@ -104,6 +121,8 @@ async def settle(out: _Sender, attempt: Attempt, s: Settlement) -> None:
         # Never given up for a 429 or a transient error: tried again (after what a 429
         # asked for) until the keyboards are off; only a refusal for good ends it.
         outcome, error = settle_outcome([*edits, *posts])
+        if outcome == "retry" and removed:  # the next attempt edits only the others
+            error = {**(error or {}), "keyboardsRemoved": [list(k) for k in removed]}
         retry_at = None if outcome != "retry" else \
             now + retry_in_ms([*edits, *posts], final.attempt_number)
         if outcome == "refused":
