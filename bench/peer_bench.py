@@ -11,6 +11,13 @@ a user's cron run pays it); medians with their spread over rounds, and the machi
 Also: fsync/fdatasync per press of one batch of each (strace -f -c on the process), and the
 cold (idle) runs against `python -c "import telegram"`.
 
+Then the paced figure a user meets: --paced-presses presses in one chat handled by
+`piw-channels poll --once` passes with Telegram's limits (one message a second to a chat, a
+short burst), pass after pass until every one is settled (a pass ends at its 15 s bound; the
+rest is left for the next): the passes, their wall time, per press. The naive bot has no
+pacer (python-telegram-bot sends at once, and meets Telegram's 429s instead): its paced
+figure is its unpaced one.
+
 Targets: piw per press <= 1.0x the peer that posts the outcome; <= 3 fdatasync per press;
 cold piw <= 1.5x `import telegram`.
 
@@ -85,10 +92,34 @@ def strace_syncs(argv: list[str], env: dict[str, str], out: Path) -> int:
     return total
 
 
+def paced_passes(fake: FakeBotApiProcess, env: dict[str, str], presses: int, done: int
+                 ) -> tuple[list[float], float]:
+    """`presses` presses in one chat, handled by paced `poll --once` passes until all are
+    settled: each pass's wall seconds, and their sum."""
+    with Database.open_writer() as db:
+        handles = piw.open_decisions(db, presses, done)
+        piw.poll_in_process(db)  # delivery: not part of the figure
+        piw.push_presses(fake.control, db, handles)
+    walls = []
+    for _ in range(60):
+        walls.append(piw.wall(piw.poll_command(paced=True), env))
+        with Database.open_reader() as db:
+            try:
+                piw.check_settled(db, done + presses)
+                break
+            except SystemExit:
+                continue
+    else:
+        raise SystemExit(f"{presses} paced presses not settled after {len(walls)} passes")
+    return walls, sum(walls)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--presses", type=int, default=100, help="presses per batch (<= 100)")
+    parser.add_argument("--paced-presses", type=int, default=5,
+                        help="presses in one chat for the paced figure (0: none)")
     parser.add_argument("--http", action="store_true",
                         help="plain http to the fakes (no TLS front)")
     args = parser.parse_args()
@@ -151,6 +182,8 @@ def main() -> None:
                     idle[name].append(seconds)
             with Database.open_reader() as db:
                 piw.check_settled(db, done)
+            paced = paced_passes(piw_fake, env, args.paced_presses, done) \
+                if args.paced_presses else None
             for front in (piw_tls, *peer_tls):
                 front.close()
 
@@ -171,6 +204,14 @@ def main() -> None:
     for name, value in syncs.items():
         print(f"  fsync+fdatasync per press in a {n}-press batch, {name:10s}: {value:.2f}"
               "  (strace -f -c)" + ("  (target <= 3)" if name == "piw" else ""))
+    if paced is not None:
+        passes, seconds = paced
+        p = args.paced_presses
+        each = ", ".join(f"{s:.1f}" for s in passes)
+        print(f"paced (Telegram's limits, one chat): {p} presses settled by {len(passes)}"
+              f" `poll --once` passes, {seconds:.1f} s of passes in all"
+              f" ({seconds * 1000 / p:.0f} ms per press; passes {each} s);"
+              " the peer: no pacer, its paced figure is its unpaced one")
     print("cold (idle cron run):")
     for name, seconds in med.items():
         print(f"  {name:16s} {seconds * 1000:7.1f} ms")

@@ -27,10 +27,11 @@ CHOICES = {"continue": {"label": "Continue"}, "stop": {"label": "Stop"}}
 IMPORT_TELEGRAM = [sys.executable, "-c", "import telegram"]
 
 
-def poll_command() -> list[str]:
+def poll_command(*, paced: bool = False) -> list[str]:
     """The installed console script when there is one (what cron runs), else `python -c`;
-    the test launcher without Telegram's message limits once the bench lifted them."""
-    if is_unpaced():
+    the bench's launcher without Telegram's message limits once the bench lifted them
+    (unless `paced`: what a user's cron runs)."""
+    if is_unpaced() and not paced:
         from bench.unpaced import CLI_UNPACED
 
         return [*CLI_UNPACED, "poll", "--once"]
