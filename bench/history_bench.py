@@ -361,10 +361,10 @@ def main() -> None:
         print(f"  the naive bot (bench/peer_bot.py, one table) per press at {size} rows:"
               f" {spread(naive_press[size])}")
     for size, ours in zip(sizes, (small, large), strict=True):
-        naive = statistics.median(naive_press[size])
-        versus = ours / naive
+        naive_ms = statistics.median(naive_press[size])
+        versus = ours / naive_ms
         print(f"  per press at {size} against the naive bot at {size} rows of its own state:"
-              f" {ours:.3f} / {naive:.3f} ms = {versus:.2f}x  (target <= 1.00x, issue 27:"
+              f" {ours:.3f} / {naive_ms:.3f} ms = {versus:.2f}x  (target <= 1.00x, issue 27:"
               f" {'met' if versus <= 1.0 else 'NOT met'})")
     c_small, c_large = (statistics.median(cold[str(s)]) * 1000 for s in sizes)
     print(f"cold idle `poll --once` over https (ABBA, {args.runs} each):"
