@@ -191,7 +191,8 @@ def main() -> None:
     rounds = {k: [(b - i) * 1000 / n for b, i in zip(v, idle[k], strict=True)]
               for k, v in samples.items()}
     per = {k: statistics.median(v) for k, v in rounds.items()}
-    print(f"over https, {args.rounds} rounds of {n} presses (ABBA; per press = (batch run -"
+    print(f"over {'plain http' if args.http else 'https'}, {args.rounds} rounds of {n} presses"
+          " (ABBA; per press = (batch run -"
           " idle run) / presses)")
     for name in samples:
         print(f"  per press, {name:10s}: {spread(rounds[name])}")
