@@ -65,6 +65,9 @@ def test_the_readme_rehearsal_runs_to_the_end_on_a_fresh_home(tmp_path: Path) ->
     assert re.search(r"^\d\d:\d\d:\d\d Ada pressed \[ Replan \] on “.+”$", out, re.M), out
     assert re.search(r"^\d\d:\d\d:\d\d Ada ↪ replying to “Replan: What should change\?”:\n"
                      r"    use the staging db$", out, re.M), out
-    assert re.search(r"^\d\d:\d\d:\d\d buttons removed from “.+”$", out, re.M), out
+    assert re.search(r"^\d\d:\d\d:\d\d buttons of “.+” are now:$", out, re.M), out
+    assert re.search(r"^    \[ ✓ Replan \]$", out, re.M), out
+    assert re.search(r"^\d\d:\d\d:\d\d PiW Decisions reacted 👍 to “use the staging db”$",
+                     out, re.M), out
     assert not (tmp_path / "home").exists()
     assert list(tmp_path.glob("tmp.*/piw-demo.token")) == []  # kill %1 removed it

@@ -20,7 +20,7 @@ from channels.decisions.presentation import fingerprint
 from channels.telegram.commands import HANDLERS, MENU
 from channels.telegram.text_answers import choice_named, command, hint, pending_list
 from state.database import Database
-from tests.channels.telegram.helpers import FIXTURES, is_outcome
+from tests.channels.telegram.helpers import FIXTURES, is_outcome, settled_labels
 from tests.channels.telegram.test_channel import CHAT, TOKEN, USER, Flow, _configure
 
 
@@ -149,7 +149,10 @@ def test_a_reply_to_the_card_with_a_number_answers_it(flow: Flow) -> None:
     assert flow.rows("SELECT idempotency_key FROM human_decision_resolutions") == [
         (f"telegram:default:text:{CHAT}:{late_message_id(flow, update)}",)]
     assert any(is_outcome(s["text"], "Stop", "Approve?") for s in flow.sends())
-    assert flow.server.sent_messages(CHAT)[0].get("reply_markup") in (None, {})  # settled
+    settled = flow.server.sent_messages(CHAT)[0]["reply_markup"]["inline_keyboard"]
+    assert settled_labels(settled) == ["Continue", "✓ Stop", "Replan"]  # settled, marked
+    # the reply that answered gets its receipt
+    assert flow.server.reactions() == {(CHAT, late_message_id(flow, update)): ["👍"]}
 
 
 def test_a_reply_with_a_text_choice_label_asks_for_its_text(flow: Flow) -> None:
