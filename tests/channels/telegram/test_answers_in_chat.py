@@ -215,8 +215,9 @@ def test_pending_lists_the_open_decisions_and_sends_their_cards_again(flow: Flow
     flow.poll()
     sent = sends_after(flow, before)
     fps = [fingerprint(h.request.presentation_digest) for h in (first, second)]
-    assert sent[0]["text"] == (f"2 waiting; their cards follow:\n1. Deploy? · {fps[0]}\n"
-                               f"2. Migrate? · {fps[1]}")
+    # Each line names the agent that asked (a workflow's run: no host recorded).
+    assert sent[0]["text"] == (f"2 waiting; their cards follow:\n1. Deploy? · {fps[0]} ·"
+                               f" workflow\n2. Migrate? · {fps[1]} · workflow")
     copies = sent[1:]
     assert [c["text"].split("\n")[0] for c in copies] == ["Deploy?", "Migrate?"]
     assert all(c["reply_markup"]["inline_keyboard"] for c in copies)
