@@ -2,11 +2,12 @@
 
 Subpackages hold one capability each (`decisions`, `telegram`, `pi`, `config`); the modules at
 this level are what every channel shares: the channel and cursor records (`store`), the inbox,
-messages and their parts, the Bot API seam (`transport`), text measurement and the status report.
+messages and their parts, the Bot API seam (`transport`), text measurement, the status report
+and the approval audit (`audit`).
 Imports point down only: `channels` uses `state`, never `adapters`."""
 
 __all__ = [
-    "PIW_CHANNELS_PACKAGE", "config", "decisions", "errors", "failures", "gate", "health",
+    "PIW_CHANNELS_PACKAGE", "audit", "config", "decisions", "errors", "failures", "gate", "health",
     "notifications", "pi", "status", "store", "telegram", "transport",
 ]
 

@@ -83,7 +83,13 @@ class BotApi(Protocol):
         ...
 
     async def edit_message_reply_markup(
-        self, chat_id: int | str, message_id: int, *, deadline: float | None = None
+        self, chat_id: int | str, message_id: int, *,
+        reply_markup: Mapping[str, Any] | None = None, deadline: float | None = None,
+    ) -> ProviderResult: ...
+
+    async def set_message_reaction(
+        self, chat_id: int | str, message_id: int, emoji: str, *,
+        deadline: float | None = None,
     ) -> ProviderResult: ...
 
     async def edit_message_text(

@@ -20,6 +20,7 @@ from typing import Final
 
 from adapters.cli.alerts import duration
 from channels.decisions import history, views
+from channels.decisions.askers import UNKNOWN_HOST, Asker
 
 __all__ = ["BY", "Listed", "cut", "display_width", "render_table", "status_text", "terminal_width"]
 
@@ -27,13 +28,16 @@ __all__ = ["BY", "Listed", "cut", "display_width", "render_table", "status_text"
 _NONE: Final = "—"
 _GAP: Final = "  "
 _CELL_MAX: Final = 24  # a cancel reason or a long label is cut here
-_CAPPED: Final = frozenset({"AUDIENCE", "OUTCOME", "VIA"})
+_CAPPED: Final = frozenset({"AGENT", "HOST", "AUDIENCE", "OUTCOME", "VIA"})
 _TITLE_MAX_PIPED: Final = 100  # the title's cut when the output is not a terminal
 _TITLE_MIN: Final = 12  # below this, a column is dropped instead of cutting the title further
-_COLUMNS: Final = ("ID", "FINGERPRINT", "AGE", "AUDIENCE", "STATUS", "OUTCOME", "VIA", "WHEN",
-                   "DEADLINE", "TITLE")
+_COLUMNS: Final = ("ID", "FINGERPRINT", "AGE", "AGENT", "HOST", "AUDIENCE", "STATUS", "OUTCOME",
+                   "VIA", "WHEN", "DEADLINE", "TITLE")
 # Dropped in this order while the row does not fit.
-_DROP_ORDER: Final = ("ID", "AUDIENCE", "WHEN", "VIA", "AGE", "OUTCOME", "DEADLINE")
+_DROP_ORDER: Final = ("ID", "AUDIENCE", "WHEN", "HOST", "VIA", "AGE", "AGENT", "OUTCOME",
+                      "DEADLINE")
+
+_NO_ASKER: Final = Asker("workflow", UNKNOWN_HOST)
 
 # What decided a decision no person answered.
 BY: Final = {"timeout_policy": "timeout default", "explicit_cancel": "cancel command",
@@ -47,6 +51,7 @@ class Listed:
     view: views.DecisionView
     fingerprint: str
     winner: history.Winner | None
+    asker: Asker = _NO_ASKER  # the agent and host that asked
 
 
 def terminal_width() -> int | None:
@@ -95,7 +100,8 @@ def _row(item: Listed, now: int) -> dict[str, str]:
     is_open = v.status == "open"
     return {
         "ID": v.decision_id[:17], "FINGERPRINT": item.fingerprint,
-        "AGE": duration(now - v.created_at), "AUDIENCE": v.audience,
+        "AGE": duration(now - v.created_at), "AGENT": item.asker.agent,
+        "HOST": item.asker.host, "AUDIENCE": v.audience,
         "STATUS": status_text(v, now), "OUTCOME": v.choice_label or v.reason or _NONE,
         "VIA": _NONE if w is None else (w.channel or BY.get(w.provenance, w.provenance)),
         "WHEN": _NONE if v.resolved_at is None else f"{duration(now - v.resolved_at)} ago",

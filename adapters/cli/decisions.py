@@ -18,7 +18,7 @@ from adapters.cli.errors import UsageError, raise_terminated
 from adapters.cli.status_text import ago, clock_time, with_iso
 from channels.config.loading import load_config
 from channels.config.model import audience_routes
-from channels.decisions import context, history, records, views, workflows
+from channels.decisions import askers, context, history, records, views, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.fields import NAME_PATTERN, NAME_RULE
 from channels.decisions.presentation import fingerprint, render_decision_text
@@ -225,20 +225,22 @@ def _cmd_decisions(args: argparse.Namespace) -> int:
     with db:
         now = db.clock.now_ms()
 
-        def read(c: Any) -> list[tuple[views.DecisionView, str, history.Winner | None]]:
-            return [(v, views.fingerprint_of(c, v.decision_id), history.winner(c, v.decision_id))
+        def read(c: Any) -> list[Listed]:
+            return [Listed(v, views.fingerprint_of(c, v.decision_id),
+                           history.winner(c, v.decision_id), askers.asker(c, v.decision_id))
                     for v in views.list_views(c, include_resolved=args.all)]
 
         listed = db.read(read)
     if args.json:
-        print(json.dumps([with_iso({**v.to_json(), "fingerprint": fp,
-                                    "channel": None if w is None else w.channel})
-                          for v, fp, w in listed], indent=2, ensure_ascii=False))
+        print(json.dumps([with_iso({**i.view.to_json(), "fingerprint": i.fingerprint,
+                                    "agent": i.asker.agent, "host": i.asker.host,
+                                    "channel": None if i.winner is None else i.winner.channel})
+                          for i in listed], indent=2, ensure_ascii=False))
         return EXIT_OK
     if not listed:
         print("no open decisions" if not args.all else "no decisions")
         return EXIT_OK
-    table = render_table([Listed(v, fp, w) for v, fp, w in listed], now, terminal_width())
+    table = render_table(listed, now, terminal_width())
     for line in table:
         print(line)
     return EXIT_OK

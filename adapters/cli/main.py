@@ -82,6 +82,12 @@ def _notify() -> _Register:
     return notify.register
 
 
+def _audit() -> _Register:
+    from adapters.cli import audit
+
+    return audit.register
+
+
 def _gate() -> _Register:
     from adapters.cli import gate
 
@@ -93,7 +99,7 @@ _GROUPS: dict[str, Callable[[], _Register]] = {
     "init": _database, "verify": _database, "backup": _database, "status": _database,
     "ask": _decisions, "decisions": _decisions, "show": _decisions, "cancel": _decisions,
     "expire": _decisions, "notify": _notify, "setup": _setup, "poll": _telegram,
-    "resend": _telegram, "demo": _demo, "pi": _pi, "gate": _gate,
+    "resend": _telegram, "demo": _demo, "pi": _pi, "gate": _gate, "audit": _audit,
 }
 
 

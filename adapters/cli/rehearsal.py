@@ -17,7 +17,7 @@ from adapters.cli.errors import UsageError
 from adapters.telegram.fake import RecordedRequest, RemoteFakeBotApi
 from adapters.telegram.fake.transcript import shorten
 from channels.decisions import records, views, workflows
-from channels.telegram.buttons import callback_token
+from channels.telegram.buttons import TOKEN_RE, callback_token
 from state.database import Database
 from state.errors import DatabaseMissing
 from state.exit_codes import EXIT_OK
@@ -33,7 +33,9 @@ _PERSON: Final = {"is_bot": False, "first_name": "Ada", "username": "ada_ops",
 def press(url: str, label: str, user: int | None, decision: str | None = None) -> int:
     """Press a button of the newest message that shows buttons (or of `decision`'s)."""
     fake = _remote(url)
-    shown = fake.keyboards()
+    # A settled card keeps its buttons, marked and inert: only live ones can be pressed.
+    shown = [m for m in fake.keyboards()
+             if any(TOKEN_RE.fullmatch(t) for t in _tokens(m["inline_keyboard"]))]
     target = None if decision is None else _Decision(decision)
     if target is not None:
         shown = [m for m in shown if target.tokens & _tokens(m["inline_keyboard"])]
@@ -45,8 +47,9 @@ def press(url: str, label: str, user: int | None, decision: str | None = None) -
                 f"{target.name} was not delivered to the demo Bot API yet; run: piw-channels"
                 " poll")
     if not shown:
-        raise UsageError("no message on the demo Bot API shows buttons (a decided one's are"
-                         " removed); run: piw-channels ask ..., then piw-channels poll")
+        raise UsageError("no message on the demo Bot API shows buttons to answer (a decided"
+                         " one's are marked and inert); run: piw-channels ask ..., then"
+                         " piw-channels poll")
     message = shown[-1]
     buttons = [b for row in message["inline_keyboard"] for b in row]
     chosen = [b for i, b in enumerate(buttons, 1)

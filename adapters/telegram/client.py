@@ -260,15 +260,31 @@ class TelegramClient:
         return await self._call("sendDocument", params, deadline, files=files)
 
     async def edit_message_reply_markup(
-        self, chat_id: int | str, message_id: int, *, deadline: float | None = None
+        self, chat_id: int | str, message_id: int, *,
+        reply_markup: Mapping[str, Any] | None = None, deadline: float | None = None,
     ) -> CallResult:
-        """``editMessageReplyMarkup`` with an empty inline keyboard: removes the buttons."""
+        """``editMessageReplyMarkup``: the message's keyboard becomes ``reply_markup`` (an
+        ``{"inline_keyboard": ...}`` dict); without one, an empty keyboard removes the
+        buttons."""
         params: JSONDict = {
             "chat_id": chat_id,
             "message_id": message_id,
-            "reply_markup": {"inline_keyboard": []},
+            "reply_markup": {"inline_keyboard": []} if reply_markup is None
+            else dict(reply_markup),
         }
         return await self._call("editMessageReplyMarkup", params, deadline)
+
+    async def set_message_reaction(
+        self, chat_id: int | str, message_id: int, emoji: str, *,
+        deadline: float | None = None,
+    ) -> CallResult:
+        """``setMessageReaction`` with one emoji reaction (a bot sets at most one)."""
+        params: JSONDict = {
+            "chat_id": chat_id,
+            "message_id": message_id,
+            "reaction": [{"type": "emoji", "emoji": emoji}],
+        }
+        return await self._call("setMessageReaction", params, deadline)
 
     async def edit_message_text(
         self, chat_id: int | str, message_id: int, text: str, *,

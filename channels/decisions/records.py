@@ -25,7 +25,7 @@ from state.resources import ResourceType
 
 __all__ = [
     "Outcome", "Provenance", "Resolution", "StoredDecision", "decision_of_resource",
-    "decision_resource", "load", "open_decision", "resolution_of", "run_of",
+    "decision_resource", "decisions_since", "load", "open_decision", "resolution_of", "run_of",
 ]
 
 
@@ -178,3 +178,13 @@ def resolution_of(conn: apsw.Connection, decision_id: str) -> Resolution | None:
     response = None if row[3] is None else blobs.get_json(conn, bytes(row[3]))
     return Resolution(row[0], Outcome(row[1]), Provenance(row[2]), response, row[4], row[5],
                       bytes(row[6]))
+
+
+def decisions_since(conn: apsw.Connection, since: int) -> list[str]:
+    """Decisions asked or resolved at or after `since`, in the order they were asked (the
+    audit: an operator's command, so a scan of the history is acceptable here)."""
+    return [str(r[0]) for r in conn.execute(
+        "SELECT d.decision_id FROM human_decisions d"
+        " LEFT JOIN human_decision_resolutions r ON r.decision_id = d.decision_id"
+        " WHERE d.created_at >= :since OR r.resolved_at >= :since"
+        " ORDER BY d.created_at, d.decision_id", {"since": since})]

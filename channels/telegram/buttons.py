@@ -13,7 +13,10 @@ from channels.decisions import views
 from channels.decisions.digests import text_sha256_hex
 from channels.decisions.request import DecisionRequest
 
-__all__ = ["SETTLE_EFFECT", "TOKEN_RE", "ButtonIndex", "callback_token", "keyboard"]
+__all__ = [
+    "SETTLED_RE", "SETTLE_EFFECT", "TOKEN_RE", "ButtonIndex", "callback_token", "keyboard",
+    "live_token", "settled_keyboard",
+]
 
 
 _CALLBACK_TOKEN_PREFIX = "piw:"
@@ -26,6 +29,11 @@ def callback_token(decision_id: str, request_digest: str, choice_id: str) -> str
 
 
 TOKEN_RE = re.compile(r"piw:[0-9a-f]{24}")
+# A settled card's buttons: the same token under another prefix, so a press still names its
+# decision (to say how it was decided) and can never be taken for an answer.
+_SETTLED_PREFIX = "piwx:"
+SETTLED_RE = re.compile(r"piwx:[0-9a-f]{24}")
+_CHOSEN_MARK = "✓ "
 
 SETTLE_EFFECT = "telegram.settle"  # the effect that removes a decision's keyboards
 _RECENT_MS = 7 * 24 * 3600 * 1000  # presses on decisions resolved this long ago are unknown
@@ -82,3 +90,20 @@ def keyboard(request: DecisionRequest) -> dict[str, Any]:
           "callback_data": callback_token(request.decision_id, request.request_digest, cid)}]
         for cid, choice in request.choices.items()
     ]}
+
+
+def settled_keyboard(request: DecisionRequest, chosen: str | None) -> dict[str, Any]:
+    """The keyboard a settled card keeps: the chosen button marked ("✓ Continue"), every
+    button inert (its data a settled token: a press is answered "already decided")."""
+    return {"inline_keyboard": [
+        [{"text": (_CHOSEN_MARK if cid == chosen else "") + choice["label"],
+          "callback_data": _SETTLED_PREFIX + callback_token(
+              request.decision_id, request.request_digest, cid).removeprefix(
+              _CALLBACK_TOKEN_PREFIX)}]
+        for cid, choice in request.choices.items()
+    ]}
+
+
+def live_token(settled: str) -> str:
+    """The live token a settled button's data was made from."""
+    return _CALLBACK_TOKEN_PREFIX + settled.removeprefix(_SETTLED_PREFIX)

@@ -17,8 +17,8 @@ from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
 from channels.messages import MessageStatus, Purpose
-from channels.telegram import commands, documents, outcomes
-from channels.telegram.buttons import TOKEN_RE, ButtonIndex
+from channels.telegram import commands, documents, outcomes, presses, reactions
+from channels.telegram.buttons import SETTLED_RE, TOKEN_RE, ButtonIndex, live_token
 from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
     PROMPT,
@@ -115,13 +115,22 @@ def _callback(
     p = row.payload
     callback_id = p.get("callbackId")
     user, chat = p.get("userId"), p.get("chatId")
-    if press_field(p, "inline") or user is None or chat is None:
-        return _answered(callback_id, _ignored("no_chat"), "This button cannot be used here.")
+    detached = press_field(p, "inline") or chat is None
+    if user is None:
+        return _answered(callback_id, _ignored("no_user"), "This button cannot be used here.")
+    if detached:  # no message came with the press: its data names the decision
+        bound = presses.bind_detached(conn, channel, index, p, now)
+        if isinstance(bound, presses.Refused):
+            return _answered(callback_id, _ignored(bound.reason), bound.text)
+        p, chat = bound, bound["chatId"]
     if not channel.profile.allows(str(user), str(chat)):
         return _answered(callback_id, _ignored("not_allowed"),
                          "You are not allowed to answer this decision.")
     data = p.get("data")
-    message_ref = p.get("messageId")
+    message_ref = None if detached else p.get("messageId")
+    if isinstance(data, str) and SETTLED_RE.fullmatch(data):
+        return _settled_press(conn, channel, index, callback_id, data, str(chat), message_ref,
+                              now)
     found = index.find(conn, channel.channel_id, data, now, str(chat),
                        None if message_ref is None else str(message_ref)) \
         if isinstance(data, str) and TOKEN_RE.fullmatch(data) else None
@@ -129,10 +138,12 @@ def _callback(
         return _answered(callback_id, _ignored("unknown_button"), "This button is not valid.")
     decision_id, choice_id = found
     decision = records.load(conn, decision_id)
-    if press_field(p, "accessible") and isinstance(p.get("messageId"), int):
+    bound_by = {"boundBy": "callback_data"} if detached else {}
+    if not detached and press_field(p, "accessible") and isinstance(p.get("messageId"), int):
         _reconcile(conn, channel, decision, str(chat), str(p["messageId"]), now, worker)
     if "input" in decision.request.choices[choice_id]:
-        return _prompt(conn, channel, decision, choice_id, p, now, worker)
+        prompted = _prompt(conn, channel, decision, choice_id, p, now, worker)
+        return Processed({**prompted.result, **bound_by}, prompted.callback)
     answer = HumanAnswer(
         decision_id=decision_id, request_digest=decision.request.request_digest,
         response={"choice": choice_id}, channel=channel.name,
@@ -141,8 +152,22 @@ def _callback(
     )
     outcome = resolution.resolve(conn, answer, now, decision=decision,
                                 allowed_channels=channel.config.routes(decision.audience))
-    return _answered(callback_id, _outcome_result(outcome),
+    return _answered(callback_id, {**_outcome_result(outcome), **bound_by},
                      _callback_text(conn, channel, decision, outcome))
+
+
+def _settled_press(conn: apsw.Connection, channel: Channel, index: ButtonIndex,
+                   callback_id: Any, data: str, chat: str, message_ref: Any,
+                   now: int) -> Processed:
+    """A press on a settled card's button: answered with how it was decided; no candidate,
+    no submission, no state but this inbox row's."""
+    found = index.find(conn, channel.channel_id, live_token(data), now, chat,
+                       None if message_ref is None else str(message_ref))
+    if found is None:  # decided long ago (or not here): still never an answer
+        return _answered(callback_id, _ignored("settled_button"), "This decision is decided.")
+    decision = records.load(conn, found[0])
+    return _answered(callback_id, {**_ignored("settled_button"), "decisionId": found[0]},
+                     outcomes.already_decided(conn, channel, decision))
 
 
 def _prompt(
@@ -305,6 +330,9 @@ def _reply(
         reserve_notice(conn, channel, decision.decision_id, str(chat), p["messageId"],
                        _callback_text(conn, channel, decision, outcome),
                        f"reply:{chat}:{p['messageId']}", worker, now)
+    else:  # the reply itself says it was taken
+        reactions.reserve_receipt(conn, channel, decision.decision_id, str(chat),
+                                  p["messageId"], worker, now)
     return Processed(_outcome_result(outcome))
 
 
@@ -339,6 +367,9 @@ def _card_reply(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow,
                                 allowed_channels=channel.config.routes(decision.audience))
     if outcome.result not in (Result.WON, Result.ADOPTED):
         notice(_callback_text(conn, channel, decision, outcome))
+    else:
+        reactions.reserve_receipt(conn, channel, decision.decision_id, chat, p["messageId"],
+                                  worker, now)
     return Processed({**_outcome_result(outcome), "by": "text"})
 
 

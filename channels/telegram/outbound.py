@@ -23,7 +23,7 @@ from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
 from channels.messages import MessageStatus, Purpose
-from channels.telegram import documents, giving_up, notifying, reminders, settlements
+from channels.telegram import documents, giving_up, notifying, reactions, reminders, settlements
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.card import card_parts
 from channels.telegram.deliveries import (
@@ -42,6 +42,7 @@ from channels.telegram.identity import Channel
 from channels.telegram.notifying import NOTIFY
 from channels.telegram.pacing import Pacer, sending_as
 from channels.telegram.plans import Delivery, Settlement
+from channels.telegram.reactions import REACT
 from channels.telegram.sent import keyboard_messages
 from channels.telegram.settling import (
     maybe_acted,
@@ -162,6 +163,8 @@ class Outbound:
                 await self._remind(attempt)
             elif effect.effect_type == NOTIFY:
                 await notifying.apply(self, attempt)
+            elif effect.effect_type == REACT:
+                await reactions.apply(self, attempt)
             else:
                 assert settlement is not None
                 await settlements.settle(self, attempt, settlement)

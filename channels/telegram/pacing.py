@@ -286,9 +286,16 @@ class PacedApi:
             disable_notification=disable_notification, deadline=deadline))
 
     async def edit_message_reply_markup(self, chat_id: int | str, message_id: int, *,
+                                        reply_markup: Mapping[str, Any] | None = None,
                                         deadline: float | None = None) -> ProviderResult:
         return await self._paced(str(chat_id), True, deadline, lambda: (
-            self._api.edit_message_reply_markup(chat_id, message_id, deadline=deadline)))
+            self._api.edit_message_reply_markup(chat_id, message_id, reply_markup=reply_markup,
+                                                deadline=deadline)))
+
+    async def set_message_reaction(self, chat_id: int | str, message_id: int, emoji: str, *,
+                                   deadline: float | None = None) -> ProviderResult:
+        return await self._paced(str(chat_id), True, deadline, lambda: (
+            self._api.set_message_reaction(chat_id, message_id, emoji, deadline=deadline)))
 
     async def edit_message_text(self, chat_id: int | str, message_id: int, text: str, *,
                                 entities: Sequence[Mapping[str, Any]] | None = None,

@@ -17,7 +17,8 @@ class Settlement:
     decision_id: str
     message_id: str
     post: outcomes.Styled
-    keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to remove
+    keyboards: list[tuple[str, str]]  # (chat, message) of each keyboard to settle
+    markup: dict[str, Any]  # what each keeps: the chosen button marked, every button inert
     # (recipient, chat, card message or None) of each outcome post, intent written
     posts: list[tuple[int, str, str | None]]
     # (chat, message) of each keyboard an earlier attempt removed (not edited again)

@@ -1,11 +1,11 @@
-"""Applying a settlement: a resolved decision's keyboards removed and its outcome posted, in
-each chat that got its card (`outbound` claims the effect and calls these; `settling` holds
-the rules on what the calls' results mean).
+"""Applying a settlement: a resolved decision's keyboards settled (the chosen button marked,
+every button inert) and its outcome posted, in each chat that got its card (`outbound` claims
+the effect and calls these; `settling` holds the rules on what the calls' results mean).
 
 One intent commit (the attempt and an intent row per outcome post), the sends (keyboard edits
-need no intent: removing a keyboard twice is harmless), one confirm commit (the posts'
-references or removed intents, the message status, the attempt's outcome). A crash in
-between leaves the intents: the outcome post is ambiguous, never posted twice.
+need no intent: settling a keyboard twice is harmless, "not modified"), one confirm commit
+(the posts' references or removed intents, the message status, the attempt's outcome). A
+crash in between leaves the intents: the outcome post is ambiguous, never posted twice.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from channels.decisions import records, views
 from channels.failures import Failure
 from channels.messages import MessageStatus, Purpose
 from channels.telegram import giving_up, outcomes
+from channels.telegram.buttons import settled_keyboard
 from channels.telegram.identity import Channel
 from channels.telegram.plans import Settlement
 from channels.telegram.sent import delivered_recipients, keyboard_messages
@@ -54,7 +55,10 @@ def intents(c: apsw.Connection, channel: Channel, attempt: Attempt, now: int) ->
     decision_id = records.decision_of_resource(attempt.effect.source_resource_id)
     channel_id = channel.channel_id
     # Telegram's own outcome post (who answered, how, when), not the channel-neutral text.
-    post = outcomes.outcome_post(c, channel, records.load(c, decision_id), now)
+    decision = records.load(c, decision_id)
+    post = outcomes.outcome_post(c, channel, decision, now)
+    resolution = records.resolution_of(c, decision_id)
+    markup = settled_keyboard(decision.request, None if resolution is None else resolution.choice)
     message_id = messages.message_id_for(channel_id, Purpose.SETTLEMENT, decision_id)
     messages.ensure_message(c, message_id, channel_id, decision_id, Purpose.SETTLEMENT, post.text,
                             now)
@@ -68,12 +72,12 @@ def intents(c: apsw.Connection, channel: Channel, attempt: Attempt, now: int) ->
     for r, _, _ in posts:
         messages.write_part_intent(c, message_id, r, 0, post.text, now)
     return Settlement(decision_id, message_id, post, [k for k in keyboards if k not in removed],
-                      posts, removed)
+                      markup, posts, removed)
 
 
 def _removed_before(c: apsw.Connection, attempt: Attempt,
                     keyboards: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The keyboards an earlier attempt of this settlement removed (its error names them):
+    """The keyboards an earlier attempt of this settlement settled (its error names them):
     a retry edits only the others, so a chat's pace spent on edits done already cannot keep
     the outcome posts from ever fitting in a pass."""
     if attempt.attempt_number <= 1:
@@ -85,17 +89,18 @@ def _removed_before(c: apsw.Connection, attempt: Attempt,
 
 async def settle(out: _Sender, attempt: Attempt, s: Settlement) -> None:
     """The keyboard edits and the outcome posts, then the one confirm commit."""
-    edits: list[ProviderResult] = []  # the keyboard edits that did not remove one
+    edits: list[ProviderResult] = []  # the keyboard edits that did not settle one
     removed = list(s.removed)
     for chat, message_ref in s.keyboards:
         attempt = out.renew_if_due(attempt)
         res = await out.api.edit_message_reply_markup(chat, int(message_ref),
+                                                      reply_markup=s.markup,
                                                       deadline=out.until(attempt))
         if not (res.outcome == OK or res.is_message_not_modified
                 or res.is_message_to_edit_not_found):
             out.note_error("editMessageReplyMarkup", res)
             out.unauthorized = out.unauthorized or token_rejected(res)
-            edits.append(res)  # "not modified"/"not found": nothing left to remove
+            edits.append(res)  # "not modified"/"not found": nothing left to settle
         else:
             removed.append((chat, message_ref))
     sent: list[tuple[int, str, ProviderResult]] = []

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from channels.decisions.askers import UNKNOWN_HOST, Asker
 from channels.decisions.presentation import fingerprint
 from channels.telegram.outcomes import shorten
 
@@ -53,12 +54,15 @@ def command(text: str, bot_username: str | None = None) -> str | None:
     return match.group(1).casefold()
 
 
-def pending_list(decisions: Sequence[tuple[str, str]]) -> str:
-    """`/pending`'s answer: one numbered line per open decision (title, fingerprint)."""
+def pending_list(decisions: Sequence[tuple[str, str, Asker]]) -> str:
+    """`/pending`'s answer: one numbered line per open decision (title, fingerprint, the agent
+    that asked and on which host: "2. Run rm -rf build? · 1a2b3c4d5e6f · pi on laptop")."""
     if not decisions:
         return "Nothing is waiting for an answer."
     lines = [f"{len(decisions)} waiting; their cards follow:"] if len(decisions) <= MAX_LISTED \
         else [f"{len(decisions)} waiting; the {MAX_LISTED} oldest cards follow:"]
-    for number, (title, digest) in enumerate(decisions[:MAX_LISTED], start=1):
-        lines.append(f"{number}. {shorten(title.strip(), 120)} · {fingerprint(digest)}")
+    for number, (title, digest, asker) in enumerate(decisions[:MAX_LISTED], start=1):
+        who = asker.agent if asker.host == UNKNOWN_HOST else f"{asker.agent} on {asker.host}"
+        lines.append(f"{number}. {shorten(title.strip(), 120)} · {fingerprint(digest)} · "
+                     f"{shorten(who, 60)}")
     return "\n".join(lines)

@@ -50,6 +50,7 @@ class BotState:
         self._callback_ids: set[str] = set()
         self._answered: list[str] = []
         self._pushed: list[PushedUpdate] = []
+        self._reactions: dict[tuple[int, int], list[str]] = {}  # the bot's, per message
 
     # ---- updates
 
@@ -186,6 +187,23 @@ class BotState:
             message_id = self._last_message_id.get(chat_id, 0) + 1
             self._last_message_id[chat_id] = message_id
             return message_id
+
+    def knows_message(self, chat_id: int, message_id: int) -> bool:
+        """A message of the chat as far as the fake knows: sent by the bot, or numbered at or
+        below the chat's newest (a person's message arrives in an update)."""
+        with self.cond:
+            return message_id in self.messages.get(chat_id, {}) or \
+                0 < message_id <= self._last_message_id.get(chat_id, 0)
+
+    def set_reaction(self, chat_id: int, message_id: int, emoji: list[str]) -> None:
+        """Record the bot's reaction on a message (an empty list removes it)."""
+        with self.cond:
+            self._reactions[(chat_id, message_id)] = list(emoji)
+
+    def reactions(self) -> dict[tuple[int, int], list[str]]:
+        """The bot's reaction on each message it reacted to: (chat, message) -> emoji."""
+        with self.cond:
+            return {k: list(v) for k, v in self._reactions.items() if v}
 
     def answer_callback(self, query_id: object) -> bool:
         """Record an answer to a known callback query; False for an unknown one."""

@@ -7,14 +7,41 @@ from typing import Final
 from channels.telegram.limits import TELEGRAM_TEXT_LIMIT
 
 __all__ = [
-    "ALL_UPDATE_TYPES", "CALLBACK_ID_BASE", "DEFAULT_ALLOWED_UPDATES", "DESC_BAD_BODY",
-    "DESC_BAD_ENTITIES", "DESC_BAD_MARKUP", "DESC_BLOCKED", "DESC_CAPTION_TOO_LONG",
-    "DESC_CHAT_ID_EMPTY", "DESC_CHAT_NOT_FOUND", "DESC_CONFLICT_POLL", "DESC_CONFLICT_WEBHOOK",
-    "DESC_EDIT_NOT_FOUND", "DESC_FILE_EMPTY", "DESC_METHOD_NOT_FOUND", "DESC_MIGRATED",
-    "DESC_NOT_FOUND", "DESC_NOT_MODIFIED", "DESC_NO_FILE", "DESC_QUERY_TOO_OLD",
-    "DESC_TEXT_EMPTY", "DESC_TEXT_TOO_LONG", "DESC_TOO_LARGE", "DESC_TOO_MANY_REQUESTS",
-    "DESC_UNAUTHORIZED", "FIRST_UPDATE_ID", "LONG_POLL_MAX_TIMEOUT", "MAX_CAPTION_LENGTH",
-    "MAX_TEXT_LENGTH", "MAX_UPLOAD_BYTES", "UNKNOWN_FIELD",
+    "ALL_UPDATE_TYPES",
+    "CALLBACK_ID_BASE",
+    "DEFAULT_ALLOWED_UPDATES",
+    "DEFAULT_REACTIONS",
+    "DESC_BAD_BODY",
+    "DESC_BAD_ENTITIES",
+    "DESC_BAD_MARKUP",
+    "DESC_BLOCKED",
+    "DESC_CAPTION_TOO_LONG",
+    "DESC_CHAT_ID_EMPTY",
+    "DESC_CHAT_NOT_FOUND",
+    "DESC_CONFLICT_POLL",
+    "DESC_CONFLICT_WEBHOOK",
+    "DESC_EDIT_NOT_FOUND",
+    "DESC_FILE_EMPTY",
+    "DESC_METHOD_NOT_FOUND",
+    "DESC_MIGRATED",
+    "DESC_NOT_FOUND",
+    "DESC_NOT_MODIFIED",
+    "DESC_NO_FILE",
+    "DESC_QUERY_TOO_OLD",
+    "DESC_REACTIONS_TOO_MANY",
+    "DESC_REACTION_INVALID",
+    "DESC_REACTION_NOT_FOUND",
+    "DESC_TEXT_EMPTY",
+    "DESC_TEXT_TOO_LONG",
+    "DESC_TOO_LARGE",
+    "DESC_TOO_MANY_REQUESTS",
+    "DESC_UNAUTHORIZED",
+    "FIRST_UPDATE_ID",
+    "LONG_POLL_MAX_TIMEOUT",
+    "MAX_CAPTION_LENGTH",
+    "MAX_TEXT_LENGTH",
+    "MAX_UPLOAD_BYTES",
+    "UNKNOWN_FIELD",
 ]
 
 
@@ -75,5 +102,10 @@ DESC_NO_FILE: Final = "Bad Request: there is no document in the request"
 DESC_FILE_EMPTY: Final = "Bad Request: file must be non-empty"
 DESC_CAPTION_TOO_LONG: Final = "Bad Request: message caption is too long"
 DESC_TOO_LARGE: Final = "Request Entity Too Large"
+DESC_REACTION_INVALID: Final = "Bad Request: REACTION_INVALID"
+DESC_REACTIONS_TOO_MANY: Final = "Bad Request: REACTIONS_TOO_MANY"
+DESC_REACTION_NOT_FOUND: Final = "Bad Request: message to react not found"
+# Reactions a chat allows unless its admins narrow them (a few of the standard set).
+DEFAULT_REACTIONS: Final = frozenset({"👍", "👎", "❤", "🔥", "👏", "🙏", "👌", "✍", "🤝", "👀"})
 MAX_CAPTION_LENGTH: Final = 1024
 MAX_UPLOAD_BYTES: Final = 50 * 1024 * 1024  # bots upload at most 50 MB

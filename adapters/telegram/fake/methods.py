@@ -1,10 +1,10 @@
 """The Bot API methods the fake answers, each as the real server does.
 
 ``getMe``, ``sendMessage``, ``editMessageReplyMarkup``, ``editMessageText``,
-``answerCallbackQuery`` and ``setMyCommands`` answer like the Bot API, including a field
-python-telegram-bot does not know, so clients prove they tolerate one. ``getUpdates``
-long-polls the queue, and a newer ``getUpdates`` ends it with 409. ``setWebhook``,
-``getWebhookInfo`` and ``deleteWebhook`` keep the bot's webhook: while one is set,
+``answerCallbackQuery``, ``setMessageReaction`` and ``setMyCommands`` answer like the Bot
+API, including a field python-telegram-bot does not know, so clients prove they tolerate
+one. ``getUpdates`` long-polls the queue, and a newer ``getUpdates`` ends it with 409.
+``setWebhook``, ``getWebhookInfo`` and ``deleteWebhook`` keep the bot's webhook: while one is set,
 ``getUpdates`` is refused with 409, as Telegram refuses it.
 ``sendDocument`` takes an uploaded file (multipart) and keeps it: ``uploaded(params)`` gives a
 recorded request's bytes back.
@@ -20,6 +20,7 @@ from typing import Any
 
 from adapters.telegram.fake.bot_state import BotState
 from adapters.telegram.fake.constants import (
+    DEFAULT_REACTIONS,
     DESC_BAD_ENTITIES,
     DESC_BAD_MARKUP,
     DESC_CAPTION_TOO_LONG,
@@ -33,6 +34,9 @@ from adapters.telegram.fake.constants import (
     DESC_NO_FILE,
     DESC_NOT_MODIFIED,
     DESC_QUERY_TOO_OLD,
+    DESC_REACTION_INVALID,
+    DESC_REACTION_NOT_FOUND,
+    DESC_REACTIONS_TOO_MANY,
     DESC_TEXT_EMPTY,
     DESC_TEXT_TOO_LONG,
     DESC_TOO_LARGE,
@@ -73,6 +77,7 @@ class BotMethods:
             "editMessageReplyMarkup": lambda p, s, e: self._edit_reply_markup(p),
             "editMessageText": lambda p, s, e: self._edit_text(p),
             "answerCallbackQuery": lambda p, s, e: self._answer_callback(p),
+            "setMessageReaction": lambda p, s, e: self._set_reaction(p),
             "setMyCommands": lambda p, s, e: ok_reply(True),
             "setWebhook": lambda p, s, e: self._set_webhook(str(p.get("url") or "")),
             "deleteWebhook": lambda p, s, e: self._delete_webhook(p),
@@ -273,6 +278,26 @@ class BotMethods:
                 stored["entities"] = entities
             stored["edit_date"] = int(time.time())
             return ok_reply(dict(stored))
+
+    def _set_reaction(self, params: dict[str, Any]) -> Reply:
+        """Set the bot's reaction on a message of a chat (one at most, from the default set;
+        an empty or absent list removes it), as Telegram does: kept per message, for tests."""
+        chat_id = as_int(params.get("chat_id"))
+        message_id = as_int(params.get("message_id"))
+        if params.get("chat_id") in (None, ""):
+            return error_reply(400, DESC_CHAT_ID_EMPTY)
+        reaction = params.get("reaction") or []
+        if not isinstance(reaction, list) or any(
+                not isinstance(r, dict) or r.get("type") != "emoji"
+                or r.get("emoji") not in DEFAULT_REACTIONS for r in reaction):
+            return error_reply(400, DESC_REACTION_INVALID)
+        if len(reaction) > 1:
+            return error_reply(400, DESC_REACTIONS_TOO_MANY)
+        if chat_id is None or message_id is None or not self._state.knows_message(
+                chat_id, message_id):
+            return error_reply(400, DESC_REACTION_NOT_FOUND)
+        self._state.set_reaction(chat_id, message_id, [str(r["emoji"]) for r in reaction])
+        return ok_reply(True)
 
     def _answer_callback(self, params: dict[str, Any]) -> Reply:
         if not self._state.answer_callback(params.get("callback_query_id")):

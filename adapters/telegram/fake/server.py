@@ -270,6 +270,10 @@ class FakeBotApi:
         """Held messages that still show an inline keyboard (what a person could press)."""
         return self._state.keyboards()
 
+    def reactions(self) -> dict[tuple[int, int], list[str]]:
+        """The bot's reaction on each message it reacted to: (chat, message) -> emoji."""
+        return self._state.reactions()
+
     def wait_received(self, method: str, count: int = 1, timeout: float = 5.0) -> bool:
         """Block until at least ``count`` requests of ``method`` have *arrived*."""
         return self._state.wait_received(method, count, timeout)

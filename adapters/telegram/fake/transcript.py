@@ -202,6 +202,8 @@ class Transcript:
             return self._text_edit(event, params)
         if event.method == "answerCallbackQuery":
             return self._notice(event, params)
+        if event.method == "setMessageReaction":
+            return self._reaction(event, params)
         if event.method == "setMyCommands":
             commands = _json(params.get("commands")) or []
             listed = ", ".join(f"/{c.get('command')} ({c.get('description')})"
@@ -260,6 +262,14 @@ class Transcript:
         self._texts[(chat, message_id)] = text
         return [f"{_clock(event.started_at)} {self.bot} edited {quote}:",
                 *_indented(readable(text, params.get("entities")))]
+
+    def _reaction(self, event: RecordedRequest, params: Mapping[str, Any]) -> list[str]:
+        chat, message_id = _int(params.get("chat_id")) or 0, _int(params.get("message_id")) or 0
+        given = _json(params.get("reaction"))
+        emoji = " ".join(str(r.get("emoji", "?")) for r in given if isinstance(r, dict)) \
+            if isinstance(given, list) else ""
+        what = f"reacted {emoji} to" if emoji else "took its reaction off"
+        return [f"{_clock(event.started_at)} {self.bot} {what} {self._quote(chat, message_id)}"]
 
     def _notice(self, event: RecordedRequest, params: Mapping[str, Any]) -> list[str]:
         text = params.get("text")

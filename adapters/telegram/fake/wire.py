@@ -19,14 +19,14 @@ __all__ = [
 # Fields the Bot API expects as JSON inside a form field.
 _NESTED_FIELDS: Final = frozenset(
     {"reply_markup", "allowed_updates", "reply_parameters", "entities", "link_preview_options",
-     "commands"}
+     "commands", "reaction"}
 )
 _KNOWN_METHODS: Final = {
     name.lower(): name
     for name in (
         "getMe", "getUpdates", "sendMessage", "sendDocument", "editMessageReplyMarkup",
         "answerCallbackQuery", "deleteWebhook", "getWebhookInfo", "setMyCommands",
-        "setWebhook",
+        "setWebhook", "setMessageReaction",
     )
 }  # fmt: skip
 

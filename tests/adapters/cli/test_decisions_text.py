@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -49,15 +50,21 @@ def test_decisions_and_show_say_who_answered_through_which_channel(home: Path) -
     assert waiting["channels"] == ["pi", f"telegram:{PROFILE}"]
 
     header, *rows = cli(home, "decisions", "--all").splitlines()
-    assert header.split() == ["ID", "FINGERPRINT", "AGE", "AUDIENCE", "STATUS", "OUTCOME",
-                              "VIA", "WHEN", "DEADLINE", "TITLE"]
+    assert header.split() == ["ID", "FINGERPRINT", "AGE", "AGENT", "HOST", "AUDIENCE", "STATUS",
+                              "OUTCOME", "VIA", "WHEN", "DEADLINE", "TITLE"]
     assert [r.split()[:2] for r in rows] == [
         [d[:17], fingerprint(d)] for d in (answered.decision_id, cancelled,
                                           waiting["decision_id"])]
-    assert [r.split()[4:9] for r in rows[1:]] == [
-        ["operator", "cancelled", "cancelled", "cancel", "command"],
-        ["operator", "open", "—", "—", "—"]]
-    assert rows[0].split()[4:8] == ["operator", "accepted", "Continue", f"telegram:{PROFILE}"]
+    # Who asked: `ask` is a workflow's decision, on this host (its context line says so).
+    host = socket.gethostname().split(".")[0]
+    assert [r.split()[4:11] for r in rows[1:]] == [
+        ["workflow", host, "operator", "cancelled", "cancelled", "cancel", "command"],
+        ["workflow", host, "operator", "open", "—", "—", "—"]]
+    assert rows[0].split()[4:10] == ["workflow", "-", "operator", "accepted", "Continue",
+                                     f"telegram:{PROFILE}"]
+    listed = json.loads(cli(home, "decisions", "--all", "--json"))
+    assert [(d["agent"], d["host"]) for d in listed] == [
+        ("workflow", "-"), ("workflow", host), ("workflow", host)]
     assert cli(home, "decisions").splitlines()[1].startswith(waiting["decision_id"][:17])
 
     shown = cli(home, "show", answered.decision_id).splitlines()

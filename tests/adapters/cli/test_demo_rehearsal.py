@@ -17,6 +17,7 @@ from channels.decisions import records, views
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from tests.adapters.cli.test_demo_serve import cli, start_serve, stop
+from tests.channels.telegram.helpers import live_keyboards, settled_labels
 
 TIME = re.compile(r"^\d\d:\d\d:\d\d ")
 
@@ -65,15 +66,22 @@ def test_the_readme_rehearsal_finishes_a_text_answer_with_demo_reply(home: Path)
                 listed["channel"]) == (decision_id, "accepted", "replan",
                                        {"text": "use the staging db"}, "telegram:default")
         assert "typed reply (text): use the staging db" in ok(cli(home, "show", decision_id))
-        assert fake.keyboards() == []  # settled: the buttons are gone
+        # settled: the card keeps its buttons, the chosen one marked, none answers
+        assert live_keyboards(fake.keyboards()) == []
+        assert "✓ Replan" in settled_labels(fake.keyboards()[0]["inline_keyboard"])
+        # the typed answer got its receipt: 👍 on the reply
+        [reaction] = fake.requests("setMessageReaction")
+        assert reaction.params["reaction"] == [{"type": "emoji", "emoji": "👍"}]
         outcome = fake.requests("sendMessage")[-1].params
     finally:
         chat = transcript_of(serve)
     card_quote, prompt_quote = (f"“{shorten(r.params['text'])}”" for r in (card, prompt))
     pressed = chat.index(f"Ada pressed [ Replan ] on {card_quote}")
     replied = chat.index(f"Ada ↪ replying to {prompt_quote}:")
-    removed = chat.index(f"buttons removed from {card_quote}")
-    assert pressed < replied < removed, chat
+    settled = chat.index(f"buttons of {card_quote} are now:")  # marked and inert
+    reacted = chat.index("PiW Decisions reacted 👍 to “use the staging db”")
+    assert pressed < replied < reacted and replied < settled, chat
+    assert any("[ ✓ Replan ]" in line for line in chat[settled:settled + 4])
     assert chat[replied + 1] == "    use the staging db"
     # The card as sent: its text with its entities, then its buttons.
     shown = ["    " + line if line else ""

@@ -61,8 +61,8 @@ def test_a_rehearsal_against_demo_serve_goes_from_setup_to_an_answer(home: Path)
             decision_id, "yes", "telegram:default")
         missing = cli(home, "demo", "--press", "Maybe", "--api-base-url", url)
         assert (missing.returncode, missing.stderr) == (
-            2, "Error: no message on the demo Bot API shows buttons (a decided one's are"
-               " removed); run: piw-channels ask ..., then piw-channels poll\n")
+            2, "Error: no message on the demo Bot API shows buttons to answer (a decided"
+               " one's are marked and inert); run: piw-channels ask ..., then piw-channels poll\n")
     finally:
         serve.send_signal(signal.SIGINT)
         _, err = serve.communicate(timeout=30)

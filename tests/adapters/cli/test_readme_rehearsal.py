@@ -59,12 +59,16 @@ def test_the_readme_rehearsal_runs_to_the_end_on_a_fresh_home(tmp_path: Path) ->
     assert (done.returncode, done.stderr) == (0, ""), out
     assert "Fake Bot API: http://127.0.0.1:" + port in out
     assert "typed reply (text): use the staging db" in out
-    assert re.search(r"^decision-\S+ +\S+ +\d+ s +operator +accepted +Replan +telegram:default ",
+    assert re.search(r"^decision-\S+ +\S+ +\d+ s +workflow +\S+ +operator +accepted +Replan"
+                     r" +telegram:default ",
                      out, re.M), out
     # The chat transcript, printed by the background demo --serve into the same terminal.
     assert re.search(r"^\d\d:\d\d:\d\d Ada pressed \[ Replan \] on “.+”$", out, re.M), out
     assert re.search(r"^\d\d:\d\d:\d\d Ada ↪ replying to “Replan: What should change\?”:\n"
                      r"    use the staging db$", out, re.M), out
-    assert re.search(r"^\d\d:\d\d:\d\d buttons removed from “.+”$", out, re.M), out
+    assert re.search(r"^\d\d:\d\d:\d\d buttons of “.+” are now:$", out, re.M), out
+    assert re.search(r"^    \[ ✓ Replan \]$", out, re.M), out
+    assert re.search(r"^\d\d:\d\d:\d\d PiW Decisions reacted 👍 to “use the staging db”$",
+                     out, re.M), out
     assert not (tmp_path / "home").exists()
     assert list(tmp_path.glob("tmp.*/piw-demo.token")) == []  # kill %1 removed it

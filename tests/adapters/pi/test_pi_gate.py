@@ -37,6 +37,7 @@ from tests.channels.telegram.helpers import (
     USER,
     config_dir,
     configure_telegram_profile,
+    live_keyboards,
     message_parts,
     prompt_message,
     reply_to_prompt,
@@ -142,7 +143,7 @@ def test_a_gated_command_allowed_on_telegram_runs_and_the_model_sees_its_output(
         assert client.close() == 0
     assert not (home / "build").exists()
     assert resolution_row(db, decision_id) == ("accepted", "human", "telegram:ops", None)
-    assert fake.keyboards() == []  # the card is settled
+    assert live_keyboards(fake.keyboards()) == []  # the card is settled
     # The answer went to the waiting call, not to a deferred model turn.
     assert db.conn.execute("SELECT count(*) FROM turn_intents").get == 0
     assert db.conn.execute("SELECT status FROM runs WHERE workflow_ref = 'piw-channels.gate'"
@@ -189,7 +190,7 @@ def test_no_answer_in_time_denies_and_settles_the_card(
         assert client.close() == 0
     assert resolution_row(db, decision_id)[:2] == ("accepted", "timeout_policy")
     poll(home)
-    assert fake.keyboards() == []
+    assert live_keyboards(fake.keyboards()) == []
     assert (home / "build").is_dir()
 
 
@@ -200,7 +201,7 @@ def test_escape_cancels_the_decision_and_settles_the_card(
     try:
         [decision_id] = wait_for_decisions(db)
         poll(home)
-        assert fake.keyboards() != []
+        assert live_keyboards(fake.keyboards()) != []
         client.send({"id": "esc", "type": "abort"})
         wait_until(lambda: db.conn.execute(
             "SELECT count(*) FROM human_decision_resolutions WHERE decision_id = ?",
@@ -214,7 +215,7 @@ def test_escape_cancels_the_decision_and_settles_the_card(
         assert client.close() == 0
     assert resolution_row(db, decision_id) == ("cancelled", "explicit_cancel", None, ESCAPE)
     poll(home)
-    assert fake.keyboards() == []
+    assert live_keyboards(fake.keyboards()) == []
     assert (home / "build").is_dir()
 
 
@@ -225,7 +226,7 @@ def test_an_answer_in_pis_dialog_settles_the_telegram_card(
     try:
         [decision_id] = wait_for_decisions(db)
         poll(home)
-        assert fake.keyboards() != []
+        assert live_keyboards(fake.keyboards()) != []
         client.answer_dialog("select", "1. Allow once")
         done = tool_end(client)
         assert "Allowed in Pi" in result_text(done) and "build-removed" in result_text(done)
@@ -234,7 +235,7 @@ def test_an_answer_in_pis_dialog_settles_the_telegram_card(
         assert client.close() == 0
     assert resolution_row(db, decision_id)[:3] == ("accepted", "human", "pi")
     poll(home)
-    assert fake.keyboards() == []
+    assert live_keyboards(fake.keyboards()) == []
 
 
 def test_two_gated_calls_in_one_message_each_get_their_own_decision(

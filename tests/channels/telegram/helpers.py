@@ -38,7 +38,7 @@ from channels.decisions import workflows
 from channels.decisions.choices import text_input
 from channels.decisions.request import channel_request_document
 from channels.telegram import identity, poll
-from channels.telegram.buttons import callback_token
+from channels.telegram.buttons import TOKEN_RE, callback_token
 from channels.telegram.card import card_parts
 from state.database import Database
 from state.files import default_path
@@ -221,6 +221,24 @@ def push_plain_message(fake: FakeControls) -> int:
     """
     [update_id] = fake.push_fixture(str(FIXTURES / "message_plain_text.json"))
     return update_id
+
+
+def live_buttons(keyboard: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
+    """The labels of the buttons of an inline keyboard that still answer (a settled card keeps
+    its buttons, marked and inert: their data is no live token)."""
+    return [str(b["text"]) for row in keyboard for b in row
+            if TOKEN_RE.fullmatch(str(b.get("callback_data", "")))]
+
+
+def live_keyboards(shown: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Of the fake's `keyboards()`, those with a button that still answers."""
+    return [m for m in shown if live_buttons(m["inline_keyboard"])]
+
+
+def settled_labels(keyboard: Sequence[Sequence[Mapping[str, Any]]]) -> list[str]:
+    """A settled keyboard's labels (the chosen one marked "✓ "); fails on a live button."""
+    assert live_buttons(keyboard) == [], keyboard
+    return [str(b["text"]) for row in keyboard for b in row]
 
 
 def sent_texts(fake: FakeControls) -> list[str]:

@@ -20,7 +20,7 @@ from channels.decisions.presentation import fingerprint
 from channels.telegram.commands import HANDLERS, MENU
 from channels.telegram.text_answers import choice_named, command, hint, pending_list
 from state.database import Database
-from tests.channels.telegram.helpers import FIXTURES, is_outcome
+from tests.channels.telegram.helpers import FIXTURES, is_outcome, settled_labels
 from tests.channels.telegram.test_channel import CHAT, TOKEN, USER, Flow, _configure
 
 
@@ -149,7 +149,10 @@ def test_a_reply_to_the_card_with_a_number_answers_it(flow: Flow) -> None:
     assert flow.rows("SELECT idempotency_key FROM human_decision_resolutions") == [
         (f"telegram:default:text:{CHAT}:{late_message_id(flow, update)}",)]
     assert any(is_outcome(s["text"], "Stop", "Approve?") for s in flow.sends())
-    assert flow.server.sent_messages(CHAT)[0].get("reply_markup") in (None, {})  # settled
+    settled = flow.server.sent_messages(CHAT)[0]["reply_markup"]["inline_keyboard"]
+    assert settled_labels(settled) == ["Continue", "✓ Stop", "Replan"]  # settled, marked
+    # the reply that answered gets its receipt
+    assert flow.server.reactions() == {(CHAT, late_message_id(flow, update)): ["👍"]}
 
 
 def test_a_reply_with_a_text_choice_label_asks_for_its_text(flow: Flow) -> None:
@@ -212,8 +215,9 @@ def test_pending_lists_the_open_decisions_and_sends_their_cards_again(flow: Flow
     flow.poll()
     sent = sends_after(flow, before)
     fps = [fingerprint(h.request.presentation_digest) for h in (first, second)]
-    assert sent[0]["text"] == (f"2 waiting; their cards follow:\n1. Deploy? · {fps[0]}\n"
-                               f"2. Migrate? · {fps[1]}")
+    # Each line names the agent that asked (a workflow's run: no host recorded).
+    assert sent[0]["text"] == (f"2 waiting; their cards follow:\n1. Deploy? · {fps[0]} ·"
+                               f" workflow\n2. Migrate? · {fps[1]} · workflow")
     copies = sent[1:]
     assert [c["text"].split("\n")[0] for c in copies] == ["Deploy?", "Migrate?"]
     assert all(c["reply_markup"]["inline_keyboard"] for c in copies)

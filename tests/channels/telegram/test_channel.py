@@ -30,7 +30,7 @@ from channels.decisions.presentation import fingerprint
 from channels.telegram import deliveries, identity, inbound, poll
 from channels.telegram.buttons import callback_token
 from state.database import Database
-from tests.channels.telegram.helpers import is_outcome
+from tests.channels.telegram.helpers import is_outcome, settled_labels
 from tests.conftest import child_env
 from tests.paths import ROOT
 from tests.shifted_clock import ShiftedClock
@@ -479,7 +479,9 @@ def test_settlement_removes_every_keyboard_and_posts_the_outcome_once(flow2: Flo
     flow2.poll()  # resolves and applies the settlement in the same pass
     edits = [r.params for r in flow2.server.requests("editMessageReplyMarkup")]
     assert sorted(e["chat_id"] for e in edits) == sorted([str(CHAT), str(CHAT2)])
-    assert all(e["reply_markup"] == {"inline_keyboard": []} for e in edits)
+    # Each card keeps its buttons, the chosen one marked, all inert (no live token).
+    assert all(settled_labels(e["reply_markup"]["inline_keyboard"]) == [
+        "Continue", "✓ Stop", "Replan"] for e in edits)
     outcomes = [s for s in flow2.sends() if is_outcome(s["text"], "Stop", "Approve?")]
     assert len(outcomes) == 2
     cards = {str(c): int(flow2.server.sent_messages(c)[0]["message_id"]) for c in (CHAT, CHAT2)}

@@ -25,6 +25,7 @@ from tests.channels.telegram.helpers import (
     delivery_texts,
     effect_statuses,
     inbox_results,
+    live_buttons,
     message_parts,
     open_decision_now,
     outcome_count,
@@ -82,7 +83,7 @@ def test_a_press_on_a_message_whose_send_response_was_lost_resolves_and_settles_
     assert inbox_results() == [(press, "callback", "won")]
     [part] = message_parts(handle.decision_id)
     assert (part.conversation_ref, part.message_ref) == (str(USER), str(lost))
-    assert bot.edits() == [lost] and bot.keyboard(lost) == []
+    assert bot.edits() == [lost] and live_buttons(bot.keyboard(lost)) == []
     assert outcome_count(bot.fake, "Continue") == 1
 
 
@@ -100,7 +101,7 @@ def test_a_press_after_the_decision_was_settled_still_removes_that_keyboard(bot:
     [part] = message_parts(handle.decision_id)
     assert part.message_ref == str(lost)
     assert effect_statuses(handle.decision_id, SETTLE) == ["applied", "applied"]
-    assert bot.edits() == [lost] and bot.keyboard(lost) == []
+    assert bot.edits() == [lost] and live_buttons(bot.keyboard(lost)) == []
     [outcome] = [t for t in (str(r.params["text"]) for r in bot.fake.requests("sendMessage"))
                  if t.startswith("Cancelled")]
     assert send_count(bot.fake, outcome) == 1
@@ -125,5 +126,5 @@ def test_a_press_on_the_lost_copy_of_a_resent_delivery_removes_both_keyboards(bo
     bot.poll()
     assert inbox_results() == [(press, "callback", "won")]
     assert sorted(bot.edits()) == sorted([lost, copy])
-    assert bot.keyboard(lost) == [] and bot.keyboard(copy) == []
+    assert live_buttons(bot.keyboard(lost)) == [] and live_buttons(bot.keyboard(copy)) == []
     assert outcome_count(bot.fake, "Stop") == 1  # one per recipient

@@ -1,0 +1,60 @@
+"""Who asked a decision: the agent (`pi`, `claude-code`, `codex`, `mcp:<client>`, `workflow`)
+and the host it runs on, as the inbox lists them.
+
+The request's subject names them (`agent`, `host`) when the asker says so. A subject without
+them (every decision stored before they existed) is read defensively: a gated Pi tool call's
+run id starts with `gate-`, so its agent is `pi`, anything else is a `workflow`; the host is
+the presentation's context line's `Host`, else `-`. Pure, except `asker`, which reads one
+stored decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import apsw
+
+from channels.decisions import records
+from channels.decisions.context import clean, split_context
+
+__all__ = ["UNKNOWN_HOST", "Asker", "asker", "asker_of", "of_decision"]
+
+
+UNKNOWN_HOST: Final = "-"
+_GATE_RUN: Final = "gate-"
+
+
+@dataclass(frozen=True, slots=True)
+class Asker:
+    agent: str
+    host: str
+
+
+def _named(subject: Mapping[str, Any], key: str) -> str | None:
+    value = subject.get(key)
+    return clean(value) if isinstance(value, str) else None
+
+
+def asker_of(subject: Any, run_id: str, presentation: Any = None) -> Asker:
+    """The agent and host of a decision from its stored subject, run id and presentation."""
+    named = subject if isinstance(subject, Mapping) else {}
+    agent = _named(named, "agent") or ("pi" if run_id.startswith(_GATE_RUN) else "workflow")
+    host = _named(named, "host")
+    if host is None and isinstance(presentation, Mapping) and \
+            isinstance(presentation.get("blocks"), list):
+        _, context = split_context(presentation["blocks"])
+        host = None if context is None or context.host is None else clean(context.host)
+    return Asker(agent, host or UNKNOWN_HOST)
+
+
+def of_decision(decision: records.StoredDecision) -> Asker:
+    """Who asked a loaded decision."""
+    doc = decision.request.document
+    return asker_of(doc.get("subject"), decision.run_id, doc.get("presentation"))
+
+
+def asker(conn: apsw.Connection, decision_id: str) -> Asker:
+    """Who asked one stored decision (KeyError when unknown)."""
+    return of_decision(records.load(conn, decision_id))
