@@ -13,6 +13,9 @@ import pytest
 from state.clock import CountingEntropy, ManualClock
 from state.database import Database
 
+# Under CI=true a skip other than a root-only one fails the run (tests/ci_skips.py).
+pytest_plugins = ["tests.ci_skips"]
+
 # Tests press Ctrl-C as a person at a terminal does. A suite started in the background by a
 # shell without job control inherits SIGINT ignored, and so would every child it starts (an
 # ignored signal stays ignored across exec): the children would never see the Ctrl-C.
