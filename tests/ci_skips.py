@@ -35,6 +35,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     skipped = [r for r in reporter.stats.get("skipped", []) if isinstance(r, pytest.TestReport)]
     reasons = [reason_of(r) for r in skipped]
+    reporter.ensure_newline()  # after the progress dots, on a line of its own
     counts = ", ".join(f"{n} x {why}" for why, n in Counter(reasons).items())
     reporter.write_line(f"CI: {len(skipped)} skipped" + (f" ({counts})" if counts else ""))
     bad = unallowed(reasons)
