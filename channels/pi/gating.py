@@ -60,6 +60,10 @@ PREVIEW_LINES, PREVIEW_UNITS = 40, 3_000  # what the card shows of an attached i
 _UNSHOWABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 
+_PI_AGENT = "pi"
+_AGENT_NAMES = {_PI_AGENT: "Pi", "claude-code": "Claude Code", "codex": "Codex"}
+
+
 class TooLong(Exception):
     """The input is too long even for an attached file."""
 
@@ -78,16 +82,30 @@ class Attachment:
 
 @dataclass(frozen=True, slots=True)
 class GatedCall:
-    """One tool call the policy wants a person to see."""
+    """One tool call the policy wants a person to see, and which agent makes it.
+
+    `agent` is `pi`, `claude-code`, `codex` or `mcp:<client>` (channels.decisions.askers);
+    another agent's subject names it and its host, so the inbox and the audit say who asked
+    and an answer given to one agent's call never matches another's. A Pi call's subject is
+    unchanged from before agents were named: grants stored then still match.
+    """
 
     tool: str
     input: Mapping[str, Any]
     cwd: str
+    agent: str = _PI_AGENT
+    host: str | None = None
 
     @property
     def subject(self) -> dict[str, Any]:
-        return {"kind": "pi.tool_call", "tool": self.tool, "input": dict(self.input),
-                "cwd": self.cwd}
+        subject = {"kind": "pi.tool_call", "tool": self.tool, "input": dict(self.input),
+                   "cwd": self.cwd}
+        if self.agent != _PI_AGENT:
+            subject["kind"] = "agent.tool_call"
+            subject["agent"] = self.agent
+            if self.host is not None:
+                subject["host"] = self.host
+        return subject
 
     @property
     def subject_hash(self) -> bytes:
@@ -107,16 +125,26 @@ def run_id(session_id: str, call: GatedCall, entropy_hex: str) -> str:
     return subject_prefix(session_id, call) + entropy_hex
 
 
+def _agent_name(agent: str) -> str:
+    """How a card names an agent: `Pi`, `Claude Code`, `Codex`, `<client> (MCP)`."""
+    if agent.startswith("mcp:"):
+        client = context.clean(agent[4:])
+        return f"{client} (MCP)" if client else "An MCP client"
+    return _AGENT_NAMES.get(agent) or context.clean(agent) or "An agent"
+
+
 def title(call: GatedCall) -> str:
-    """One line: what Pi wants to do."""
+    """One line: what the agent wants to do."""
+    who = _agent_name(call.agent)
     path = call.input.get("path")
     if call.tool == "bash":
-        return "Pi wants to run a command"
+        return f"{who} wants to run a command"
     if call.tool in ("edit", "write") and isinstance(path, str):
         name = path.rsplit("/", 1)[-1] or path
         verb = "edit" if call.tool == "edit" else "write"
-        return context.clean(f"Pi wants to {verb} {name}") or f"Pi wants to {verb} a file"
-    return context.clean(f"Pi wants to use its {call.tool} tool") or "Pi wants to use a tool"
+        return context.clean(f"{who} wants to {verb} {name}") or f"{who} wants to {verb} a file"
+    return (context.clean(f"{who} wants to use its {call.tool} tool")
+            or f"{who} wants to use a tool")
 
 
 def shown_input(call: GatedCall) -> str:

@@ -134,3 +134,21 @@ def test_an_attached_input_that_starts_blank_still_shows_its_first_text() -> Non
         GatedCall("write", {"path": "f.txt", "content": content}, "/w"), None, WHERE))
     [pre] = [b["text"] for b in document["blocks"] if b["kind"] == "preformatted"]
     assert pre.startswith("payload\npayload") and utf16_len(pre) <= gating.PREVIEW_UNITS
+
+
+def test_another_agents_call_names_it_in_the_title_and_subject_and_never_matches_pis() -> None:
+    command = {"command": "rm -rf build"}
+    pi = GatedCall("bash", command, "/w/app")
+    claude = GatedCall("bash", command, "/w/app", agent="claude-code", host="laptop")
+    mcp = GatedCall("write", {"path": "a/notes.md", "content": "x"}, "/w", agent="mcp:cursor")
+    assert pi.subject == {"kind": "pi.tool_call", "tool": "bash", "input": command,
+                          "cwd": "/w/app"}
+    assert claude.subject == {"kind": "agent.tool_call", "tool": "bash", "input": command,
+                              "cwd": "/w/app", "agent": "claude-code", "host": "laptop"}
+    assert claude.subject_hash != pi.subject_hash
+    assert gating.title(claude) == "Claude Code wants to run a command"
+    assert gating.title(mcp) == "cursor (MCP) wants to write notes.md"
+    assert gating.title(GatedCall("bash", command, "/", agent="codex")) == \
+        "Codex wants to run a command"
+    assert gating.title(GatedCall("bash", command, "/", agent="mcp:")) == \
+        "An MCP client wants to run a command"
