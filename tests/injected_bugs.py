@@ -8,10 +8,12 @@ this variable).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 BUG_ENV = "PIW_TEST_INJECT_BUG"
@@ -30,14 +32,31 @@ def _raiser(original: Any) -> Any:
     return broken
 
 
-def inject(target: str) -> None:
-    """Replace `module:Attr.path` by a function that raises."""
+def _owner(target: str) -> tuple[Any, str]:
     module_name, _, path = target.partition(":")
     owner: Any = importlib.import_module(module_name)
     *parents, name = path.split(".")
     for parent in parents:
         owner = getattr(owner, parent)
+    return owner, name
+
+
+def inject(target: str) -> None:
+    """Replace `module:Attr.path` by a function that raises."""
+    owner, name = _owner(target)
     setattr(owner, name, _raiser(getattr(owner, name)))
+
+
+@contextlib.contextmanager
+def injected(target: str) -> Iterator[None]:
+    """`inject` for the length of a run in this process, then the real function again."""
+    owner, name = _owner(target)
+    original = getattr(owner, name)
+    setattr(owner, name, _raiser(original))
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
 
 
 def main() -> None:

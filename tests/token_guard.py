@@ -51,12 +51,17 @@ def _as_bytes(data: Any) -> bytes:
     return str(data).encode("utf-8", "surrogateescape") if data else b""
 
 
+def scan_output(args: Any, out: Any, err: Any) -> None:
+    """Record a token in what a run printed (a child's, or a run in this process)."""
+    for name, data in (("stdout", out), ("stderr", err)):
+        if ANY_TOKEN_SHAPE.search(_as_bytes(data)):
+            CHILD_LEAKS.append(f"the {name} of child {str(args)[:160]}")
+
+
 def _scanned_communicate(self: subprocess.Popen[Any], *args: Any,
                          **kwargs: Any) -> tuple[Any, Any]:
     out, err = _communicate(self, *args, **kwargs)
-    for name, data in (("stdout", out), ("stderr", err)):
-        if ANY_TOKEN_SHAPE.search(_as_bytes(data)):
-            CHILD_LEAKS.append(f"the {name} of child {str(self.args)[:160]}")
+    scan_output(self.args, out, err)
     return out, err
 
 

@@ -7,7 +7,6 @@ Real `piw-channels poll` children against the loopback fake Bot API.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,6 @@ import pytest
 
 from adapters.telegram.fake import FakeBotApi, Fault
 from tests.channels.telegram.helpers import (
-    CLI,
     PROFILE,
     TOKEN,
     USER,
@@ -25,15 +23,9 @@ from tests.channels.telegram.helpers import (
     open_decision_now,
     press_button,
 )
-from tests.conftest import child_env
-from tests.paths import ROOT
+from tests.cli import piw
 
 OTHER = 5987654321  # a second private chat
-
-
-def piw(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=90)
 
 
 @pytest.fixture

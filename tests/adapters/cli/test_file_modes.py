@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,23 +15,16 @@ import pytest
 
 from adapters.telegram.fake import FakeBotApi
 from tests.channels.telegram.helpers import (
-    CLI,
     TOKEN,
     USER,
     config_dir,
     configure_telegram_profile,
     write_token_file,
 )
-from tests.conftest import child_env
-from tests.paths import ROOT
+from tests.cli import piw
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file away")
-
-
-def piw(home: Path, *args: str, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=90, preexec_fn=lambda: os.umask(umask))
 
 
 def mode(path: Path) -> int:

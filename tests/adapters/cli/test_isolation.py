@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import stat
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,26 +38,12 @@ from tests.channels.telegram.helpers import (
     resolutions,
     write_token_file,
 )
-from tests.conftest import child_env
-from tests.injected_bugs import BUG_ENV, CLI_WITH_BUG
-from tests.paths import ROOT
-from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
+from tests.cli import piw
 
 MINUTE = 60_000
 OTHER_TOKEN = "7987654321:AAH-otherBotSecret_q8Wm2ZxCvB7nLkJh4Rt"
 SORRY = "Something went wrong; the operator has been told"
 CRASH = re.compile(r"crash report: (\S+)$")
-
-
-def piw(home: Path, *args: str, minutes: float = 0, bug: str | None = None,
-        ) -> subprocess.CompletedProcess[str]:
-    env = child_env(home)
-    env[CLOCK_OFFSET_ENV] = str(int(minutes * MINUTE))
-    if bug is not None:
-        env[BUG_ENV] = bug
-    launcher = CLI_SHIFTED if bug is None else CLI_WITH_BUG
-    return subprocess.run([*launcher, *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=90)
 
 
 @pytest.fixture

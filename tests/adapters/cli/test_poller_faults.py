@@ -27,6 +27,7 @@ from tests.channels.telegram.helpers import (
     reap,
     wait_in_flight,
 )
+from tests.cli import piw
 from tests.conftest import child_env
 from tests.paths import ROOT
 from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
@@ -39,13 +40,6 @@ def fake(home: Path) -> Iterator[FakeBotApi]:
     with FakeBotApi(token=TOKEN) as server:
         configure_telegram_profile(home, server.base_url)
         yield server
-
-
-def piw(home: Path, *args: str, offset_ms: int = 0) -> subprocess.CompletedProcess[str]:
-    env = child_env(home)
-    env[CLOCK_OFFSET_ENV] = str(offset_ms)
-    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=90)
 
 
 def kill_a_poller_holding_the_lease(home: Path, fake: FakeBotApi, offset_ms: int = 0) -> None:
@@ -97,13 +91,15 @@ def test_an_exclusive_lock_is_75_in_one_line(home: Path, fake: FakeBotApi) -> No
     try:
         holder.execute("PRAGMA locking_mode=EXCLUSIVE")
         holder.execute("BEGIN EXCLUSIVE")
+        # One child waits out the product's own busy timeout; the rest wait a short one here.
         for args in (["poll", "--once"], ["decisions"], ["init"], ["status"]):
-            done = piw(home, *args)
+            done = piw(home, *args, process=args == ["poll", "--once"],
+                       busy_timeout_ms=None if args == ["poll", "--once"] else 100)
             assert done.returncode == 75, (args, done.stderr)
             assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1, \
                 (args, done.stderr)
             assert "stayed locked by another process" in done.stderr
-        status = piw(home, "status", "--json")  # the health check lists it
+        status = piw(home, "status", "--json", busy_timeout_ms=100)  # the health check lists it
         assert status.returncode == 75
         [item] = json.loads(status.stdout)["needs_attention"]
         assert item["kind"] == "database" and "stayed locked" in item["message"]
@@ -139,7 +135,6 @@ def test_a_database_deleted_or_replaced_under_a_poller_confirms_no_update(
     offsets = [r.params.get("offset") for r in fake.requests("getUpdates")]
     assert str(update_id + 1) not in offsets, offsets
     assert db.exists() == (fault == "replaced")  # nothing created a new file
-
 
 
 def test_the_next_poll_does_not_create_an_empty_database_in_place_of_a_deleted_one(

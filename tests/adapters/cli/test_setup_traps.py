@@ -4,7 +4,6 @@ children against the loopback fake Bot API."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +11,6 @@ import pytest
 
 from adapters.telegram.fake import FakeBotApi
 from tests.channels.telegram.helpers import (
-    CLI,
     FIXTURES,
     PROFILE,
     TOKEN,
@@ -21,15 +19,9 @@ from tests.channels.telegram.helpers import (
     configure_telegram_profile,
     inbox_results,
 )
-from tests.conftest import child_env
-from tests.paths import ROOT
+from tests.cli import piw
 
 GROUP, SUPERGROUP = -4012345678, -1001987654321  # the recorded migration's ids
-
-
-def piw(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=90)
 
 
 @pytest.fixture

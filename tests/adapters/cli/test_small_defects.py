@@ -14,18 +14,11 @@ from tests.channels.telegram.helpers import (
     configure_telegram_profile,
     resolutions,
 )
+from tests.cli import piw
 from tests.conftest import child_env
 from tests.paths import ROOT
-from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
 
 MINUTE = 60_000
-
-
-def piw(home: Path, *args: str, minutes: float = 0) -> subprocess.CompletedProcess[str]:
-    env = child_env(home)
-    env[CLOCK_OFFSET_ENV] = str(int(minutes * MINUTE))
-    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=90)
 
 
 def ask(home: Path, *args: str) -> str:

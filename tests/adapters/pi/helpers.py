@@ -17,6 +17,7 @@ from channels.config.install import install_telegram_profile
 from channels.decisions import workflows
 from channels.decisions.choices import text_input
 from state.database import Database
+from tests.cli import piw
 from tests.conftest import child_env
 from tests.paths import ROOT
 
@@ -63,7 +64,10 @@ def route_to_telegram(home: Path, *, pi_too: bool = True) -> None:
 
 def cli(home: Path, *args: str, stdin: int | None = subprocess.DEVNULL,
         timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run the CLI with no terminal at all (its own session, stdin not a tty)."""
+    """Run the CLI with no terminal: in this process (stdin and stdout are not terminals:
+    tests.cli) or, for another stdin, in a child in its own session."""
+    if stdin == subprocess.DEVNULL:
+        return piw(home, *args)
     return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), stdin=stdin,
                           capture_output=True, text=True, timeout=timeout,
                           start_new_session=True)

@@ -42,6 +42,7 @@ from channels.telegram.buttons import TOKEN_RE, callback_token
 from channels.telegram.card import card_parts
 from state.database import Database
 from state.files import default_path
+from tests.cli import piw
 from tests.conftest import child_env
 from tests.paths import ROOT
 
@@ -291,10 +292,10 @@ def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) 
 # -- processes ---------------------------------------------------------------------------------
 
 
-def run_cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run `piw-channels <args>` to completion in a child process with this HOME."""
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=timeout)
+def run_cli(home: Path, *args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run `piw-channels <args>` to completion with this HOME (in this process unless
+    `process`: tests.cli)."""
+    return piw(home, *args, process=process)
 
 
 def start_cli(home: Path, *args: str) -> subprocess.Popen[str]:
