@@ -134,6 +134,7 @@ class ChannelPoll:
     _answer_slots: asyncio.Semaphore = field(
         default_factory=lambda: asyncio.Semaphore(ANSWER_CONCURRENCY))
     _long_hold: bool = False  # a 429 asked to wait over an hour: this pass ends
+    _listening: asyncio.Task[ProviderResult] | None = None  # the getUpdates under way
 
     def __post_init__(self) -> None:
         self.report = ChannelReport(self.channel.name)
@@ -269,6 +270,8 @@ class ChannelPoll:
 
         self.db.write(command)
         self._long_hold = self._long_hold or hold.long
+        if hold.long and self._listening is not None:
+            self._listening.cancel()  # nothing more goes out this pass: stop its long poll now
 
     async def _loop(self, api: BotApi, outbound: Outbound, deliverer: Deliverer) -> None:
         first = True
@@ -360,7 +363,16 @@ class ChannelPoll:
         timeout = 0 if self.options.once or short else max(
             _MIN_LONG_POLL_SECONDS, min(self.options.long_poll_seconds,
                                        int(until - self.wall_clock()) - 1))
-        res = await api.get_updates(offset, timeout=timeout, deadline=until)
+        self._listening = asyncio.ensure_future(
+            api.get_updates(offset, timeout=timeout, deadline=until))
+        try:
+            res = await self._listening
+        except asyncio.CancelledError:
+            if not self._long_hold or _cancelling():
+                raise
+            return False  # unconfirmed, the updates it would have brought wait for the next pass
+        finally:
+            self._listening = None
         if res.outcome == OK:
             self.report.updates_ok_at, self.report.updates_error = self._now(), None
         else:
@@ -477,3 +489,9 @@ class ChannelPoll:
         while self._answering:
             pending, self._answering = self._answering, set()
             await asyncio.gather(*pending)
+
+
+def _cancelling() -> bool:
+    """Whether this task itself is being cancelled (Ctrl-C, SIGTERM), not only what it awaits."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -25,7 +25,6 @@ from state.database import Database
 from state.exit_codes import EXIT_USAGE
 from tests.channels.telegram.helpers import (
     CHOICES,
-    CLI,
     TOKEN,
     USER,
     configure_telegram_profile,
@@ -35,16 +34,14 @@ from tests.channels.telegram.helpers import (
 from tests.channels.telegram.test_answers_in_chat import push_command
 from tests.channels.telegram.test_channel import CHAT, Flow, _configure
 from tests.channels.telegram.test_channel import TOKEN as FLOW_TOKEN
-from tests.conftest import child_env
-from tests.paths import ROOT
+from tests.cli import piw
 from tests.shifted_clock import ShiftedClock
 
 NOW = 1_796_601_600_000  # 2026-12-07T00:00:00Z
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=60)
+    return piw(home, *args)
 
 
 # -- --since -------------------------------------------------------------------------------

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from adapters.cli.main import build_parser, run
 from state.files import default_path
-from tests.conftest import child_env
-from tests.paths import ROOT
+from tests.cli import piw
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from adapters.cli.main import main; main()", *args],
-                          cwd=ROOT, env=child_env(home), capture_output=True, text=True,
-                          timeout=60)
+    return piw(home, *args)
 
 
 def test_every_command_has_help_text() -> None:

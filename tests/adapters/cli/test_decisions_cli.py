@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,15 +12,13 @@ from channels.decisions import records, resolution, views
 from channels.decisions.resolution import HumanAnswer
 from state.database import Database
 from state.files import default_path
+from tests.cli import CLI, piw
 from tests.conftest import child_env
 from tests.paths import ROOT
 
-CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
-
 
 def cli(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=timeout)
+    return piw(home, *args, timeout=timeout)
 
 
 def wait_for_open_decision(timeout: float = 30) -> str:

@@ -14,9 +14,8 @@ from adapters.cli.decision_table import cut, display_width
 from channels.decisions import records, resolution
 from channels.decisions.resolution import HumanAnswer
 from state.database import Database
-from tests.conftest import child_env
-from tests.paths import ROOT
-from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV, ShiftedClock
+from tests.cli import piw
+from tests.shifted_clock import ShiftedClock
 
 MINUTE = 60_000
 DAY = 1440 * MINUTE
@@ -27,12 +26,8 @@ NOON = (DAY // 2 - datetime.now(UTC).timestamp() * 1000 % DAY) // MINUTE * MINUT
 
 def cli(home: Path, *args: str, columns: int | None = None,
         minutes: int = 0) -> subprocess.CompletedProcess[str]:
-    env = child_env(home)
-    if columns is not None:
-        env["COLUMNS"] = str(columns)
-    env[CLOCK_OFFSET_ENV] = str(int(NOON + minutes * MINUTE))
-    done = subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=60)
+    env = {} if columns is None else {"COLUMNS": str(columns)}
+    done = piw(home, *args, env=env, offset_ms=int(NOON + minutes * MINUTE))
     assert done.returncode == 0, done.stderr
     return done
 

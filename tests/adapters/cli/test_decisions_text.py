@@ -8,13 +8,11 @@ from __future__ import annotations
 import json
 import re
 import socket
-import subprocess
 from pathlib import Path
 
 from adapters.telegram.fake import FakeBotApi
 from tests.adapters.cli.test_poll_alerts import fingerprint
 from tests.channels.telegram.helpers import (
-    CLI,
     PROFILE,
     TOKEN,
     USER,
@@ -22,16 +20,14 @@ from tests.channels.telegram.helpers import (
     open_decision_now,
     press_button,
 )
-from tests.conftest import child_env
-from tests.paths import ROOT
+from tests.cli import piw
 
 WHEN = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 
 
 def cli(home: Path, *args: str) -> str:
-    done = subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=60)
+    done = piw(home, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 from tests.channels.telegram.helpers import CLI
+from tests.cli import piw
 from tests.conftest import child_env
 from tests.paths import ROOT
 
@@ -19,8 +20,7 @@ HEADER_LINES = 5  # what demo --serve prints before the chat transcript
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=60)
+    return piw(home, *args)
 
 
 def read_lines(proc: subprocess.Popen[str], count: int) -> list[str]:

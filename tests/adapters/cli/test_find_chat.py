@@ -25,6 +25,7 @@ from tests.channels.telegram.helpers import (
     wait_in_flight,
     write_token_file,
 )
+from tests.cli import piw
 from tests.conftest import child_env
 from tests.paths import ROOT
 
@@ -90,15 +91,13 @@ def test_find_chat_sees_a_message_already_queued_behind_other_updates(
 
 def test_find_chat_with_no_message_is_75_in_one_line(home: Path, fake: FakeBotApi) -> None:
     token_file = write_token_file(home)
-    done = subprocess.run([*CLI, "setup", "telegram", "--find-chat", "1", "--token-file",
-                           str(token_file), "--api-base-url", fake.base_url], cwd=ROOT,
-                          env=child_env(home), capture_output=True, text=True, timeout=60)
+    done = piw(home, "setup", "telegram", "--find-chat", "1", "--token-file", str(token_file),
+               "--api-base-url", fake.base_url)
     assert (done.returncode, done.stdout) == (75, ""), done
     assert done.stderr.splitlines()[-1].startswith("Error: no message reached @")
 
 
 def test_find_chat_takes_no_ids(home: Path) -> None:
-    done = subprocess.run([*CLI, "setup", "telegram", "--find-chat", "--token-file",
-                           str(write_token_file(home)), "--chat", "1"], cwd=ROOT,
-                          env=child_env(home), capture_output=True, text=True, timeout=60)
+    done = piw(home, "setup", "telegram", "--find-chat", "--token-file",
+               str(write_token_file(home)), "--chat", "1")
     assert (done.returncode, done.stderr) == (2, "Error: --find-chat takes no --chat\n")

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from channels.config.gate import DEFAULT_POLICY, GATE_SCHEMA
-from tests.conftest import child_env
-from tests.paths import ROOT
-
-CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
+from tests.cli import piw
 
 
 @dataclass(frozen=True)
@@ -24,8 +19,7 @@ class Result:
 
 
 def cli(home: Path, *argv: str) -> Result:
-    done = subprocess.run([*CLI, *argv], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=60)
+    done = piw(home, *argv)
     return Result(done.returncode, done.stdout, done.stderr)
 
 
@@ -63,9 +57,8 @@ def test_show_without_a_file_is_the_default_policy_switched_off(home: Path) -> N
 
 def test_show_says_where_the_sandbox_cannot_start_and_what_holds(home: Path,
                                                                 tmp_path: Path) -> None:
-    env = {**child_env(home), "PIW_BWRAP": str(tmp_path / "no-bwrap")}
-    done = subprocess.run([*CLI, "gate", "show"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+    env = {"PIW_BWRAP": str(tmp_path / "no-bwrap")}
+    done = piw(home, "gate", "show", env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == (
         f"sandbox: cannot start (bubblewrap ({tmp_path / 'no-bwrap'}) is not installed;"
@@ -73,8 +66,7 @@ def test_show_says_where_the_sandbox_cannot_start_and_what_holds(home: Path,
     gate_file(home).parent.mkdir(parents=True, mode=0o700)
     gate_file(home).write_text(json.dumps({"schema": GATE_SCHEMA, "sandbox": "require"}))
     gate_file(home).chmod(0o600)
-    done = subprocess.run([*CLI, "gate", "show", "--json"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = piw(home, "gate", "show", "--json", env=env)
     assert json.loads(done.stdout)["sandbox"].endswith("bash calls are refused (require)")
 
 
@@ -125,9 +117,7 @@ def test_a_world_readable_file_exits_77_with_the_fix(home: Path) -> None:
 
 def test_the_config_dir_variable_is_honoured(home: Path, tmp_path: Path) -> None:
     directory = tmp_path / "elsewhere"
-    env = {**child_env(home), "PI_WORKFLOWS_CONFIG_DIR": str(directory)}
-    done = subprocess.run([*CLI, "gate", "on"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = piw(home, "gate", "on", env={"PI_WORKFLOWS_CONFIG_DIR": str(directory)})
     assert done.returncode == 0, done.stderr
     assert json.loads((directory / "gate.json").read_text())["enabled"] is True
     assert not gate_file(home).exists()

@@ -22,9 +22,7 @@ from tests.channels.telegram.helpers import (
     token_secret,
     write_token_file,
 )
-from tests.conftest import child_env
-from tests.paths import ROOT
-from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
+from tests.cli import piw
 
 WHO = f"telegram:{PROFILE}"
 
@@ -37,10 +35,7 @@ def fake(home: Path) -> Iterator[FakeBotApi]:
 
 
 def run(home: Path, *args: str, minutes: int = 0) -> subprocess.CompletedProcess[str]:
-    env = child_env(home)
-    env[CLOCK_OFFSET_ENV] = str(minutes * 60_000)
-    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=90)
+    return piw(home, *args, minutes=minutes)
 
 
 def as_json(home: Path, *args: str, code: int = 0, minutes: int = 0) -> Any:

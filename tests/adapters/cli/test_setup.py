@@ -6,8 +6,6 @@ import argparse
 import json
 import os
 import stat
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +19,8 @@ from adapters.telegram.fake import FakeBotApi, Fault, unused_port_url
 from channels.config.errors import ConfigInvalid
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
-from tests.conftest import child_env
-from tests.paths import ROOT
+from tests.cli import piw
 
-CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 TOKEN = "7000000001:AAH-setupTestTokenSetupTestToken_0123"
 OTHER_TOKEN = "7000000002:AAH-anotherBotsTokenAnotherBots_9876"
 SECRET_PART = TOKEN.split(":", 1)[1]
@@ -79,8 +75,7 @@ def invoke(capsys: pytest.CaptureFixture[str], argv: list[str]) -> Result:
 
 
 def cli(home: Path, argv: list[str]) -> Result:
-    done = subprocess.run([*CLI, *argv], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    done = piw(home, *argv)
     return Result(done.returncode, done.stdout, done.stderr)
 
 

@@ -12,17 +12,15 @@ from pathlib import Path
 import pytest
 
 from adapters.telegram.fake import FakeBotApi
-from tests.channels.telegram.helpers import CLI, USER, config_dir, open_decision_now
-from tests.conftest import child_env
-from tests.paths import ROOT
+from tests.channels.telegram.helpers import USER, config_dir, open_decision_now
+from tests.cli import piw
 
 TOKEN_A = "7100000001:AAH-botAlphaSecretAlphaSecret_0001"
 TOKEN_B = "7200000002:AAH-botBravoSecretBravoSecret_0002"
 
 
 def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(home), capture_output=True,
-                          text=True, timeout=60)
+    return piw(home, *args)
 
 
 def token(home: Path, name: str, value: str) -> Path:

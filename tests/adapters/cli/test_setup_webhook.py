@@ -21,7 +21,6 @@ from adapters.telegram.fake import FakeBotApi, Fault
 from adapters.telegram.setup_bot import SetupBot
 from channels.config.errors import ConfigInvalid
 from tests.adapters.cli.test_setup import (
-    CLI,
     SECRET_PART,
     TOKEN,
     USER,
@@ -34,6 +33,7 @@ from tests.adapters.cli.test_setup import (
     setup_args,
     write_token,
 )
+from tests.cli import CLI, piw
 from tests.conftest import child_env
 from tests.paths import ROOT
 
@@ -105,8 +105,7 @@ def test_delete_webhook_deletes_it_keeps_the_waiting_updates_and_says_so(
                           " polled now.\n")
     assert (config_dir(home) / "channels.json").exists()
     assert_token_nowhere(result, home)
-    polled = subprocess.run([*CLI, "poll", "--once"], cwd=ROOT, env=child_env(home),
-                            capture_output=True, text=True, timeout=60)
+    polled = piw(home, "poll", "--once")
     assert (polled.returncode, polled.stderr) == (0, "")  # Telegram lets it poll now
 
 

@@ -17,11 +17,10 @@ from channels.config.install import install_telegram_profile
 from channels.decisions import workflows
 from channels.decisions.choices import text_input
 from state.database import Database
-from tests.cli import piw
+from tests.cli import CLI, piw
 from tests.conftest import child_env
 from tests.paths import ROOT
 
-CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 # The child becomes a session leader whose controlling terminal is the pty on its stdin, so
 # that `/dev/tty` opens exactly as it does for a person in a terminal.
 TTY_CLI = [sys.executable, "-c",

@@ -13,7 +13,6 @@ import contextlib
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -42,12 +41,11 @@ from channels.telegram.buttons import TOKEN_RE, callback_token
 from channels.telegram.card import card_parts
 from state.database import Database
 from state.files import default_path
-from tests.cli import piw
+from tests.cli import CLI, piw
 from tests.conftest import child_env
 from tests.paths import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "telegram"
-CLI = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
 
 # A token of the real shape ("<bot id>:<secret>"); tests prove it never leaks anywhere.
 TOKEN = "7123456789:AAF-flowTestSecret_k3Jq9XwVbN0pLmZr8Tc"

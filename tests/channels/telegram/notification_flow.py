@@ -3,7 +3,6 @@ process of its own, real `notify` and `poll` processes, and what the fake record
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,9 +21,7 @@ from tests.channels.telegram.helpers import (
     wait_in_flight,
     write_token_file,
 )
-from tests.conftest import child_env
-from tests.paths import ROOT
-from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
+from tests.cli import piw
 
 
 @contextmanager
@@ -45,9 +42,7 @@ def notify(home: Path, *args: str) -> str:
 def poll_once(home: Path, code: int = 0, *, ahead_ms: int = 0) -> str:
     """`poll --once` with the child's clock `ahead_ms` ahead, which must exit `code`; its
     stderr (the alert lines)."""
-    result = subprocess.run([*CLI_SHIFTED, "poll", "--once"], cwd=ROOT, capture_output=True,
-                            env={**child_env(home), CLOCK_OFFSET_ENV: str(ahead_ms)},
-                            text=True, timeout=60)
+    result = piw(home, "poll", "--once", offset_ms=ahead_ms)
     assert result.returncode == code, result.stderr
     return result.stderr
 

@@ -27,9 +27,8 @@ from tests.channels.telegram.helpers import (
     USER,
     configure_telegram_profile,
 )
-from tests.conftest import child_env
-from tests.paths import FIXTURES, ROOT
-from tests.shifted_clock import CLI_SHIFTED, CLOCK_OFFSET_ENV
+from tests.cli import piw
+from tests.paths import FIXTURES
 
 GOLDEN = FIXTURES / "cards"
 CONTEXT = ["--context", "project=web-app", "--context", "session=deploy-review",
@@ -44,10 +43,7 @@ def at_noon(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`piw-channels ARGS` with the child's clock at tomorrow's 12:00:30 UTC (and so never
     near midnight): the card's deadline line is the same whenever the suite runs."""
     now = int(time.time() * 1000)
-    env = child_env(home)
-    env[CLOCK_OFFSET_ENV] = str(now - now % DAY_MS + DAY_MS + 43_230_000 - now)
-    return subprocess.run([*CLI_SHIFTED, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=60)
+    return piw(home, *args, offset_ms=now - now % DAY_MS + DAY_MS + 43_230_000 - now)
 
 DIFF = "\n".join([
     "--- a/deploy/config.yaml", "+++ b/deploy/config.yaml", "@@ -3,4 +3,4 @@",

@@ -182,12 +182,13 @@ def test_a_notification_goes_out_during_a_running_poll_window(home: Path) -> Non
     with notification_chat(home) as fake:
         poller = start_cli(home, "poll", "--for", "30")
         try:
-            wait_in_flight(fake, "getUpdates", 2)  # the long poll is under way
+            listening = wait_in_flight(fake, "getUpdates", 1)
+            assert int(listening.params["timeout"]) > 0  # the long poll is under way
             run = notify(home, "--final", "Backup finished")
             wait_until(lambda: any(r.params.get("text", "").startswith("Finished")
                                    for r in fake.requests("sendMessage")),
                        "the result to go out during the long poll")
-            assert fake.requests("getUpdates")[1].ended_at is None  # it did not wait for it
+            assert fake.requests("getUpdates")[0].ended_at is None  # it did not wait for it
             poller.terminate()
             finish(poller)
         finally:
