@@ -9,12 +9,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from state.clock import CountingEntropy, ManualClock
 from state.database import Database
 
 # Under CI=true a skip other than a root-only one fails the run (tests/ci_skips.py).
 pytest_plugins = ["tests.ci_skips"]
+
+# CI explores the same examples every run (a red CI names a failure anyone can replay) and
+# never fails a property on a loaded machine's timing; HYPOTHESIS_PROFILE=dev explores anew.
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 # Tests press Ctrl-C as a person at a terminal does. A suite started in the background by a
 # shell without job control inherits SIGINT ignored, and so would every child it starts (an
