@@ -9,6 +9,7 @@ module's `__all__` and each package's `__all__` (the modules it offers other pac
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -23,6 +24,13 @@ DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 # `module:name.attr`, as entry points and tests.injected_bugs name a function
 ENTRY = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*)(?:\.\w+)*$")
 ATTRIBUTE_CALLS = {"setattr", "getattr", "hasattr", "delattr", "object"}
+
+
+@functools.cache
+def parse(path: Path) -> ast.Module:
+    """A source file's syntax tree, parsed once per test process (no test changes a source
+    file, and none changes a tree)."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
 
 
 def module_name(path: Path) -> str:
@@ -122,12 +130,13 @@ class Reader:
 
     def definitions(self, module: str) -> dict[str, ast.stmt]:
         if module not in self.defined:
-            tree = ast.parse(self.modules[module].read_text(encoding="utf-8"))
-            self.defined[module] = top_level_definitions(tree)
+            self.defined[module] = top_level_definitions(parse(self.modules[module]))
         return self.defined[module]
 
     def read(self, source: str, user: str) -> None:
-        tree = ast.parse(source)
+        self.read_tree(ast.parse(source), user)
+
+    def read_tree(self, tree: ast.Module, user: str) -> None:
         aliases: dict[str, str] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -185,14 +194,16 @@ class Reader:
             return
 
 
+@functools.cache
 def used_outside() -> Usage:
-    """Every (module, name) some other file uses."""
+    """Every (module, name) some other file uses (read once per test process: do not change
+    what it returns)."""
     modules = product_modules()
     usage = Usage()
     reader = Reader(modules, usage)
     for path in consumer_files():
         user = module_name(path) if module_name(path) in modules else path.as_posix()
-        reader.read(path.read_text(encoding="utf-8"), user)
+        reader.read_tree(parse(path), user)
     for line in (ROOT / "pyproject.toml").read_text(encoding="utf-8").splitlines():
         match = re.search(r'"([\w.]+):(\w+)"', line)
         if match and match.group(1) in modules:
@@ -223,7 +234,7 @@ def public(name: str) -> bool:
 
 def iter_modules() -> Iterator[tuple[str, Path, ast.Module]]:
     for name, path in product_modules().items():
-        yield name, path, ast.parse(path.read_text(encoding="utf-8"))
+        yield name, path, parse(path)
 
 
 def modules_used_across(usage: Usage, modules: dict[str, Path]) -> dict[str, dict[str, set[str]]]:

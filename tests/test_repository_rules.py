@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from tests.paths import ROOT
+from tests.surface import parse
 
 PACKAGES = ("state", "channels", "adapters")
 
@@ -48,7 +49,7 @@ def python_files() -> list[Path]:
 
 def code_strings(path: Path) -> list[tuple[int, str]]:
     """String constants that are not docstrings."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parse(path)
     docstrings = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
@@ -84,7 +85,7 @@ def test_no_mutating_sql_outside_the_state_layer_and_domain_stores() -> None:
 
 
 def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parse(path)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -168,7 +169,7 @@ def test_no_module_imports_another_modules_private_names() -> None:
     """A name another module needs is part of its owner's interface: public, not `_name`."""
     offenders = []
     for path in python_files():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parse(path)
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
                     and node.module.split(".")[0] in LAYERS:
@@ -203,7 +204,7 @@ def module_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         edges = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path)):
             if isinstance(node, ast.Import):
                 edges |= {a.name for a in node.names if a.name in modules}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

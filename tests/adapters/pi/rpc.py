@@ -2,7 +2,10 @@
 
 The test is the RPC client and plays the person answering Pi's dialogs. Needs Node and
 `@mariozechner/pi-coding-agent@0.73.1`; `PIW_PI_BIN` names its `pi` executable (or `pi` is on
-PATH), otherwise the tests that use it are skipped.
+PATH), otherwise the tests that use it are skipped (under CI=true they fail). `PIW_PI_NODE`
+names the Node that runs Pi (default: the `node` on PATH, as Pi's own launcher does); Node 22
+and later keep Pi's compiled code in a cache shared by the run (`NODE_COMPILE_CACHE`), which
+makes each of the suite's Pi starts about 40% cheaper.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,6 +45,23 @@ def pi_executable() -> str | None:
 
 
 PI = pi_executable()
+PI_NODE = os.environ.get("PIW_PI_NODE") or None
+# Node ignores a cache it does not support (Node 20); one directory for the whole run.
+_COMPILE_CACHE = {"NODE_COMPILE_CACHE": os.environ.get("NODE_COMPILE_CACHE") or os.path.join(
+    tempfile.gettempdir(), f"piw-tests-node-cache-{os.getuid()}")}
+
+
+def pi_command(*args: str, node: str | None = PI_NODE) -> list[str]:
+    """The argv that starts real Pi with `args` (`node` None: the `node` on PATH)."""
+    assert PI is not None, "real Pi is not installed (PIW_PI_BIN)"
+    return [*([node] if node else []), PI, *args]
+
+
+def pi_env(home: Path, bridge_bin: Path, **extra: str) -> dict[str, str]:
+    """The environment of a Pi child: its HOME and agent directory, the bridge it spawns."""
+    return {**os.environ, **_COMPILE_CACHE, "HOME": str(home),
+            "PI_CODING_AGENT_DIR": str(home / ".pi/agent"), "PIW_CHANNELS_BIN": str(bridge_bin),
+            **extra}
 # Under CI=true a missing Pi fails these tests (their first step needs it) instead of skipping.
 CI = os.environ.get("CI") == "true"
 needs_pi = pytest.mark.skipif(
@@ -53,13 +74,12 @@ class RpcClient:
 
     def __init__(self, home: Path, bridge_bin: Path, *, session: Sequence[str] = ("--no-session",),
                  offline: bool = True, extra_env: dict[str, str] | None = None,
-                 extensions: Sequence[Path] = (), cwd: Path | None = None) -> None:
-        assert PI is not None, "real Pi is not installed (PIW_PI_BIN)"
-        env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / ".pi/agent"),
-               "PIW_CHANNELS_BIN": str(bridge_bin), **(extra_env or {})}
-        argv = [PI, "--mode", "rpc", *session, *(["--offline"] if offline else []),
-                "--no-extensions", "-e", str(EXTENSION), "-e", str(RELOAD_EXTENSION),
-                *[arg for path in extensions for arg in ("-e", str(path))]]
+                 extensions: Sequence[Path] = (), cwd: Path | None = None,
+                 node: str | None = PI_NODE) -> None:
+        env = pi_env(home, bridge_bin, **(extra_env or {}))
+        argv = pi_command("--mode", "rpc", *session, *(["--offline"] if offline else []),
+                          "--no-extensions", "-e", str(EXTENSION), "-e", str(RELOAD_EXTENSION),
+                          *[arg for path in extensions for arg in ("-e", str(path))], node=node)
         self.proc = subprocess.Popen(argv, cwd=cwd or home, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self._buffer = b""

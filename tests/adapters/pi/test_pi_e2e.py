@@ -10,21 +10,34 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from channels import inbox, messages, store
 from channels.decisions import records
 from channels.pi import deliveries, sessions
 from state import leases
 from state.database import Database
 from tests.adapters.pi.helpers import ask
-from tests.adapters.pi.rpc import CUSTOM_TYPE, RpcClient, bridge_command, needs_pi, wait_until
+from tests.adapters.pi.rpc import (
+    CUSTOM_TYPE,
+    PI_NODE,
+    RpcClient,
+    bridge_command,
+    needs_pi,
+    wait_until,
+)
 
 pytestmark = needs_pi
+# The suite may run Pi on another Node (PIW_PI_NODE): this test also runs on the machine's.
+NODES = [pytest.param(PI_NODE, id="node-of-the-run")] + (
+    [pytest.param(None, id="node-on-path")] if PI_NODE else [])
 
 
+@pytest.mark.parametrize("node", NODES)
 def test_real_pi_shows_the_decision_and_answers_it_through_decision(
-        home: Path, db: Database, tmp_path: Path) -> None:
+        home: Path, db: Database, tmp_path: Path, node: str | None) -> None:
     handle = ask(db)
-    client = RpcClient(home, bridge_command(tmp_path))
+    client = RpcClient(home, bridge_command(tmp_path), node=node)
     try:
         client.send({"id": "state", "type": "get_state"})
         state = client.wait_for(lambda m: m.get("id") == "state", "get_state response")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,11 +24,12 @@ from tests.adapters.pi.helpers import ask
 from tests.adapters.pi.mock_model import MockModel, call, calls, say, texts_sent
 from tests.adapters.pi.rpc import (
     EXTENSION,
-    PI,
     RpcClient,
     bridge_command,
     is_notice,
     needs_pi,
+    pi_command,
+    pi_env,
     wait_until,
 )
 from tests.channels.telegram.helpers import (
@@ -334,13 +334,10 @@ def test_a_broken_policy_file_fails_closed_with_one_line(
 
 def print_mode(home: Path, tmp_path: Path) -> subprocess.Popen[str]:
     """`pi -p` (print mode): no UI at all, so only Telegram can ask."""
-    assert PI is not None
-    env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / ".pi/agent"),
-           "PIW_CHANNELS_BIN": str(bridge_command(tmp_path))}
     return subprocess.Popen(
-        [PI, "-p", "--no-session", "--offline", "--no-extensions", "-e", str(EXTENSION),
-         "Clean the build."], cwd=home, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pi_command("-p", "--no-session", "--offline", "--no-extensions", "-e", str(EXTENSION),
+                   "Clean the build."), cwd=home, env=pi_env(home, bridge_command(tmp_path)),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_with_no_ui_only_telegram_asks(

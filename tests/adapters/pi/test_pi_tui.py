@@ -15,7 +15,7 @@ from pathlib import Path
 from state.database import Database
 from tests.adapters.pi.helpers import ask
 from tests.adapters.pi.mock_model import MockModel, call, say, texts_sent
-from tests.adapters.pi.rpc import EXTENSION, PI, bridge_command, needs_pi
+from tests.adapters.pi.rpc import EXTENSION, bridge_command, needs_pi, pi_command, pi_env
 from tests.adapters.pi.test_pi_gate import RM, enable_gate
 
 pytestmark = needs_pi
@@ -28,11 +28,9 @@ def test_a_decision_is_labelled_for_people_not_by_its_custom_type(
     ask(db)
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / ".pi/agent"),
-           "PIW_CHANNELS_BIN": str(bridge_command(tmp_path)), "TERM": "xterm-256color"}
-    assert PI is not None
-    proc = subprocess.Popen([PI, "--no-session", "--offline", "--no-extensions", "-e",
-                             str(EXTENSION)], cwd=home, env=env, stdin=slave, stdout=slave,
+    env = pi_env(home, bridge_command(tmp_path), TERM="xterm-256color")
+    proc = subprocess.Popen(pi_command("--no-session", "--offline", "--no-extensions", "-e",
+                                       str(EXTENSION)), cwd=home, env=env, stdin=slave, stdout=slave,
                             stderr=slave, start_new_session=True)
     os.close(slave)
     screen = b""
@@ -66,11 +64,9 @@ class Terminal:
     def __init__(self, home: Path, tmp_path: Path) -> None:
         master, slave = os.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 140, 0, 0))
-        env = {**os.environ, "HOME": str(home), "PI_CODING_AGENT_DIR": str(home / ".pi/agent"),
-               "PIW_CHANNELS_BIN": str(bridge_command(tmp_path)), "TERM": "xterm-256color"}
-        assert PI is not None
+        env = pi_env(home, bridge_command(tmp_path), TERM="xterm-256color")
         self.proc = subprocess.Popen(
-            [PI, "--no-session", "--offline", "--no-extensions", "-e", str(EXTENSION)],
+            pi_command("--no-session", "--offline", "--no-extensions", "-e", str(EXTENSION)),
             cwd=home, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
         os.close(slave)
         self.master = master
