@@ -171,7 +171,8 @@ def test_a_failing_disk_exits_74_saying_so_and_loses_nothing(home: Path, tmp_pat
         pytest.skip(f"no loop device file system here (step {done.returncode}): {done.stderr}")
     assert done.returncode == 0, done.stderr
     codes = (out / "codes").read_text().split()
-    assert "74" in codes and set(codes) <= {"0", "74"}, codes  # never 1, never a traceback
+    errors = (out / "err").read_text()  # the why, when a code is not the one expected
+    assert "74" in codes and set(codes) <= {"0", "74"}, (codes, errors)  # never 1, nor a traceback
     lines = (out / "err").read_text().splitlines()
     failed = re.compile(re.escape(f"Error: the disk failed a read or write of {_db(home)}"
                                   " (SQLite: ") + r"[^)]*" + re.escape(
