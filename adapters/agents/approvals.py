@@ -29,6 +29,7 @@ from channels.config.errors import ConfigError
 from channels.config.gate import GatePolicy
 from channels.config.model import PI_CHANNEL, audience_routes
 from channels.decisions import context, records, runs, views, workflows
+from channels.decisions.choices import text_input
 from channels.errors import ChannelsError
 from channels.gate.policy import Judgement, Protected, judge
 from channels.pi import gating
@@ -42,6 +43,10 @@ __all__ = ["Opened", "Verdict", "cancel_call", "judge_call", "open_call", "wait_
 
 
 _POLL_SECONDS = 0.1  # how often a waiting call looks for an answer (no lock, no write)
+# Pi's choices, but the reason's prompt names no agent (the model of any agent is told).
+_CHOICES = {**gating.CHOICES, gating.DENY_REASON: {
+    **gating.CHOICES[gating.DENY_REASON],
+    "input": text_input(gating.REASON_INPUT, "Why not? (the agent is told)", 1, 500)}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +137,7 @@ def _open(db: Database, call: GatedCall, shown: GatedCall, rule: str | None,
                        None, None, rule)
     minutes = float(policy.timeout_minutes)
     spec = workflows.AskSpec(
-        title=gating.title(shown), presentation=presentation, choices=gating.CHOICES,
+        title=gating.title(shown), presentation=presentation, choices=_CHOICES,
         audience=policy.audience, timeout_ms=int(minutes * 60_000),
         default_choice=gating.DENY, origin_session_id=session_id, subject=call.subject,
         workflow=workflows.GATE_WORKFLOW,

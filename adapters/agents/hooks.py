@@ -31,14 +31,13 @@ from adapters.agents.approvals import Verdict
 from channels.pi.gating import GatedCall
 
 __all__ = [
-    "AGENTS", "BLOCKING", "CLAUDE_CODE", "CODEX", "MAX_INPUT_BYTES", "Answer", "BadInput",
+    "BLOCKING", "CLAUDE_CODE", "CODEX", "MAX_INPUT_BYTES", "Answer", "BadInput",
     "HookCall", "answer", "calls", "parse",
 ]
 
 
 CLAUDE_CODE: Final = "claude-code"
 CODEX: Final = "codex"
-AGENTS: Final = (CLAUDE_CODE, CODEX)
 _EVENT: Final = "PreToolUse"
 MAX_INPUT_BYTES: Final = 8 * 1024 * 1024  # far above any tool call; a bound on what we read
 BLOCKING: Final = 2  # both agents: a blocking error, the call is not run
