@@ -154,11 +154,16 @@ def wait_call(db: Database, opened: Opened, *, until_ms: int | None = None) -> V
     decision_id = opened.decision_id
     deadline = opened.handle.request.expires_at_ms
     lease = _hold(db, opened)
+    seen = -1
+    decided: records.Resolution | None = None
     try:
         while True:
             if lease is None:
                 lease = _hold(db, opened)  # someone held it briefly (poll's expiry pass)
-            decided = db.read(lambda c: records.resolution_of(c, decision_id))
+            version = int(db.conn.execute("PRAGMA data_version").get)
+            if version != seen:  # another writer committed: look (else no read at all)
+                seen = version
+                decided = db.read(lambda c: records.resolution_of(c, decision_id))
             now = db.clock.now_ms()
             if decided is None and lease is not None and deadline is not None \
                     and now >= deadline:
