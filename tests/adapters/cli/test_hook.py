@@ -324,6 +324,21 @@ def test_sigterm_while_waiting_cancels_the_decision_and_denies(
     assert live_keyboards(fake.keyboards()) == []
 
 
+def test_a_hook_killed_outright_is_settled_by_poll_at_the_deadline(
+        home: Path, fake: FakeBotApi) -> None:
+    enable_gate(home)
+    proc = start_hook(home, hook_input(home))
+    decision_id = wait_for_decision(proc)
+    cancel = piw(home, "cancel", decision_id)
+    assert cancel.returncode == 75  # the hook holds the run while it waits
+    assert "the Claude Code or Codex hook waiting for the answer" in cancel.stderr
+    proc.send_signal(signal.SIGKILL)
+    finish(proc)
+    done = piw(home, "poll", "--once", minutes=11)  # past the 10 minutes: the owner is gone
+    assert done.returncode == 0, done.stderr
+    assert resolution()[:2] == ("accepted", "timeout_policy")
+
+
 def test_the_agent_cannot_answer_its_own_call(home: Path, fake: FakeBotApi) -> None:
     """The calls an agent would make to answer, cancel or erase the decision are blocked by the
     guard, and the hook offers no way to answer: only a person's press settles it."""
