@@ -1,5 +1,5 @@
 """The edges: the command line (the one composition root), the Telegram Bot API client and
-its loopback fake, and the Pi bridge, operator view and extension."""
+its loopback fake, the Pi bridge, operator view and extension, and other agents at the gate."""
 
 __all__ = ["PIW_CHANNELS_PACKAGE", "cli", "pi"]
 

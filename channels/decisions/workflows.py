@@ -85,6 +85,8 @@ _HOLDERS = {
     "pi-bridge": ("the Pi session that asked (its piw-channels bridge)",
                   "answer or dismiss it in Pi, or end that Pi session (kill {pid})"),
     "pi-local": ("a `piw-channels pi answer` in progress", "let it finish"),
+    "hook": ("the Claude Code or Codex hook waiting for the answer (`piw-channels hook`)",
+             "answer it, or stop that hook (kill {pid}): its decision is then cancelled"),
 }
 
 

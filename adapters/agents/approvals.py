@@ -1,0 +1,227 @@
+"""One gated tool call of an agent other than Pi, approved or refused by a person.
+
+    judge_call  guard + policy -> a Judgement (and the policy it was judged by)
+    open_call   judge; a Verdict at once (allowed, blocked, granted for the session, nobody
+                to ask), or a decision opened for the call (Opened)
+    wait_call   hold the run's lease until the decision resolves (or its deadline passes,
+                which denies), then the Verdict; None when `until_ms` came first
+    cancel_call the agent gave up waiting: cancel the decision (an answer that won stands)
+
+Other agents (Claude Code, Codex, MCP clients) have no sandbox: we do not run their bash, so
+the judgement is the guard and the policy alone (Pi's bridge adds the sandbox,
+adapters.pi.gatedesk). The decision is the gate's own (`piw-channels.gate` runs, named by the
+session and the subject, whose subject is the call's exact input with its agent and host), so
+`poll` carries its card and a person's answer reaches the waiting call, exactly as for Pi.
+Every database step is its own short transaction; nothing waits inside one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from channels.config import gate as gate_config
+from channels.config import loading
+from channels.config.errors import ConfigError
+from channels.config.gate import GatePolicy
+from channels.config.model import PI_CHANNEL, audience_routes
+from channels.decisions import context, records, runs, views, workflows
+from channels.decisions.choices import text_input
+from channels.errors import ChannelsError
+from channels.gate.policy import Judgement, Protected, judge
+from channels.pi import gating
+from channels.pi.gating import GatedCall
+from state import leases
+from state.database import Database
+from state.errors import LeaseHeld, StateError
+from state.leases import Lease
+
+__all__ = ["Opened", "Verdict", "cancel_call", "judge_call", "open_call", "wait_call"]
+
+
+_POLL_SECONDS = 0.1  # how often a waiting call looks for an answer (no lock, no write)
+# Pi's choices, but the reason's prompt names no agent (the model of any agent is told).
+_CHOICES = {**gating.CHOICES, gating.DENY_REASON: {
+    **gating.CHOICES[gating.DENY_REASON],
+    "input": text_input(gating.REASON_INPUT, "Why not? (the agent is told)", 1, 500)}}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the agent is told about its call."""
+
+    allow: bool
+    message: str  # gating.outcome_text, or the judge's reason
+    choice: str | None  # the person's choice id; None when nobody chose (policy, timeout)
+    decision_id: str | None  # None when no decision was opened (the policy decided)
+    rule: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A decision opened for a call, its answer not yet in."""
+
+    decision_id: str
+    handle: workflows.AskHandle
+    timeout_minutes: float
+    rule: str | None = None  # the policy's rule that asked
+
+
+def judge_call(call: GatedCall, *, config_dir: Path, home: Path
+               ) -> tuple[Judgement, GatePolicy | None]:
+    """The guard, then the policy (no sandbox: see above); a broken policy file fails closed
+    inside `judge` and comes back as None, and then nothing is asked: what it would ask about
+    is blocked."""
+    policy: GatePolicy | ConfigError
+    try:
+        policy = gate_config.load_gate_policy(config_dir)
+    except ConfigError as exc:
+        policy = exc
+    protected = Protected.discover(home, config_dir)
+    found = judge(policy, call.tool, call.input, cwd=Path(call.cwd), home=home,
+                  protected=protected)
+    rules = policy if isinstance(policy, GatePolicy) else None
+    if found.action == "ask" and rules is None:  # judge never asks without a policy
+        found = dataclasses.replace(found, action="block")
+    return found, rules
+
+
+def open_call(db: Database, call: GatedCall, *, session_id: str, owner_id: str,
+              config_dir: Path, judged: GatedCall | None = None) -> Verdict | Opened:
+    """Judge `call` and open its decision when a person must answer. `judged` is the call as
+    the policy and the card read it (an agent's own tool names and fields put in the policy's
+    terms), `call` what the subject binds: the exact input the agent will run."""
+    shown = judged or call
+    found, policy = judge_call(shown, config_dir=config_dir, home=Path.home())
+    if found.action == "allow":
+        return Verdict(True, "Allowed by the gate policy: " + found.reason, None, None,
+                       found.rule)
+    if found.action != "ask" or policy is None:
+        return Verdict(False, found.reason, None, None, found.rule)
+    granted = db.read(lambda c: views.accepted_with_subject(
+        c, gating.subject_prefix(session_id, call), call.subject_hash, gating.ALLOW_SESSION))
+    if granted:
+        fingerprint = db.read(lambda c: views.fingerprint_of(c, granted[0]))
+        return Verdict(True, "Allowed: this exact input was allowed for this session"
+                       f" (decision {fingerprint})", gating.ALLOW_SESSION, granted[0], found.rule)
+    nobody = _nobody_to_ask(config_dir, policy.audience)
+    if nobody is not None:
+        return Verdict(False, f"Denied: nobody can be asked ({nobody})", None, None, found.rule)
+    return _open(db, call, shown, found.rule, policy, session_id, owner_id)
+
+
+def _nobody_to_ask(config_dir: Path, audience: str) -> str | None:
+    """Why no person can be asked (a broken channel config, no Telegram route), or None. An
+    agent other than Pi has no dialog of ours: only a chat can answer."""
+    try:
+        config = loading.load_config(config_dir)
+    except ConfigError as exc:
+        return " ".join(str(exc).split())
+    if all(route == PI_CHANNEL for route in audience_routes(config, audience)):
+        return f"audience {audience!r} routes to no Telegram chat"
+    return None
+
+
+def _open(db: Database, call: GatedCall, shown: GatedCall, rule: str | None,
+          policy: GatePolicy, session_id: str, owner_id: str) -> Verdict | Opened:
+    cwd = Path(call.cwd)
+    where = context.Context(context.clean(context.project_name(cwd)),
+                            context.clean(session_id), context.automatic(cwd).host)
+    try:
+        presentation = gating.presentation(shown, rule, where)
+    except gating.TooLong as exc:
+        return Verdict(False, f"Denied without asking: {exc}; split it into smaller steps",
+                       None, None, rule)
+    minutes = float(policy.timeout_minutes)
+    spec = workflows.AskSpec(
+        title=gating.title(shown), presentation=presentation, choices=_CHOICES,
+        audience=policy.audience, timeout_ms=int(minutes * 60_000),
+        default_choice=gating.DENY, origin_session_id=session_id, subject=call.subject,
+        workflow=workflows.GATE_WORKFLOW,
+        run_id=gating.run_id(session_id, call, db.entropy.token_bytes(8).hex()))
+    handle = workflows.create_ask(db, spec, owner_id)
+    return Opened(handle.decision_id, handle, minutes, rule)
+
+
+def wait_call(db: Database, opened: Opened, *, until_ms: int | None = None) -> Verdict | None:
+    """Hold the run's lease until the decision resolves, applying its deadline (the default
+    is deny) as soon as it passes; then finish the run and say who decided. None when
+    `until_ms` (the database clock's ms) passes first: the lease is let go (the deadline
+    still applies, `poll` settles it), and a later `wait_call` holds it again."""
+    decision_id = opened.decision_id
+    deadline = opened.handle.request.expires_at_ms
+    lease = _hold(db, opened)
+    seen = -1
+    decided: records.Resolution | None = None
+    try:
+        while True:
+            if lease is None:
+                lease = _hold(db, opened)  # someone held it briefly (poll's expiry pass)
+            version = int(db.conn.execute("PRAGMA data_version").get)
+            if version != seen:  # another writer committed: look (else no read at all)
+                seen = version
+                decided = db.read(lambda c: records.resolution_of(c, decision_id))
+            now = db.clock.now_ms()
+            if decided is None and lease is not None and deadline is not None \
+                    and now >= deadline:
+                workflows.apply_deadline(db, decision_id, lease)
+                decided = db.read(lambda c: records.resolution_of(c, decision_id))
+            if decided is not None:
+                break
+            if until_ms is not None and now >= until_ms:
+                return None
+            if lease is not None:
+                lease = workflows.renew_run(db, lease)
+            time.sleep(_POLL_SECONDS)
+        if lease is not None:
+            workflows.apply_continuation(db, decision_id, lease)
+    finally:
+        if lease is not None:  # also on Ctrl-C: a waiter that stops must not block others
+            with contextlib.suppress(StateError):
+                workflows.release_run(db, lease)
+    return _verdict(db, opened)
+
+
+def _hold(db: Database, opened: Opened) -> Lease | None:
+    """The run's lease: the one `open_call` took while it is still ours, else claimed again;
+    None while another live owner holds it (poll's expiry pass, for a moment)."""
+    lease = opened.handle.run.lease
+    resource = runs.run_resource(opened.handle.run.run_id)
+    state = db.read(lambda c: leases.read(c, resource))
+    now = db.clock.now_ms()
+    if state is not None and state.expires_at is not None and state.is_live(now) \
+            and state.owner_id == lease.owner_id and state.generation == lease.generation:
+        return dataclasses.replace(lease, expires_at=state.expires_at)
+    try:
+        return db.write(lambda c: leases.claim(c, resource, leases.OwnerType.HOST,
+                                               lease.owner_id, db.clock.now_ms(), db.entropy))
+    except LeaseHeld:
+        return None
+
+
+def _verdict(db: Database, opened: Opened) -> Verdict:
+    decision_id = opened.decision_id
+    decided = db.read(lambda c: records.resolution_of(c, decision_id))
+    if decided is None:  # a cancel that could not be written: still never an allow
+        return Verdict(False, "Denied: the wait for an answer stopped", None, decision_id,
+                       opened.rule)
+    channel, terminal = db.read(lambda c: views.winner_source(c, decision_id))
+    entered = (decided.response or {}).get("input") or {}
+    text = gating.outcome_text(decided.outcome, decided.provenance, decided.choice,
+                               entered.get(gating.REASON_INPUT),
+                               gating.where_answered(channel, terminal), decided.reason,
+                               opened.timeout_minutes)
+    allow = decided.outcome == "accepted" and decided.choice in gating.ALLOWING
+    chosen = decided.choice if decided.provenance == "human" else None
+    return Verdict(allow, text, chosen, decision_id, opened.rule)
+
+
+def cancel_call(db: Database, opened: Opened, reason: str, owner_id: str) -> Verdict:
+    """The agent stopped waiting (Claude Code gave up on its hook): cancel the decision, so
+    its card settles; an answer that won first stands, and is what comes back."""
+    with contextlib.suppress(StateError, ChannelsError):  # decided first, or the disk failed
+        workflows.cancel_decision(db, opened.decision_id, reason, owner_id)
+    return _verdict(db, opened)
