@@ -33,12 +33,23 @@ from channels.telegram.buttons import callback_token
 from state.database import Database
 from state.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 
-__all__ = ["register"]
+__all__ = ["first_update_id", "register"]
 
 
 _DEMO_TOKEN = "123456789:demo-token-not-a-secret_0123456789ab"
 _USER = 5123456789
 _TRANSCRIPT_TICK_S = 0.2  # how often --serve prints what happened in the chat
+
+
+def first_update_id(now: float) -> int:
+    """The first update id a `--serve` started at `now` hands out.
+
+    Ids continue above those of an earlier run: a setup that polled it has its cursor there,
+    and ids below it would be taken as already confirmed and dropped. One id per millisecond
+    of clock: no run hands out updates faster than that (each is a round trip), so a restart
+    even within the same second starts above the last run's ids.
+    """
+    return int(now * 1000)
 
 
 def _steps(first: int, last: int) -> str:
@@ -161,9 +172,7 @@ def _serve(token_file: Path, port: int) -> int:
         with os.fdopen(descriptor, "w") as handle:
             handle.write(_DEMO_TOKEN + "\n")
     token = token_file.read_text(encoding="utf-8").strip()
-    # Update ids continue above those of an earlier run (a setup that polled it has its
-    # cursor there; ids below it would be taken as already confirmed and dropped).
-    server = FakeBotApi(token, port=port, first_update_id=int(time.time()))
+    server = FakeBotApi(token, port=port, first_update_id=first_update_id(time.time()))
     try:
         server.start()
     except OSError as exc:  # most often: the port is taken (another --serve still running)

@@ -11,6 +11,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+from adapters.cli.demo import first_update_id
 from tests.channels.telegram.helpers import CLI
 from tests.cli import piw
 from tests.conftest import child_env
@@ -111,6 +112,14 @@ def test_a_restarted_demo_serve_still_delivers_presses(home: Path) -> None:
     listing = {d["decision_id"]: d for d in json.loads(
         cli(home, "decisions", "--all", "--json").stdout)}
     assert (listing[one]["choice"], listing[two]["choice"]) == ("yes", "yes")
+
+
+def test_a_serve_restarted_within_the_second_starts_above_the_last_runs_ids() -> None:
+    # The defect: ids began at the whole second, so a first run that handed out five updates
+    # within a second left the cursor above the next run's first ids, and a press was dropped.
+    started, restarted = 1_700_000_000.2, 1_700_000_000.9
+    last_of_first_run = first_update_id(started) + 4  # five updates, each a round trip
+    assert first_update_id(restarted) > last_of_first_run
 
 
 def test_demo_serve_on_a_busy_port_is_one_line_and_a_usage_error(home: Path) -> None:
