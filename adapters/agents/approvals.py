@@ -80,7 +80,7 @@ def judge_call(call: GatedCall, *, config_dir: Path, home: Path
         policy = gate_config.load_gate_policy(config_dir)
     except ConfigError as exc:
         policy = exc
-    protected = Protected.discover(home, config_dir)
+    protected = Protected.discover(home, config_dir, Path(call.cwd))
     found = judge(policy, call.tool, call.input, cwd=Path(call.cwd), home=home,
                   protected=protected)
     rules = policy if isinstance(policy, GatePolicy) else None

@@ -153,8 +153,8 @@ class GateDesk:
             # create the configuration (a gate.json of its own) before a person does.
             with contextlib.suppress(ConfigError):
                 prepare_directory(directory)
-        protected = Protected.discover(home, directory)
         cwd = Path(call.cwd)
+        protected = Protected.discover(home, directory, cwd)
         sandbox = confinement.confine(confining, self._probe(), protected, cwd=cwd, home=home)
         found = judge(policy, call.tool, call.input, cwd=cwd, home=home, protected=protected)
         if found.action == "allow" and call.tool == "bash":

@@ -25,6 +25,8 @@ from channels.gate.paths import (
 )
 from channels.gate.programs import GUARDED, program_rule
 from channels.gate.protected import (
+    AGENT_SETTINGS,
+    AGENT_SETTINGS_FILES,
     CONFIG,
     DATABASE,
     PI_SETTINGS,
@@ -54,7 +56,8 @@ _NEEDLES: Final = (("state.sqlite", DATABASE), (".pi/agent/workflows", DATABASE)
                    ("channels.decisions", CLI_PROGRAM), ("channels.pi", CLI_PROGRAM),
                    ("channels.telegram", CLI_PROGRAM), ("channels.config", CONFIG),
                    ("pi-workflows", CONFIG), (".pi/agent/settings", PI_SETTINGS),
-                   (".pi/agent/extensions", PI_SETTINGS), ("tiocsti", "terminal input"))
+                   (".pi/agent/extensions", PI_SETTINGS), ("tiocsti", "terminal input"),
+                   *((name, AGENT_SETTINGS) for name in AGENT_SETTINGS_FILES))
 _GLOB: Final = re.compile(r"[*?\[]")
 _PROC: Final = re.compile(r"/proc/([^/]+)(?:/|$)")
 
@@ -234,8 +237,8 @@ def _path_hit(text: str, cwd: Path | None, home: Path, protected: Protected, *,
         return next((k for p, k in files if glob_matches(plain, p)), None)
     real = resolve(_tilde_user(text, home), cwd=base, home=home)
     for path, kind in files:
-        if path in (plain, real) or (mutating and (is_within(path, plain)
-                                                   or is_within(path, real))):
+        if path in (plain, real) or (mutating and any(_removes(path, kind, p)
+                                                      for p in (plain, real))):
             return kind
     if not listing:
         for directory, kind in protected.directories():
@@ -243,6 +246,15 @@ def _path_hit(text: str, cwd: Path | None, home: Path, protected: Protected, *,
                     mutating and (is_within(directory, plain) or is_within(directory, real))):
                 return kind
     return None
+
+
+def _removes(path: Path, kind: str, target: Path) -> bool:
+    """Whether a mutating program on `target` reaches the protected `path` in it. An agent's
+    settings sit in the project and in home: only their own directory (`.claude`, `.codex`)
+    counts, or every `find .` and `rm -rf build/..` in a project would be refused."""
+    if kind == AGENT_SETTINGS:
+        return is_within(path, target) and is_within(target, path.parent)
+    return is_within(path, target)
 
 
 def _tilde_user(text: str, home: Path) -> str:

@@ -1,6 +1,9 @@
 """What the guard protects: the state database and its companions, the configuration files,
 the token files credentials.json names, Pi's settings and extensions (which load the gate
-itself), the directories that hold them, and the processes of Pi and its bridge."""
+itself), the settings of the other agents whose hooks call the gate (Claude Code's and Codex's,
+in the home directory and in the project and each directory above it: an agent that edited
+them could take its hook away), the directories that hold them, and the processes of Pi and
+its bridge."""
 
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ from channels.gate.paths import is_within, resolve
 from channels.gate.verdict import Judgement, block
 from state.files import STATE_RELATIVE_PATH
 
-__all__ = ["CONFIG", "DATABASE", "PI_SETTINGS", "TOKEN", "Place", "Protected", "file_block"]
+__all__ = ["AGENT_SETTINGS", "AGENT_SETTINGS_FILES", "CONFIG", "DATABASE", "PI_SETTINGS", "TOKEN",
+           "Place", "Protected", "file_block"]
 
 
 _CONFIG_FILES: Final = ("channels.json", "credentials.json", "gate.json")
@@ -24,8 +28,13 @@ DATABASE: Final = "state database"
 CONFIG: Final = "config file"
 TOKEN: Final = "token file"
 PI_SETTINGS: Final = "pi settings"
+AGENT_SETTINGS: Final = "agent settings"
 _WHAT: Final = {DATABASE: "the decision state database", CONFIG: "the piw-channels configuration",
-                TOKEN: "a bot token file", PI_SETTINGS: "Pi's settings or extensions"}
+                TOKEN: "a bot token file", PI_SETTINGS: "Pi's settings or extensions",
+                AGENT_SETTINGS: "an agent's settings (where its hook to the gate is set)"}
+# Where Claude Code and Codex read their hooks, under home and in a project's directories.
+AGENT_SETTINGS_FILES: Final = (".claude/settings.json", ".claude/settings.local.json",
+                               ".codex/config.toml", ".codex/hooks.json")
 
 Place = tuple[Path, str]  # a path and the kind of thing it is
 
@@ -38,14 +47,16 @@ class Protected:
     config_dir: Path
     token_files: tuple[Path, ...]
     pids: tuple[int, ...] = ()  # the bridge and its Pi (their numbers, for `kill N`)
+    project: Path | None = None  # the call's working directory: its agents' settings too
 
     @classmethod
-    def discover(cls, home: Path, config_dir: Path) -> Protected:
+    def discover(cls, home: Path, config_dir: Path, project: Path | None = None) -> Protected:
         """The database under `home`, the config dir, the token files credentials.json names
         (read leniently: a broken file still protects the paths it mentions), this process
-        and its parent (in the bridge: the bridge and its Pi)."""
+        and its parent (in the bridge: the bridge and its Pi), and the agents' settings in
+        `project` and above."""
         return cls(home / STATE_RELATIVE_PATH, config_dir, _token_files(config_dir),
-                   (os.getpid(), os.getppid()))
+                   (os.getpid(), os.getppid()), project)
 
     @property
     def pi_agent_dir(self) -> Path:
@@ -65,7 +76,19 @@ class Protected:
         found += [(self.config_dir / name, CONFIG) for name in _CONFIG_FILES]
         found += [(path, TOKEN) for path in self.token_files]
         found += [(self.pi_agent_dir / "settings.json", PI_SETTINGS)]
+        found += [(d / name, AGENT_SETTINGS) for d in self._agent_directories()
+                  for name in AGENT_SETTINGS_FILES]
         return _with_resolved(found)
+
+    def _agent_directories(self) -> list[Path]:
+        """Home, and the project with every directory above it (Claude Code reads a
+        project's `.claude` where it was started, which may be above the call's cwd)."""
+        home = self.pi_agent_dir.parent.parent
+        found = [home]
+        if self.project is not None:
+            project = Path(os.path.abspath(self.project))
+            found += [project, *project.parents]
+        return list(dict.fromkeys(found))
 
     @cached_property
     def _directories(self) -> tuple[Place, ...]:

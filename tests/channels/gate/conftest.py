@@ -42,8 +42,8 @@ def config_dir(home: Path) -> Path:
 
 
 @pytest.fixture
-def protected(home: Path, config_dir: Path) -> Protected:
-    return dataclasses.replace(Protected.discover(home, config_dir), pids=(4242, 4243))
+def protected(home: Path, config_dir: Path, project: Path) -> Protected:
+    return dataclasses.replace(Protected.discover(home, config_dir, project), pids=(4242, 4243))
 
 
 @pytest.fixture

@@ -233,6 +233,11 @@ FILES = [
     (f"{CFG}/channels.json", "guard: config file"),
     (f"{CFG}/credentials.json", "guard: config file"), (f"{CFG}/gate.json", "guard: config file"),
     ("~/secrets/bot.token", "guard: token file"), ("../secrets/bot.token", "guard: token file"),
+    # Another agent's hooks to the gate: in home, in the project, in a directory above it.
+    ("~/.claude/settings.json", "guard: agent settings"),
+    (".claude/settings.local.json", "guard: agent settings"),
+    ("../.claude/settings.json", "guard: agent settings"),
+    ("~/.codex/config.toml", "guard: agent settings"), (".codex/hooks.json", "guard: agent settings"),
 ]
 
 
@@ -306,6 +311,10 @@ MORE_BLOCKED = [
     ("grep -r x ~/secrets", "guard: token file"),
     ("echo x > ~/.pi/agent/extensions/evil.ts", "guard: pi settings"),
     ("cat ~/.pi/agent/settings.json", "guard: pi settings"),
+    ("sed -i /PreToolUse/d ~/.claude/settings.json", "guard: agent settings"),
+    ("echo '{}' > .claude/settings.local.json", "guard: agent settings"),
+    ("rm ~/.codex/hooks.json", "guard: agent settings"),
+    ("rm -rf .claude", "guard: agent settings"),
     ("python3 -c \"open('/x/.pi/agent/extensions/a.ts', 'w')\"", "guard: pi settings"),
     ("echo '{\"type\": \"answer\"}' > /proc/$PPID/fd/0", "guard: signal"),
     ("cat /proc/4243/environ", "guard: signal"),
