@@ -197,3 +197,19 @@ def unpaced() -> str:
 def is_unpaced() -> bool:
     """Whether `unpaced()` ran: the CLI's children are then started through its launcher."""
     return _UNPACED
+
+
+def side_by_side(unpaced_ms: float, paced: dict[str, tuple[int, list[float]]]) -> list[str]:
+    """The worker's own cost per press next to the paced figure a user meets: `paced` maps a
+    label ("one chat") to (presses, the wall seconds of each paced pass that settled them).
+    The paced figure is what a user waits: the passes' whole wall time, start-up included."""
+    lines = [f"  per press, unpaced (worker's own cost): {unpaced_ms:9.1f} ms"]
+    for label, (presses, passes) in paced.items():
+        if presses <= 0 or not passes:
+            raise ValueError(f"paced figure {label!r} has no presses or no passes")
+        each = sum(passes) * 1000 / presses
+        ratio = f"{each / unpaced_ms:.1f}x" if unpaced_ms > 0 else "n/a"
+        lines.append(f"  per press, paced, {label + ':':22s}  {each:9.1f} ms ({ratio} unpaced;"
+                     f" {presses} presses, {len(passes)} passes,"
+                     f" {sum(passes):.1f} s with start-up)")
+    return lines

@@ -16,7 +16,9 @@ Then the paced figure a user meets: --paced-presses presses in one chat handled 
 short burst), pass after pass until every one is settled (a pass ends at its 15 s bound; the
 rest is left for the next): the passes, their wall time, per press. The naive bot has no
 pacer (python-telegram-bot sends at once, and meets Telegram's 429s instead): its paced
-figure is its unpaced one.
+figure is its unpaced one. Both are printed side by side (`bench.common.side_by_side`).
+--paced-presses is 5 by default: one chat takes one message a second, two per press, so 5
+presses take ~10 s of passes where 100 would take ~200 s.
 
 Targets: piw per press <= 1.0x the peer that posts the outcome; <= 3 fdatasync per press;
 cold piw <= 1.5x `import telegram`.
@@ -41,7 +43,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.telegram.fake import FakeBotApiProcess
 from bench import piw
-from bench.common import TOKEN, USER, TlsFront, abba, machine_load, self_signed, spread, unpaced
+from bench.common import (
+    TOKEN,
+    USER,
+    TlsFront,
+    abba,
+    machine_load,
+    self_signed,
+    side_by_side,
+    spread,
+    unpaced,
+)
 from state.database import Database
 
 PEER = [sys.executable, str(Path(__file__).with_name("peer_bot.py"))]
@@ -90,28 +102,6 @@ def strace_syncs(argv: list[str], env: dict[str, str], out: Path) -> int:
         if m:
             total += int(m.group(1))
     return total
-
-
-def paced_passes(fake: FakeBotApiProcess, env: dict[str, str], presses: int, done: int
-                 ) -> tuple[list[float], float]:
-    """`presses` presses in one chat, handled by paced `poll --once` passes until all are
-    settled: each pass's wall seconds, and their sum."""
-    with Database.open_writer() as db:
-        handles = piw.open_decisions(db, presses, done)
-        piw.poll_in_process(db)  # delivery: not part of the figure
-        piw.push_presses(fake.control, db, handles)
-    walls = []
-    for _ in range(60):
-        walls.append(piw.wall(piw.poll_command(paced=True), env))
-        with Database.open_reader() as db:
-            try:
-                piw.check_settled(db, done + presses)
-                break
-            except SystemExit:
-                continue
-    else:
-        raise SystemExit(f"{presses} paced presses not settled after {len(walls)} passes")
-    return walls, sum(walls)
 
 
 def main() -> None:
@@ -182,7 +172,7 @@ def main() -> None:
                     idle[name].append(seconds)
             with Database.open_reader() as db:
                 piw.check_settled(db, done)
-            paced = paced_passes(piw_fake, env, args.paced_presses, done) \
+            paced = piw.paced_passes(piw_fake.control, env, args.paced_presses, done) \
                 if args.paced_presses else None
             for front in (piw_tls, *peer_tls):
                 front.close()
@@ -206,13 +196,11 @@ def main() -> None:
         print(f"  fsync+fdatasync per press in a {n}-press batch, {name:10s}: {value:.2f}"
               "  (strace -f -c)" + ("  (target <= 3)" if name == "piw" else ""))
     if paced is not None:
-        passes, seconds = paced
-        p = args.paced_presses
-        each = ", ".join(f"{s:.1f}" for s in passes)
-        print(f"paced (Telegram's limits, one chat): {p} presses settled by {len(passes)}"
-              f" `poll --once` passes, {seconds:.1f} s of passes in all"
-              f" ({seconds * 1000 / p:.0f} ms per press; passes {each} s);"
-              " the peer: no pacer, its paced figure is its unpaced one")
+        print("paced (Telegram's limits, `poll --once` passes until all are settled) beside"
+              " unpaced; the peer has no pacer (python-telegram-bot sends at once and meets"
+              " 429s instead): its paced figure is its unpaced one")
+        for line in side_by_side(per["piw"], {"one chat": (args.paced_presses, paced[0])}):
+            print(line)
     print("cold (idle cron run):")
     for name, seconds in med.items():
         print(f"  {name:16s} {seconds * 1000:7.1f} ms")

@@ -149,3 +149,24 @@ def check_settled(db: Database, expected: int) -> None:
     }
     if any(v != expected for v in got.values()):
         raise SystemExit(f"expected {expected} presses won, settled and continued; got {got}")
+
+
+def paced_passes(control: RemoteFakeBotApi, env: dict[str, str], presses: int, done: int
+                 ) -> tuple[list[float], float]:
+    """`presses` presses in one chat, handled by paced `poll --once` passes (a pass ends at its
+    15 s bound and leaves the rest to the next) until all are settled: each pass's wall
+    seconds, and their sum."""
+    with Database.open_writer() as db:
+        handles = open_decisions(db, presses, done)
+        poll_in_process(db)  # delivery: not part of the figure
+        push_presses(control, db, handles)
+    walls = []
+    for _ in range(60):
+        walls.append(wall(poll_command(paced=True), env))
+        with Database.open_reader() as db:
+            try:
+                check_settled(db, done + presses)
+                return walls, sum(walls)
+            except SystemExit:
+                continue
+    raise SystemExit(f"{presses} paced presses not settled after {len(walls)} passes")

@@ -12,7 +12,10 @@ Prints, in one run:
       press over all timed batches (apsw commit hook); where the time goes (one more batch,
       instrumented); fsync+fdatasync per press (strace -f -c attached for one more batch,
       untimed), target <= 3; and end to end per press with start-up (one cron `poll --once`
-      process per batch);
+      process per batch); and beside the headline, through `side_by_side`, the paced figure a
+      user meets: --paced-presses presses (5 by default: one chat takes one message a second,
+      two per press, so 5 presses cost ~10 s where 100 would cost ~200 s) settled by cron
+      `poll --once` passes with Telegram's limits on, per press, start-up included;
   (c) an idle `piw-channels poll --for --window` (55 s, a cron minute): the getUpdates calls
       the fake recorded (target <= 5) and the events it added; and the events of one idle
       `poll --once` (target <= 2).
@@ -21,6 +24,7 @@ Per press against the naive python-telegram-bot bot: bench/peer_bench.py; with h
 bench/history_bench.py.
 
 Run: python bench/poll_bench.py [--runs N] [--rounds N] [--presses N] [--window S]
+     [--paced-presses N]
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from bench.common import (
     fdatasync_counter,
     machine_load,
     self_signed,
+    side_by_side,
     spread,
     unpaced,
 )
@@ -151,7 +156,7 @@ def _batch(db: Database, fake: FakeBotApiProcess, n: int, done: int) -> int:
 
 
 def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: int,
-            bundle: Path) -> None:
+            bundle: Path, paced_presses: int) -> None:
     raw = RawCommits(base / "raw.sqlite")
     home = piw.make_home(base / "presses", base_url)
     os.environ["HOME"] = str(home)
@@ -204,6 +209,8 @@ def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: 
         cron.append(spent * 1000 / n)
         with Database.open_reader() as db:
             piw.check_settled(db, done)
+    # What a user meets: cron passes with Telegram's limits on (a few presses: ~1 s each).
+    paced = piw.paced_passes(fake.control, env, paced_presses, done) if paced_presses else None
     raw.close()
     headline = statistics.median(per_round)
     print(f"(b) {rounds} batches of {n} presses, each handled by one `poll --once` pass over"
@@ -221,6 +228,11 @@ def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: 
               f"{sum(syncs.values()) / n:.2f} {syncs}  (strace -f -c; target <= 3)")
     else:
         print("    fsync+fdatasync per press: not counted (strace missing or not permitted)")
+    if paced is not None:
+        print("    paced (Telegram's limits on, cron `poll --once` passes until all are settled)"
+              " beside the headline:")
+        for line in side_by_side(headline, {"one chat": (paced_presses, paced[0])}):
+            print("  " + line)
 
     def per(seconds: float) -> float:
         return seconds * 1000 / n
@@ -272,6 +284,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="timed batches of presses")
     parser.add_argument("--presses", type=int, default=100, help="presses per batch (<= 100)")
     parser.add_argument("--window", type=int, default=55, help="idle `poll --for` seconds")
+    parser.add_argument("--paced-presses", type=int, default=5,
+                        help="presses in one chat for the paced figure (0: none)")
     args = parser.parse_args()
     os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
     print(f"start: {machine_load()}")
@@ -289,7 +303,8 @@ def main() -> None:
         with fakes[0], fakes[1] as fake, fakes[2] as idle_fake:
             fronts = [TlsFront(f.base_url, cert, key) for f in fakes]
             cold_start(base, fronts[0].base_url, args.runs, bundle)
-            presses(base, fake, fronts[1].base_url, args.rounds, args.presses, bundle)
+            presses(base, fake, fronts[1].base_url, args.rounds, args.presses, bundle,
+                    args.paced_presses)
             idle(base, idle_fake, fronts[2].base_url, args.window, bundle)
             for front in fronts:
                 front.close()

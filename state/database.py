@@ -132,7 +132,7 @@ class Database:
             raise DatabaseMissing(f"no state database at {db_path}; run: piw-channels init")
         check_modes(db_path, private_directory=private_directory)
         db = cls._connect(db_path, readonly=True, clock=clock, entropy=entropy)
-        return db._prepare(db._verify_identity, db._apply_pragmas)
+        return db._prepare(db._verify_created, db._verify_identity, db._apply_pragmas)
 
     def _prepare(self, *steps: Callable[[], None]) -> Database:
         """Run the opening steps; on any failure close the connection (nothing written)."""
@@ -247,6 +247,14 @@ class Database:
 
     def _has_objects(self) -> bool:
         return bool(self.conn.execute("SELECT count(*) FROM sqlite_schema").get)
+
+    def _verify_created(self) -> None:
+        """An empty file is a database another process is creating (a writer makes the file,
+        then its schema): to a reader there is no state yet, not an incompatible file."""
+        if self._read_header_int("user_version") == 0 and self._read_header_int(
+                "application_id") == 0 and not self._has_objects():
+            raise DatabaseMissing(f"the state database at {self.path} is being created (it is"
+                                  " still empty); run the command again, or: piw-channels init")
 
     def _verify_identity(self) -> None:
         """Compare header, schema_meta and every live schema object with the compiled DDL."""

@@ -349,3 +349,16 @@ def test_backup_refuses_an_existing_destination(db: Database, tmp_path: Path) ->
     with pytest.raises(PermissionProblem, match="already exists"):
         maintenance.backup(dest)
     assert dest.read_text() == "keep me"
+
+
+def test_a_reader_meeting_a_database_still_being_created_finds_no_state_yet(home: Path) -> None:
+    # A writer creates the file (0600), then its schema: a reader in between (`decisions` run
+    # at the moment the first `ask` or hook creates the state) saw "incompatible".
+    path = default_path()
+    path.parent.mkdir(parents=True, mode=0o700)
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    with pytest.raises(DatabaseMissing, match="is being created"):
+        Database.open_reader()
+    assert file_bytes(path) == b""
+    Database.open_writer().close()  # and the writer still creates it
+    Database.open_reader().close()
