@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any, Final, TextIO
 
 from adapters.mcp import protocol, tools
@@ -22,16 +24,16 @@ __all__ = ["serve"]
 
 _MAX_LINE: Final = 8 * 1024 * 1024
 _MAX_CALLS: Final = 32  # tool calls in flight at once
-_JOIN_SECONDS: Final = 30
+_JOIN_SECONDS: Final = 5  # a stopped call ends within a second; the client kills at 2 s
 
 
 class _Server:
     def __init__(self, out: TextIO, session_id: str) -> None:
         self.out, self.lock = out, threading.Lock()
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # stdin closed: every call stops
         self.client = "client"
         self.session_id = session_id
-        self.calls: list[threading.Thread] = []
+        self.calls: dict[str, _Call] = {}  # by request id, while running
 
     def send(self, line: str) -> None:
         with self.lock:
@@ -44,13 +46,22 @@ class _Server:
         except protocol.Malformed as exc:
             self.send(protocol.error(exc.request_id, exc.code, str(exc)))
             return
+        if message.method == "notifications/cancelled":
+            self.cancel(message.params.get("requestId"))
         if not message.is_request:
-            return  # notifications (initialized, cancelled) and responses need no answer
+            return  # other notifications (initialized) and responses need no answer
         try:
             self.request(message)
         except Exception as exc:  # a bug: answered, and the loop goes on
             self.send(protocol.error(message.request_id, protocol.INTERNAL_ERROR,
                                      crashes.report_line(exc, f"answering {message.method}")))
+
+    def cancel(self, request_id: Any) -> None:
+        """The client gave up on a call (basic/utilities/cancellation.mdx): its wait ends, a
+        waiting approval cancels its decision, and no answer is sent."""
+        found = self.calls.get(repr(request_id))
+        if found is not None:
+            found.stop.set()
 
     def request(self, message: Message) -> None:
         rid, params = message.request_id, message.params
@@ -84,18 +95,22 @@ class _Server:
             self.send(protocol.error(rid, protocol.INVALID_PARAMS,
                                      '"arguments" must be an object'))
             return
-        self.calls = [t for t in self.calls if t.is_alive()]
         if len(self.calls) >= _MAX_CALLS:
             self.send(protocol.error(rid, protocol.INTERNAL_ERROR, f"{_MAX_CALLS} tool calls"
                                      " are already running; call again when one is done"))
             return
-        thread = threading.Thread(target=self.run_tool, args=(rid, str(name), args),
-                                  daemon=True)
-        self.calls.append(thread)
-        thread.start()
+        if repr(rid) in self.calls:
+            self.send(protocol.error(rid, protocol.INVALID_REQUEST, f"Invalid request: id"
+                                     f" {rid!r} is already in use by a running call"))
+            return
+        call = _Call(threading.Thread(target=self.run_tool, args=(rid, str(name), args),
+                                      daemon=True), threading.Event())
+        self.calls[repr(rid)] = call
+        call.thread.start()
 
     def run_tool(self, rid: Any, name: str, args: dict[str, Any]) -> None:
-        session = tools.Session(self.client, self.session_id, self.stop)
+        stop = self.calls[repr(rid)].stop
+        session = tools.Session(self.client, self.session_id, _Either(stop, self.stop))
         try:
             value = protocol.tool_result(tools.call(name, args, session))
         except tools.ToolError as exc:
@@ -104,8 +119,29 @@ class _Server:
             line = " ".join(str(exc).split()) or crashes.report_line(exc, f"running {name}")
             value = protocol.tool_result(f"Error: {exc.__class__.__name__}: {line}",
                                          is_error=True)
+        finally:
+            self.calls.pop(repr(rid), None)
+        if stop.is_set():
+            return  # cancelled: the client no longer waits for this answer
         with contextlib.suppress(OSError, ValueError):  # the client closed: nobody to answer
             self.send(protocol.result(rid, value))
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    thread: threading.Thread
+    stop: threading.Event  # the client cancelled this call
+
+
+@dataclass(frozen=True, slots=True)
+class _Either:
+    """Set when this call is cancelled or the client went away (what tools.Session reads)."""
+
+    call: threading.Event
+    server: threading.Event
+
+    def is_set(self) -> bool:
+        return self.call.is_set() or self.server.is_set()
 
 
 def serve(stdin: TextIO, stdout: TextIO, session_id: str) -> int:
@@ -127,7 +163,8 @@ def serve(stdin: TextIO, stdout: TextIO, session_id: str) -> int:
                 server.handle(line)
     finally:
         server.stop.set()  # waits end; a waiting approval cancels its decision
-        for thread in server.calls:
-            thread.join(_JOIN_SECONDS)
+        end = time.monotonic() + _JOIN_SECONDS
+        for call in list(server.calls.values()):
+            call.thread.join(max(0.0, end - time.monotonic()))
     print("piw-channels mcp: stdin closed, exiting", file=sys.stderr)
     return 0

@@ -13,12 +13,11 @@ asker is `mcp:<client name>` and this host, as the inbox and the audit show it.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from adapters.agents import approvals, hooks
 from adapters.agents.approvals import Opened, Verdict
@@ -43,13 +42,19 @@ class ToolError(ValueError):
     """A tool call that cannot be done as asked: its one-line reason goes to the model."""
 
 
+class _Stop(Protocol):
+    """Whether the call should stop waiting (cancelled, or the client went away)."""
+
+    def is_set(self) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Session:
     """One client connection: who asks (agent `mcp:<client>`), from where."""
 
     client: str
     session_id: str
-    stop: threading.Event  # set when stdin closes or the server is stopped
+    stop: _Stop  # set when the client cancels the call or closes stdin
 
     @property
     def agent(self) -> str:
@@ -186,26 +191,29 @@ def _wait(args: Mapping[str, Any], session: Session) -> dict[str, Any]:
             version = int(db.conn.execute("PRAGMA data_version").get)
             if version != seen:  # another writer committed: look (else no read at all)
                 seen = version
-                if db.read(lambda c: records.resolution_of(c, ticket)) is not None:
-                    return _answer(db.read(lambda c: audit.row(c, ticket)))
+                resolved = db.read(lambda c: records.resolution_of(c, ticket))
+                if resolved is not None:
+                    return _answer(db.read(lambda c: audit.row(c, ticket)), resolved)
             if time.monotonic() >= end or session.stop.is_set():
                 return {"ticket": ticket, "status": "pending"}
             time.sleep(_POLL_SECONDS)
 
 
-def _answer(row: audit.AuditRow) -> dict[str, Any]:
+# How a settled ticket ended, by the resolution's provenance (channels.audit's words).
+_STATUS: Final = {"human": "answered", "timeout": "defaulted", "expired": "expired",
+                  "cancel": "cancelled"}
+
+
+def _answer(row: audit.AuditRow, resolved: records.Resolution) -> dict[str, Any]:
     """The answer as the resolution recorded it; the person by the name Telegram showed and
     the channel, never their numeric id."""
-    with Database.open_reader() as db:
-        resolved = db.read(lambda c: records.resolution_of(c, row.decision_id))
-    entered = None if resolved is None else (resolved.response or {}).get("input")
+    entered = (resolved.response or {}).get("input")
     text = entered.get("text") if isinstance(entered, dict) else None
     return {"ticket": row.decision_id,
-            "status": "answered" if row.outcome == "accepted" else row.provenance or "closed",
+            "status": _STATUS.get(row.provenance or "", row.outcome),
             "choice": row.choice, "label": row.choice_label, "text": text,
             "by": row.provenance, "who": row.who_name, "channel": row.channel,
-            "answered_at_ms": row.resolved_at,
-            "reason": row.reason}
+            "answered_at_ms": row.resolved_at, "reason": row.reason}
 
 
 def _request_approval(args: Mapping[str, Any], session: Session) -> dict[str, Any]:
@@ -218,7 +226,7 @@ def _request_approval(args: Mapping[str, Any], session: Session) -> dict[str, An
     subject, judged = hooks.calls(hooks.HookCall(session.session_id, cwd, tool, given),
                                   session.agent, socket.gethostname())
     with Database.open_writer() as db:
-        owner_id = workflows.new_owner_id(db, "hook")
+        owner_id = workflows.new_owner_id(db, "mcp")
         found = approvals.open_call(db, subject, session_id=session.session_id,
                                     owner_id=owner_id, config_dir=resolve_config_dir(),
                                     judged=judged)
