@@ -6,11 +6,13 @@ stdout."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from adapters.mcp import protocol
+from tests import readme_blocks
 from tests.cli import CLI, piw
 from tests.conftest import child_env
 from tests.paths import ROOT
@@ -96,3 +98,16 @@ def test_a_response_and_a_notification_get_no_answer(home: Path) -> None:
         json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
                     "params": {"requestId": 12345}}), "", request(1, "ping"))
     assert code == 0 and answers == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
+
+
+def test_the_readme_mcp_rehearsal_runs_word_for_word_on_a_fresh_home(tmp_path: Path) -> None:
+    script = readme_blocks.block("by writing the client's lines by\nhand:")
+    done = readme_blocks.run(tmp_path, script, "8767", readme_blocks.free_port())
+    assert (done.returncode, done.stderr.count("stdin closed")) == (0, 2), done.stderr
+    [_, answered] = [json.loads(line) for line in done.stdout.splitlines()
+                     if line.startswith('{"jsonrpc"')]
+    found = answered["result"]["structuredContent"]
+    assert (found["status"], found["choice"], found["label"], found["by"]) == (
+        "answered", "ship", "Ship it", "human")
+    assert re.search(r"^decision-\S+ .* mcp:try .* accepted +Ship it .*Ship v2\?$",
+                     done.stdout, re.M), done.stdout
