@@ -227,6 +227,7 @@ def test_request_approval_allowed_on_the_phone(home: Path, fake: FakeBotApi) -> 
             decision_id = await opened_gate_decision(asking)
             await poll_soon(home)
             card = "\n".join(str(m.get("text", "")) for m in fake.sent_messages(USER))
+            assert "test-agent (MCP) wants to run a command" in card
             assert PUSH in card and str(home) in card
             press(fake, decision_id, gating.ALLOW)
             await poll_soon(home)
