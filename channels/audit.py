@@ -18,7 +18,7 @@ from channels import inbox
 from channels.decisions import askers, history, records
 from channels.telegram.identity import telegram_channel_id
 
-__all__ = ["AuditRow", "audit"]
+__all__ = ["AuditRow", "audit", "row"]
 
 
 # The resolution's provenance, as the audit says it.
@@ -62,10 +62,10 @@ class AuditRow:
 
 def audit(conn: apsw.Connection, since: int) -> list[AuditRow]:
     """Every decision asked or resolved at or after `since` (epoch ms), oldest first."""
-    return [_row(conn, decision_id) for decision_id in records.decisions_since(conn, since)]
+    return [row(conn, decision_id) for decision_id in records.decisions_since(conn, since)]
 
 
-def _row(conn: apsw.Connection, decision_id: str) -> AuditRow:
+def row(conn: apsw.Connection, decision_id: str) -> AuditRow:
     decision = records.load(conn, decision_id)
     request = decision.request
     asker = askers.of_decision(decision)

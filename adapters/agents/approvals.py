@@ -39,7 +39,8 @@ from state.database import Database
 from state.errors import LeaseHeld, StateError
 from state.leases import Lease
 
-__all__ = ["Opened", "Verdict", "cancel_call", "judge_call", "open_call", "wait_call"]
+__all__ = ["Opened", "Verdict", "cancel_call", "judge_call", "nobody_to_ask", "open_call",
+           "wait_call"]
 
 
 _POLL_SECONDS = 0.1  # how often a waiting call looks for an answer (no lock, no write)
@@ -107,13 +108,13 @@ def open_call(db: Database, call: GatedCall, *, session_id: str, owner_id: str,
         fingerprint = db.read(lambda c: views.fingerprint_of(c, granted[0]))
         return Verdict(True, "Allowed: this exact input was allowed for this session"
                        f" (decision {fingerprint})", gating.ALLOW_SESSION, granted[0], found.rule)
-    nobody = _nobody_to_ask(config_dir, policy.audience)
+    nobody = nobody_to_ask(config_dir, policy.audience)
     if nobody is not None:
         return Verdict(False, f"Denied: nobody can be asked ({nobody})", None, None, found.rule)
     return _open(db, call, shown, found.rule, policy, session_id, owner_id)
 
 
-def _nobody_to_ask(config_dir: Path, audience: str) -> str | None:
+def nobody_to_ask(config_dir: Path, audience: str) -> str | None:
     """Why no person can be asked (a broken channel config, no Telegram route), or None. An
     agent other than Pi has no dialog of ours: only a chat can answer."""
     try:

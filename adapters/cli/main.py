@@ -100,13 +100,19 @@ def _hook() -> _Register:
     return hook.register
 
 
+def _mcp() -> _Register:
+    from adapters.cli import mcp
+
+    return mcp.register
+
+
 # Command -> the loader of the group that registers it (in help order).
 _GROUPS: dict[str, Callable[[], _Register]] = {
     "init": _database, "verify": _database, "backup": _database, "status": _database,
     "ask": _decisions, "decisions": _decisions, "show": _decisions, "cancel": _decisions,
     "expire": _decisions, "notify": _notify, "setup": _setup, "poll": _telegram,
     "resend": _telegram, "demo": _demo, "pi": _pi, "gate": _gate, "hook": _hook,
-    "audit": _audit,
+    "audit": _audit, "mcp": _mcp,
 }
 
 

@@ -87,6 +87,8 @@ _HOLDERS = {
     "pi-local": ("a `piw-channels pi answer` in progress", "let it finish"),
     "hook": ("the Claude Code or Codex hook waiting for the answer (`piw-channels hook`)",
              "answer it, or stop that hook (kill {pid}): its decision is then cancelled"),
+    "mcp": ("an MCP client's request_approval, waiting for the answer (`piw-channels mcp`)",
+            "answer it, or stop that MCP server (kill {pid}): its decision is then cancelled"),
 }
 
 

@@ -5,15 +5,11 @@ reads them (adapters.agents.hooks cites each contract)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
-import re
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +23,7 @@ from channels.decisions import records
 from channels.pi import gating
 from channels.telegram.buttons import callback_token
 from state.database import Database
+from tests import readme_blocks
 from tests.channels.telegram.helpers import (
     TOKEN,
     USER,
@@ -135,12 +132,6 @@ def press(fake: FakeBotApi, decision_id: str, choice: str) -> None:
     fake.push_fixture("callback_press.json", {
         "user_id": USER, "chat_id": USER, "message_id": card["message_id"],
         "message_text": card["text"], "callback_data": token})
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def card_text(fake: FakeBotApi) -> str:
@@ -415,39 +406,15 @@ def test_hook_help_names_both_agents(home: Path) -> None:
 
 
 def test_the_readme_hook_rehearsal_runs_word_for_word_on_a_fresh_home(tmp_path: Path) -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("Rehearse it against the fake Bot API, in a throwaway HOME"):]
-    match = re.search(r"```bash\n(.*?)```", section, re.S)
-    assert match is not None
-    port = str(free_port())
-    lines = []
-    for line in match.group(1).replace("8766", port).splitlines():
-        if line.startswith("sleep "):  # a person waits a moment; the test waits for the card
-            line = ("for _ in $(seq 600); do piw-channels decisions | grep -q claude-code"
-                    " && break; sleep 0.1; done")
-        lines.append(line)
-        if "demo --serve" in line:
-            lines.append(f"for _ in $(seq 600); do (exec 3<>/dev/tcp/127.0.0.1/{port})"
-                         " 2>/dev/null && break; sleep 0.1; done")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shim = bin_dir / "piw-channels"
-    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c'
-                    ' "from adapters.cli.main import main; main()" "$@"\n')
-    shim.chmod(0o755)
-    env = child_env(tmp_path) | {"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
-    env["PATH"] = f"{bin_dir}:{env['PATH']}"
-    script = "set -e\n" + "\n".join(lines) + "\nwait || true\n"
-    shell = subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             start_new_session=True)
-    try:
-        out, err = shell.communicate(timeout=180)
-    finally:  # whatever the script left running (the fake, a waiting hook) goes with it
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(shell.pid, signal.SIGKILL)
-        shell.communicate()
-    assert (shell.returncode, err) == (0, ""), out
+    def rewrite(line: str) -> str:  # a person waits a moment; the test waits for the decision
+        return ("for _ in $(seq 600); do piw-channels decisions | grep -q claude-code"
+                " && break; sleep 0.1; done") if line.startswith("sleep ") else line
+
+    done = readme_blocks.run(tmp_path, readme_blocks.block(
+        "Rehearse it against the fake Bot API, in a throwaway HOME"), "8766",
+        readme_blocks.free_port(), rewrite)
+    out = done.stdout
+    assert (done.returncode, done.stderr) == (0, ""), out
     assert '"permissionDecision": "allow", "permissionDecisionReason": "Allowed on Telegram"' \
         in out
     assert "claude-code" in out and "Allow once" in out
