@@ -18,6 +18,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters
+from mcp.client.client import Client
 from mcp.client.stdio import stdio_client
 
 from adapters.telegram.fake import FakeBotApi
@@ -349,3 +350,21 @@ def test_a_call_the_client_cancels_cancels_its_decision_and_the_session_goes_on(
     decision_id = asyncio.run(scenario())
     assert resolutions() == [(decision_id, "cancelled", "explicit_cancel", None,
                               "the MCP client stopped waiting")]
+
+
+def test_the_sdks_default_client_falls_back_from_discover_to_the_handshake(
+        home: Path, fake: FakeBotApi) -> None:
+    # SDK 2.x's Client probes `server/discover` (the 2026-07-28 revision) first; we answer
+    # "Method not found" and it continues with `initialize`.
+    params = StdioServerParameters(
+        command=sys.executable, args=["-c", "from adapters.cli.main import main; main()", "mcp"],
+        env=child_env(home), cwd=ROOT)
+
+    async def scenario() -> None:
+        async with Client(params, client_info=CLIENT) as client:
+            assert client.session.protocol_version == "2025-11-25"
+            done = await client.call_tool("ask_human", {"title": "Go?", "choices": CHOICES})
+            assert not done.is_error and done.structured_content is not None
+            assert done.structured_content["status"] == "pending"
+
+    asyncio.run(scenario())
