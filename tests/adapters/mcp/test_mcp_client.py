@@ -33,6 +33,8 @@ from tests.channels.telegram.helpers import (
     config_dir,
     configure_telegram_profile,
     live_keyboards,
+    prompt_message,
+    reply_to_prompt,
     start_cli,
 )
 from tests.cli import piw
@@ -366,5 +368,26 @@ def test_the_sdks_default_client_falls_back_from_discover_to_the_handshake(
             done = await client.call_tool("ask_human", {"title": "Go?", "choices": CHOICES})
             assert not done.is_error and done.structured_content is not None
             assert done.structured_content["status"] == "pending"
+
+    asyncio.run(scenario())
+
+
+def test_a_typed_answer_comes_back_as_text(home: Path, fake: FakeBotApi) -> None:
+    async def scenario() -> None:
+        async with connected(home) as session:
+            ticket = (await call(session, "ask_human", title="Approve the plan?",
+                                 choices=[{"id": "go", "label": "Continue"}],
+                                 text_choice={"id": "replan", "label": "Replan",
+                                              "prompt": "What should change?"}))["ticket"]
+            await poll_soon(home)
+            press(fake, ticket, "replan")
+            await poll_soon(home)  # the ForceReply prompt goes out
+            prompt = prompt_message(ticket)
+            assert prompt is not None
+            reply_to_prompt(fake, prompt[0], prompt[1], "use the staging db\nand retry")
+            await poll_soon(home)
+            answer = await call(session, "wait", ticket=ticket, timeout=10)
+            assert (answer["status"], answer["choice"], answer["label"], answer["text"]) == (
+                "answered", "replan", "Replan", "use the staging db\nand retry")
 
     asyncio.run(scenario())
