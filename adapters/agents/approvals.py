@@ -44,13 +44,13 @@ from state.database import Database
 from state.errors import LeaseHeld, StateError
 from state.leases import Lease
 
-__all__ = ["JUST_NOW_MS", "Opened", "Verdict", "allowed_just_now", "cancel_call", "judge_call",
+__all__ = ["Opened", "Verdict", "allowed_just_now", "cancel_call", "judge_call",
            "nobody_to_ask", "open_call", "wait_call"]
 
 
 # How long a person's "Allow once" of a call also answers the agent's own approval prompt for
 # the same call (Codex asks its PermissionRequest hook right after its PreToolUse hook).
-JUST_NOW_MS: Final = 120_000
+_JUST_NOW_MS: Final = 120_000
 _POLL_SECONDS = 0.1  # how often a waiting call looks for an answer (no lock, no write)
 # Pi's choices, but the reason's prompt names no agent (the model of any agent is told).
 _CHOICES = {**gating.CHOICES, gating.DENY_REASON: {
@@ -129,9 +129,9 @@ def open_call(db: Database, call: GatedCall, *, session_id: str, owner_id: str,
 
 def allowed_just_now(db: Database, call: GatedCall, session_id: str) -> Verdict | None:
     """An allow when a person allowed exactly `call` (once or for the session) in this
-    session within the last JUST_NOW_MS; None otherwise."""
+    session within the last _JUST_NOW_MS; None otherwise."""
     prefix = gating.subject_prefix(session_id, call)
-    since = db.clock.now_ms() - JUST_NOW_MS
+    since = db.clock.now_ms() - _JUST_NOW_MS
 
     def newest(conn: apsw.Connection) -> tuple[str, str, str] | None:
         for choice in gating.ALLOWING:

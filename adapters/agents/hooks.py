@@ -40,14 +40,14 @@ from adapters.agents.approvals import Verdict
 from channels.pi.gating import GatedCall
 
 __all__ = [
-    "BLOCKING", "CLAUDE_CODE", "CODEX", "MAX_INPUT_BYTES", "PERMISSION_REQUEST", "PRE_TOOL_USE",
+    "BLOCKING", "CLAUDE_CODE", "CODEX", "MAX_INPUT_BYTES", "PERMISSION_REQUEST",
     "Answer", "BadInput", "HookCall", "answer", "calls", "parse", "pre_tool_use_form",
 ]
 
 
 CLAUDE_CODE: Final = "claude-code"
 CODEX: Final = "codex"
-PRE_TOOL_USE: Final = "PreToolUse"
+_PRE_TOOL_USE: Final = "PreToolUse"
 PERMISSION_REQUEST: Final = "PermissionRequest"  # Codex only: its own approval prompt
 MAX_INPUT_BYTES: Final = 8 * 1024 * 1024  # far above any tool call; a bound on what we read
 BLOCKING: Final = 2  # both agents: a blocking error, the call is not run
@@ -65,7 +65,7 @@ class HookCall:
     cwd: str
     tool_name: str
     tool_input: Mapping[str, Any]
-    event: str = PRE_TOOL_USE
+    event: str = _PRE_TOOL_USE
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ def parse(text: str, agent: str = CLAUDE_CODE) -> HookCall:
     if not isinstance(document, dict):
         raise BadInput("the hook input must be a JSON object")
     event = document.get("hook_event_name")
-    events = (PRE_TOOL_USE, PERMISSION_REQUEST) if agent == CODEX else (PRE_TOOL_USE,)
+    events = (_PRE_TOOL_USE, PERMISSION_REQUEST) if agent == CODEX else (_PRE_TOOL_USE,)
     if event not in events:
         raise BadInput(f"hook_event_name is {event!r}; this hook answers"
                        f" {' and '.join(events)} only")
@@ -148,7 +148,7 @@ def _policy_terms(name: str, given: Mapping[str, Any]) -> tuple[str, dict[str, A
     return name.lower(), data
 
 
-def answer(agent: str, verdict: Verdict, event: str = PRE_TOOL_USE) -> Answer:
+def answer(agent: str, verdict: Verdict, event: str = _PRE_TOOL_USE) -> Answer:
     """The verdict as the agent's hook contract reads it (see the module docstring)."""
     decided_by_person = verdict.decision_id is not None or verdict.choice is not None
     if event == PERMISSION_REQUEST:
@@ -165,6 +165,6 @@ def answer(agent: str, verdict: Verdict, event: str = PRE_TOOL_USE) -> Answer:
     if verdict.allow and not decided_by_person:
         return Answer("", "", 0)  # not the gate's to allow: Claude Code's own rules decide
     output = {"hookSpecificOutput": {
-        "hookEventName": PRE_TOOL_USE, "permissionDecision": "allow" if verdict.allow else "deny",
+        "hookEventName": _PRE_TOOL_USE, "permissionDecision": "allow" if verdict.allow else "deny",
         "permissionDecisionReason": verdict.message}}
     return Answer(json.dumps(output, ensure_ascii=False) + "\n", "", 0)
