@@ -3,6 +3,8 @@
     judge_call  guard + policy -> a Judgement (and the policy it was judged by)
     open_call   judge; a Verdict at once (allowed, blocked, granted for the session, nobody
                 to ask), or a decision opened for the call (Opened)
+    allowed_just_now  a person allowed this exact call moments ago (the agent's own approval
+                prompt that follows its PreToolUse hook is not asked twice)
     wait_call   hold the run's lease until the decision resolves (or its deadline passes,
                 which denies), then the Verdict; None when `until_ms` came first
     cancel_call the agent gave up waiting: cancel the decision (an answer that won stands)
@@ -22,6 +24,9 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
+
+import apsw
 
 from channels.config import gate as gate_config
 from channels.config import loading
@@ -39,10 +44,13 @@ from state.database import Database
 from state.errors import LeaseHeld, StateError
 from state.leases import Lease
 
-__all__ = ["Opened", "Verdict", "cancel_call", "judge_call", "nobody_to_ask", "open_call",
-           "wait_call"]
+__all__ = ["Opened", "Verdict", "allowed_just_now", "cancel_call", "judge_call",
+           "nobody_to_ask", "open_call", "wait_call"]
 
 
+# How long a person's "Allow once" of a call also answers the agent's own approval prompt for
+# the same call (Codex asks its PermissionRequest hook right after its PreToolUse hook).
+_JUST_NOW_MS: Final = 120_000
 _POLL_SECONDS = 0.1  # how often a waiting call looks for an answer (no lock, no write)
 # Pi's choices, but the reason's prompt names no agent (the model of any agent is told).
 _CHOICES = {**gating.CHOICES, gating.DENY_REASON: {
@@ -91,12 +99,17 @@ def judge_call(call: GatedCall, *, config_dir: Path, home: Path
 
 
 def open_call(db: Database, call: GatedCall, *, session_id: str, owner_id: str,
-              config_dir: Path, judged: GatedCall | None = None) -> Verdict | Opened:
+              config_dir: Path, judged: GatedCall | None = None,
+              always_ask: bool = False) -> Verdict | Opened:
     """Judge `call` and open its decision when a person must answer. `judged` is the call as
     the policy and the card read it (an agent's own tool names and fields put in the policy's
-    terms), `call` what the subject binds: the exact input the agent will run."""
+    terms), `call` what the subject binds: the exact input the agent will run. `always_ask`:
+    the agent itself asks for a person's approval (its own prompt), so what the policy would
+    let through is asked too; the guard still blocks first."""
     shown = judged or call
     found, policy = judge_call(shown, config_dir=config_dir, home=Path.home())
+    if always_ask and found.action == "allow" and policy is not None:
+        found = dataclasses.replace(found, action="ask")
     if found.action == "allow":
         return Verdict(True, "Allowed by the gate policy: " + found.reason, None, None,
                        found.rule)
@@ -112,6 +125,30 @@ def open_call(db: Database, call: GatedCall, *, session_id: str, owner_id: str,
     if nobody is not None:
         return Verdict(False, f"Denied: nobody can be asked ({nobody})", None, None, found.rule)
     return _open(db, call, shown, found.rule, policy, session_id, owner_id)
+
+
+def allowed_just_now(db: Database, call: GatedCall, session_id: str) -> Verdict | None:
+    """An allow when a person allowed exactly `call` (once or for the session) in this
+    session within the last _JUST_NOW_MS; None otherwise."""
+    prefix = gating.subject_prefix(session_id, call)
+    since = db.clock.now_ms() - _JUST_NOW_MS
+
+    def newest(conn: apsw.Connection) -> tuple[str, str, str] | None:
+        for choice in gating.ALLOWING:
+            for decision_id in reversed(views.accepted_with_subject(
+                    conn, prefix, call.subject_hash, choice)):
+                decided = records.resolution_of(conn, decision_id)
+                if decided is not None and decided.provenance == "human" \
+                        and decided.resolved_at >= since:
+                    return decision_id, choice, views.fingerprint_of(conn, decision_id)
+        return None
+
+    found = db.read(newest)
+    if found is None:
+        return None
+    decision_id, choice, fingerprint = found
+    return Verdict(True, f"Allowed on Telegram moments ago (decision {fingerprint})", choice,
+                   decision_id, None)
 
 
 def nobody_to_ask(config_dir: Path, audience: str) -> str | None:

@@ -1,5 +1,6 @@
-"""The PreToolUse hook contracts of Claude Code and Codex: the JSON a hook reads on stdin, the
-call it names in the gate's terms, and the answer each agent reads back. Pure functions.
+"""The PreToolUse hook contracts of Claude Code and Codex, and Codex's PermissionRequest: the
+JSON a hook reads on stdin, the call it names in the gate's terms, and the answer each agent
+reads back. Pure functions.
 
 Claude Code (https://code.claude.com/docs/en/hooks, "PreToolUse" and "Exit code output"):
 stdin carries `session_id`, `transcript_path`, `cwd`, `permission_mode`, `hook_event_name`
@@ -18,6 +19,14 @@ reason) blocks the call; `permissionDecision: "allow"` is rejected as unsupporte
 runs anyway, as it does when a hook fails. A person's "allow" is therefore silence (exit 0, no
 output): the call goes on to Codex's own approval policy. A refusal is exit 2 with the reason
 on stderr.
+
+Codex's PermissionRequest (openai/codex#17563; codex-rs/hooks/schema/generated/
+permission-request.command.{input,output}.schema.json): it runs where Codex would show its own
+approval prompt, with the same stdin fields (`hook_event_name` "PermissionRequest", `tool_name`
+"Bash", `tool_input` `{"command", "description"?}`). Exit 0 with `{"hookSpecificOutput":
+{"hookEventName": "PermissionRequest", "decision": {"behavior": "allow" | "deny", "message":
+...}}}` answers the prompt; a quiet or invalid hook leaves it to Codex's own prompt. Here
+every answer is explicit: a person's allow is `allow`, anything else is `deny` with the reason.
 """
 
 from __future__ import annotations
@@ -31,30 +40,32 @@ from adapters.agents.approvals import Verdict
 from channels.pi.gating import GatedCall
 
 __all__ = [
-    "BLOCKING", "CLAUDE_CODE", "CODEX", "MAX_INPUT_BYTES", "Answer", "BadInput",
-    "HookCall", "answer", "calls", "parse",
+    "BLOCKING", "CLAUDE_CODE", "CODEX", "MAX_INPUT_BYTES", "PERMISSION_REQUEST",
+    "Answer", "BadInput", "HookCall", "answer", "calls", "parse", "pre_tool_use_form",
 ]
 
 
 CLAUDE_CODE: Final = "claude-code"
 CODEX: Final = "codex"
-_EVENT: Final = "PreToolUse"
+_PRE_TOOL_USE: Final = "PreToolUse"
+PERMISSION_REQUEST: Final = "PermissionRequest"  # Codex only: its own approval prompt
 MAX_INPUT_BYTES: Final = 8 * 1024 * 1024  # far above any tool call; a bound on what we read
 BLOCKING: Final = 2  # both agents: a blocking error, the call is not run
 
 
 class BadInput(ValueError):
-    """The hook's stdin is not the PreToolUse JSON the agent documents."""
+    """The hook's stdin is not the hook JSON the agent documents."""
 
 
 @dataclass(frozen=True, slots=True)
 class HookCall:
-    """The fields of one PreToolUse hook input that the gate uses."""
+    """The fields of one hook input that the gate uses."""
 
     session_id: str
     cwd: str
     tool_name: str
     tool_input: Mapping[str, Any]
+    event: str = _PRE_TOOL_USE
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +77,7 @@ class Answer:
     exit_code: int
 
 
-def parse(text: str) -> HookCall:
+def parse(text: str, agent: str = CLAUDE_CODE) -> HookCall:
     """The hook input, or BadInput saying what is wrong (one line)."""
     try:
         document = json.loads(text)
@@ -75,8 +86,10 @@ def parse(text: str) -> HookCall:
     if not isinstance(document, dict):
         raise BadInput("the hook input must be a JSON object")
     event = document.get("hook_event_name")
-    if event != _EVENT:
-        raise BadInput(f"hook_event_name is {event!r}; this hook answers {_EVENT} only")
+    events = (_PRE_TOOL_USE, PERMISSION_REQUEST) if agent == CODEX else (_PRE_TOOL_USE,)
+    if event not in events:
+        raise BadInput(f"hook_event_name is {event!r}; this hook answers"
+                       f" {' and '.join(events)} only")
     fields = {name: document.get(name) for name in ("session_id", "cwd", "tool_name")}
     for name, value in fields.items():
         if not isinstance(value, str) or not value.strip():
@@ -87,7 +100,8 @@ def parse(text: str) -> HookCall:
     cwd = str(fields["cwd"])
     if not cwd.startswith("/"):
         raise BadInput(f"cwd must be an absolute path, not {cwd!r}")
-    return HookCall(str(fields["session_id"]), cwd, str(fields["tool_name"]), tool_input)
+    return HookCall(str(fields["session_id"]), cwd, str(fields["tool_name"]), tool_input,
+                    str(event))
 
 
 def calls(hook: HookCall, agent: str, host: str) -> tuple[GatedCall, GatedCall]:
@@ -97,6 +111,13 @@ def calls(hook: HookCall, agent: str, host: str) -> tuple[GatedCall, GatedCall]:
     subject = GatedCall(hook.tool_name, dict(hook.tool_input), hook.cwd, agent=agent, host=host)
     tool, tool_input = _policy_terms(hook.tool_name, hook.tool_input)
     return subject, GatedCall(tool, tool_input, hook.cwd, agent=agent, host=host)
+
+
+def pre_tool_use_form(hook: HookCall, agent: str, host: str) -> GatedCall:
+    """A PermissionRequest's call as Codex's PreToolUse hook saw it just before (its input is
+    the command alone), so that a person's allow of it there answers this prompt too."""
+    return GatedCall(hook.tool_name, {"command": hook.tool_input.get("command")}, hook.cwd,
+                     agent=agent, host=host)
 
 
 def _policy_terms(name: str, given: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -127,9 +148,16 @@ def _policy_terms(name: str, given: Mapping[str, Any]) -> tuple[str, dict[str, A
     return name.lower(), data
 
 
-def answer(agent: str, verdict: Verdict) -> Answer:
+def answer(agent: str, verdict: Verdict, event: str = _PRE_TOOL_USE) -> Answer:
     """The verdict as the agent's hook contract reads it (see the module docstring)."""
     decided_by_person = verdict.decision_id is not None or verdict.choice is not None
+    if event == PERMISSION_REQUEST:
+        decision: dict[str, Any] = {"behavior": "allow" if verdict.allow else "deny"}
+        if not verdict.allow:
+            decision["message"] = verdict.message
+        output = {"hookSpecificOutput": {"hookEventName": PERMISSION_REQUEST,
+                                         "decision": decision}}
+        return Answer(json.dumps(output, ensure_ascii=False) + "\n", "", 0)
     if agent == CODEX:
         if verdict.allow:
             return Answer("", "", 0)
@@ -137,6 +165,6 @@ def answer(agent: str, verdict: Verdict) -> Answer:
     if verdict.allow and not decided_by_person:
         return Answer("", "", 0)  # not the gate's to allow: Claude Code's own rules decide
     output = {"hookSpecificOutput": {
-        "hookEventName": _EVENT, "permissionDecision": "allow" if verdict.allow else "deny",
+        "hookEventName": _PRE_TOOL_USE, "permissionDecision": "allow" if verdict.allow else "deny",
         "permissionDecisionReason": verdict.message}}
     return Answer(json.dumps(output, ensure_ascii=False) + "\n", "", 0)

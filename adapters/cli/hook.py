@@ -1,8 +1,10 @@
-"""`piw-channels hook claude-code` and `piw-channels hook codex`: an agent's PreToolUse hook.
+"""`piw-channels hook claude-code` and `piw-channels hook codex`: an agent's PreToolUse hook
+(and Codex's PermissionRequest hook: its own approval prompt, answered from the phone).
 
     stdin   the hook's JSON (adapters.agents.hooks names each agent's contract)
     stdout  Claude Code: its decision JSON (allow after a person's allow, deny with the
-            reason), or nothing when the gate has nothing to say; Codex: nothing
+            reason), or nothing when the gate has nothing to say; Codex: nothing, but for
+            a PermissionRequest its decision JSON (allow, or deny with the reason)
     stderr  one line when the call is refused through exit 2 (Codex) or cannot be judged
     exit    0, or 2 (the agents' blocking error: the call is not run) for bad input, an
             internal error, a Codex refusal, or a hook stopped while it waited
@@ -12,7 +14,10 @@ agent's bash). A gated call opens the gate's decision and waits, holding its run
 policy's timeout while `poll` carries the card; no answer in time denies. A broken gate.json
 denies what it would ask about; an unreadable database or no Telegram chat to ask denies with
 the reason: never an allow. SIGTERM or Ctrl-C while waiting (the agent gave up) cancels the
-decision, so its card settles.
+decision, so its card settles. A PermissionRequest is Codex asking for a person itself: it is
+asked on Telegram even where the policy would let the call through (the guard still blocks
+first), unless a person allowed the same command in the same session moments ago (its
+PreToolUse hook, just before).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ _NAMES = {hooks.CLAUDE_CODE: "Claude Code", hooks.CODEX: "Codex"}
 def _cmd_hook(args: argparse.Namespace) -> int:
     agent: str = args.agent
     try:
-        hook = hooks.parse(_read_stdin())
+        hook = hooks.parse(_read_stdin(), agent)
     except hooks.BadInput as exc:
         return _emit(hooks.Answer("", f"Error: {exc}; the call was not run\n", hooks.BLOCKING))
     try:
@@ -55,7 +60,7 @@ def _cmd_hook(args: argparse.Namespace) -> int:
         line = crashes.report_line(exc, f"running hook {agent}")
         return _emit(hooks.Answer("", f"Error: {line}; the call was not run\n",
                                   hooks.BLOCKING))
-    return _emit(hooks.answer(agent, verdict))
+    return _emit(hooks.answer(agent, verdict, hook.event))
 
 
 def _read_stdin() -> str:
@@ -69,17 +74,24 @@ def _read_stdin() -> str:
 def _decide(agent: str, hook: hooks.HookCall) -> Verdict:
     """Judge, ask, wait: a Verdict in every case but an interruption."""
     signal.signal(signal.SIGTERM, raise_terminated)
-    subject, judged = hooks.calls(hook, agent, socket.gethostname())
+    host = socket.gethostname()
+    subject, judged = hooks.calls(hook, agent, host)
     try:
         db = Database.open_writer()
     except (StateError, OSError) as exc:
         return _unusable(exc)
     try:
         owner_id = workflows.new_owner_id(db, "hook")
+        prompt = hook.event == hooks.PERMISSION_REQUEST  # the agent's own approval prompt
         try:
+            if prompt:
+                earlier = approvals.allowed_just_now(db, hooks.pre_tool_use_form(
+                    hook, agent, host), hook.session_id)
+                if earlier is not None:
+                    return earlier
             found = approvals.open_call(db, subject, session_id=hook.session_id,
                                         owner_id=owner_id, config_dir=resolve_config_dir(),
-                                        judged=judged)
+                                        judged=judged, always_ask=prompt)
             if isinstance(found, Verdict):
                 return found
             return _wait(db, found, owner_id, _NAMES[agent])

@@ -109,3 +109,38 @@ def test_each_verdict_is_answered_as_the_agents_contract_reads_it(
 def test_bad_input_says_what_is_wrong(text: str, error: str) -> None:
     with pytest.raises(hooks.BadInput, match=error):
         hooks.parse(text)
+
+
+def permission_request(**fields: Any) -> str:
+    return json.dumps({"session_id": "s", "turn_id": "t", "transcript_path": None, "cwd": "/w",
+                       "model": "gpt", "permission_mode": "default",
+                       "hook_event_name": "PermissionRequest", "tool_name": "Bash",
+                       "tool_input": {"command": "git push", "description": "Push it"},
+                       **fields})
+
+
+def test_codex_permission_request_is_parsed_with_its_event() -> None:
+    hook = hooks.parse(permission_request(), hooks.CODEX)
+    assert (hook.event, hook.tool_name, dict(hook.tool_input)) == (
+        hooks.PERMISSION_REQUEST, "Bash", {"command": "git push", "description": "Push it"})
+    assert hooks.pre_tool_use_form(hook, hooks.CODEX, "laptop").input == {"command": "git push"}
+
+
+def test_claude_codes_hook_does_not_take_a_permission_request() -> None:
+    with pytest.raises(hooks.BadInput, match="'PermissionRequest'; this hook answers"
+                                             " PreToolUse only"):
+        hooks.parse(permission_request(), hooks.CLAUDE_CODE)
+
+
+@pytest.mark.parametrize(("verdict", "decision"), [
+    (ALLOWED, {"behavior": "allow"}),
+    (POLICY, {"behavior": "allow"}),
+    (DENIED, {"behavior": "deny", "message": "Denied on Telegram: not now"}),
+    (BLOCKED, {"behavior": "deny", "message": "Blocked: the state database"}),
+])
+def test_a_permission_request_is_always_answered_explicitly(
+        verdict: Verdict, decision: dict[str, Any]) -> None:
+    done = hooks.answer(hooks.CODEX, verdict, hooks.PERMISSION_REQUEST)
+    assert (done.stderr, done.exit_code) == ("", 0)
+    assert json.loads(done.stdout) == {"hookSpecificOutput": {
+        "hookEventName": "PermissionRequest", "decision": decision}}
