@@ -72,20 +72,21 @@ def chats_home(path: Path, chats: int, front: Callable[[str], Front]
 
 
 def paced_figure(path: Path, presses: int, chats: int, front: Callable[[str], Front],
-                 env_extra: dict[str, str], prepare: Callable[[Database], None] | None = None
+                 env_extra: dict[str, str], prepare: Callable[[Path], None] | None = None
                  ) -> PacedFigure:
     """`presses` presses, press K on a decision of audience `chat{K mod chats}`, delivered
     (not part of the figure), then settled by paced `poll --once` passes (a pass ends at its
     15 s bound and leaves the rest to the next) until every one won, was settled on Telegram
-    and finished its run. `prepare` fills the database first (history_bench's history)."""
+    and finished its run. `prepare(home)` fills its database first (history_bench's
+    history), with HOME set and no connection open."""
     saved = os.environ.get("HOME")
     with chats_home(path, chats, front) as controls:
         os.environ["HOME"] = str(path)  # Database and load_config read this HOME
         try:
             env = piw.child_env(path, **env_extra)
+            if prepare is not None:
+                prepare(path)
             with Database.open_writer() as db:
-                if prepare is not None:
-                    prepare(db)
                 before = piw.settled_counts(db)
             piw.wall(piw.poll_command(paced=True), env)  # registers the channels, warms up
             with Database.open_writer() as db:
@@ -116,7 +117,7 @@ def paced_figure(path: Path, presses: int, chats: int, front: Callable[[str], Fr
 
 def paced_figures(base: Path, presses: int, chat_counts: tuple[int, ...],
                   front: Callable[[str], Front], env_extra: dict[str, str],
-                  prepare: Callable[[Database], None] | None = None) -> list[PacedFigure]:
+                  prepare: Callable[[Path], None] | None = None) -> list[PacedFigure]:
     """One paced figure for each number of chats (one chat, five chats), each in a HOME and
     fakes of its own under `base`, the same presses each time."""
     return [paced_figure(base / f"paced-{chats}-chats", presses, chats, front, env_extra,
