@@ -228,8 +228,12 @@ class PacedFigure:
                 else f"{min(counts)}-{max(counts)}")
         where = ("in 1 chat" if self.chats == 1
                  else f"over {self.chats} chats, {each} each")
-        passes = "1 pass" if len(self.passes) == 1 else f"{len(self.passes)} passes"
-        return f"{self.presses} presses {where}, {passes}, {sum(self.passes):.1f} s"
+        total = f"{sum(self.passes):.1f} s"
+        if len(self.passes) == 1:
+            return f"{self.presses} presses {where}, 1 pass: {total}"
+        each_pass = "+".join(f"{seconds:.1f}" for seconds in self.passes)
+        return (f"{self.presses} presses {where}, {len(self.passes)} passes back to back:"
+                f" {each_pass} = {total}")
 
 
 def side_by_side(unpaced_ms: float, paced: Sequence[PacedFigure]) -> list[str]:
