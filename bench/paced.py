@@ -119,6 +119,6 @@ def paced_figures(base: Path, presses: int, chat_counts: tuple[int, ...],
                   front: Callable[[str], Front], env_extra: dict[str, str],
                   prepare: Callable[[Path], None] | None = None) -> list[PacedFigure]:
     """One paced figure for each number of chats (one chat, five chats), each in a HOME and
-    fakes of its own under `base`, the same presses each time."""
+    fakes of its own under `base`, the same presses each time (a count given twice, once)."""
     return [paced_figure(base / f"paced-{chats}-chats", presses, chats, front, env_extra,
-                         prepare) for chats in chat_counts]
+                         prepare) for chats in dict.fromkeys(chat_counts)]
