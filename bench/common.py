@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -199,17 +200,52 @@ def is_unpaced() -> bool:
     return _UNPACED
 
 
-def side_by_side(unpaced_ms: float, paced: dict[str, tuple[int, list[float]]]) -> list[str]:
-    """The worker's own cost per press next to the paced figure a user meets: `paced` maps a
-    label ("one chat") to (presses, the wall seconds of each paced pass that settled them).
-    The paced figure is what a user waits: the passes' whole wall time, start-up included."""
+def presses_per_chat(presses: int, chats: int) -> list[int]:
+    """How `presses` spread over `chats` round robin (press k to chat k mod chats): the
+    first chats take one more when they do not divide evenly."""
+    if presses <= 0 or chats <= 0:
+        raise ValueError(f"{presses} presses over {chats} chats")
+    return [presses // chats + (1 if k < presses % chats else 0) for k in range(chats)]
+
+
+@dataclass(frozen=True, slots=True)
+class PacedFigure:
+    """What one paced measurement settled: `presses` spread over `chats`, by cron passes
+    with Telegram's limits on, each pass's wall seconds (start-up included)."""
+
+    presses: int
+    chats: int
+    passes: tuple[float, ...]
+
+    @property
+    def label(self) -> str:
+        return "1 chat" if self.chats == 1 else f"{self.chats} chats"
+
+    def what(self) -> str:
+        """The presses, chats and passes it measured, in words."""
+        counts = presses_per_chat(self.presses, self.chats)
+        each = (str(counts[0]) if min(counts) == max(counts)
+                else f"{min(counts)}-{max(counts)}")
+        where = ("in 1 chat" if self.chats == 1
+                 else f"over {self.chats} chats, {each} each")
+        total = f"{sum(self.passes):.1f} s"
+        if len(self.passes) == 1:
+            return f"{self.presses} presses {where}, 1 pass: {total}"
+        each_pass = "+".join(f"{seconds:.1f}" for seconds in self.passes)
+        return (f"{self.presses} presses {where}, {len(self.passes)} passes back to back:"
+                f" {each_pass} = {total}")
+
+
+def side_by_side(unpaced_ms: float, paced: Sequence[PacedFigure]) -> list[str]:
+    """The worker's own cost per press next to the paced figures a user meets (one chat, five
+    chats): each is what the user waits, the passes' whole wall time (start-up included) over
+    the presses."""
     lines = [f"  per press, unpaced (worker's own cost): {unpaced_ms:9.1f} ms"]
-    for label, (presses, passes) in paced.items():
-        if presses <= 0 or not passes:
-            raise ValueError(f"paced figure {label!r} has no presses or no passes")
-        each = sum(passes) * 1000 / presses
+    for figure in paced:
+        if figure.presses <= 0 or not figure.passes:
+            raise ValueError(f"paced figure {figure.label!r} has no presses or no passes")
+        each = sum(figure.passes) * 1000 / figure.presses
         ratio = f"{each / unpaced_ms:.1f}x" if unpaced_ms > 0 else "n/a"
-        lines.append(f"  per press, paced, {label + ':':22s}  {each:9.1f} ms ({ratio} unpaced;"
-                     f" {presses} presses, {len(passes)} passes,"
-                     f" {sum(passes):.1f} s with start-up)")
+        lines.append(f"  per press, paced, {figure.label + ':':9s}{each:22.1f} ms ({ratio}"
+                     f" unpaced; {figure.what()} with start-up)")
     return lines

@@ -18,9 +18,14 @@ most (every statement visits the same number of rows at both sizes, see test_que
 And the naive bot (bench/naive_side.py: bench/peer_bot.py's press handling in process, one
 table, over https to its own fake) at 100 and 10,000 rows of its own state, its batches in
 the same ABBA rounds as the project's: per press at 100 and at 10,000 against it (target
-<= 1.00x, issue 27).
+<= 1.00x, issue 27). Last, beside the per press at --history (unpaced: the worker's own
+cost), the paced figures a user meets at that size (bench/paced.py, `side_by_side`):
+--paced-presses presses in one chat, then spread over --paced-chats chats, each in a HOME
+holding --history settled decisions, settled by cron `poll --once` passes with Telegram's
+limits on (one message a second to a chat), with the presses, chats and passes.
 
 Run: python bench/history_bench.py [--history N] [--rounds N] [--presses N] [--runs N]
+     [--paced-presses N] [--paced-chats N]
 """
 
 from __future__ import annotations
@@ -42,8 +47,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import apsw
 
 from adapters.telegram.fake import FakeBotApiProcess
+from bench import paced as pacing
 from bench import piw
-from bench.common import TOKEN, USER, TlsFront, abba, machine_load, self_signed, spread, unpaced
+from bench.common import (
+    TOKEN,
+    USER,
+    TlsFront,
+    abba,
+    machine_load,
+    self_signed,
+    side_by_side,
+    spread,
+    unpaced,
+)
 from bench.naive_side import NaiveBot
 from channels import inbox, messages, store
 from channels.config.loading import load_config
@@ -127,6 +143,23 @@ def fill_history(db: Database, count: int) -> None:
         db.write(functools.partial(_settle_history, db=db, channel=channel, lease=None,
                                    owner=owner, handles=handles, first_ref=10_000_000 + 2 * start))
     db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def paced_history(pristine: Path, count: int, home: Path) -> None:
+    """`count` settled decisions in the database of `home` (the HOME in use): built once
+    (on its first profile's channel, `chat0` in every paced HOME), then copied."""
+    if pristine.exists():
+        with Database.open_writer():
+            pass  # the database, its directory and its modes, as the product makes them
+        restore(pristine, home)
+    else:
+        with Database.open_writer() as db:
+            fill_history(db, count)
+        shutil.copyfile(home / STATE_RELATIVE_PATH, pristine)
+    with Database.open_reader() as db:
+        held = piw.count(db, "SELECT count(*) FROM human_decisions")
+    if held != count:
+        raise SystemExit(f"the paced HOME holds {held} decisions, not {count}")
 
 
 def restore(pristine: Path, home: Path) -> None:
@@ -248,6 +281,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--presses", type=int, default=100)
     parser.add_argument("--runs", type=int, default=7, help="cold-start samples (median)")
+    parser.add_argument("--paced-presses", type=int, default=10,
+                        help="presses for the paced figures at --history (0: none)")
+    parser.add_argument("--paced-chats", type=int, default=5,
+                        help="chats the paced presses are spread over (beside one chat)")
     args = parser.parse_args()
     os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
     print(f"start: {machine_load()}")
@@ -333,6 +370,12 @@ def main() -> None:
                 front.close()
             for bot in naive.values():
                 bot.close()
+            paced = pacing.paced_figures(
+                base, args.paced_presses, (1, args.paced_chats),
+                lambda url: TlsFront(url, cert, key), {"SSL_CERT_FILE": str(bundle)},
+                prepare=functools.partial(paced_history, base / "pristine-paced.sqlite",
+                                          args.history),
+            ) if args.paced_presses else None
     small, large = (statistics.median(per_press[s]) for s in sizes)
     print(f"per press end to end ({args.rounds} batches of {args.presses}, ABBA):")
     for size in sizes:
@@ -366,6 +409,12 @@ def main() -> None:
         print(f"  per press at {size} against the naive bot at {size} rows of its own state:"
               f" {ours:.3f} / {naive_ms:.3f} ms = {versus:.2f}x  (target <= 1.00x, issue 27:"
               f" {'met' if versus <= 1.0 else 'NOT met'})")
+    if paced is not None:
+        print(f"paced at {sizes[1]} settled decisions (Telegram's limits on, cron `poll --once`"
+              f" passes until all are settled) beside the per press at {sizes[1]}:")
+        print(f"  ({pacing.HOW})")
+        for text in side_by_side(large, paced):
+            print(text)
     c_small, c_large = (statistics.median(cold[str(s)]) * 1000 for s in sizes)
     print(f"cold idle `poll --once` over https (ABBA, {args.runs} each):"
           f" {c_small:.1f} ms at {sizes[0]}, {c_large:.1f} ms at {sizes[1]}:"

@@ -22,6 +22,10 @@ Prints, in one run, p50/p95 with their spread (min-max, n) and the machine's loa
       while the backlog drains, each probe is pressed (press -> answer) and a new decision
       is asked (ask -> sendMessage), with the deliveries still pending at each.
 
+No unpaced beside paced per press here: this bench runs with Telegram's limits on throughout
+(what a user meets) and times single decisions, not a batch's cost; the per-press figures,
+unpaced and paced (one chat, five chats): poll_bench, peer_bench, history_bench.
+
 Run: python bench/latency_bench.py [--decisions N] [--backlog N] [--pace S]
      [--handover-period S] [--handovers N]
 """
@@ -55,6 +59,9 @@ WINDOW_S = 65  # the README's cron line: runs overlap by 5 s
 OVERLAP_S = WINDOW_S - CRON_PERIOD_S
 NEAR_HANDOVER_S = 1.0
 WAIT_S = 180.0  # the longest any one step may take before the bench gives up
+NO_SIDE_BY_SIDE = ("no unpaced-beside-paced per press here: Telegram's limits stay on throughout"
+                   " and single decisions are timed, not a batch's cost (per press, unpaced and"
+                   " paced, 1 and 5 chats: poll_bench, peer_bench, history_bench)")
 
 
 class Cron:
@@ -425,6 +432,7 @@ def main() -> None:
                                capture_output=True)
                 log = base / "poll.log"
                 print(f"seed {seed}; over https to the loopback fake; {load()}")
+                print(NO_SIDE_BY_SIDE)
                 for phase in args.phases:
                     period = args.handover_period if phase == "h" else CRON_PERIOD_S
                     cron = Cron(env, log, period)

@@ -11,19 +11,23 @@ a user's cron run pays it); medians with their spread over rounds, and the machi
 Also: fsync/fdatasync per press of one batch of each (strace -f -c on the process), and the
 cold (idle) runs against `python -c "import telegram"`.
 
-Then the paced figure a user meets: --paced-presses presses in one chat handled by
+Then the paced figures a user meets (bench/paced.py): --paced-presses presses in one chat,
+then the same presses spread over --paced-chats chats (each its own profile, bot, fake and
+audience: a profile sends a decision to every chat it allows), handled by
 `piw-channels poll --once` passes with Telegram's limits (one message a second to a chat, a
 short burst), pass after pass until every one is settled (a pass ends at its 15 s bound; the
-rest is left for the next): the passes, their wall time, per press. The naive bot has no
-pacer (python-telegram-bot sends at once, and meets Telegram's 429s instead): its paced
-figure is its unpaced one. Both are printed side by side (`bench.common.side_by_side`).
---paced-presses is 5 by default: one chat takes one message a second, two per press, so 5
-presses take ~10 s of passes where 100 would take ~200 s.
+rest is left for the next): the presses, chats, passes, their wall time, per press. The naive
+bot has no pacer (python-telegram-bot sends at once, and meets Telegram's 429s instead): its
+paced figure is its unpaced one. Printed beside the unpaced per press
+(`bench.common.side_by_side`). --paced-presses is 10 by default: one chat takes one message a
+second, two per press, so 10 presses take ~20 s of passes in one chat where 100 would take
+~200 s; over 5 chats, 2 presses each fit in a chat's burst.
 
 Targets: piw per press <= 1.0x the peer that posts the outcome; <= 3 fdatasync per press;
 cold piw <= 1.5x `import telegram`.
 
-Run: python bench/peer_bench.py [--rounds N] [--presses N]
+Run: python bench/peer_bench.py [--rounds N] [--presses N] [--paced-presses N] [--paced-chats N]
+     [--http]
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.telegram.fake import FakeBotApiProcess
+from bench import paced as pacing
 from bench import piw
 from bench.common import (
     TOKEN,
@@ -108,8 +113,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--presses", type=int, default=100, help="presses per batch (<= 100)")
-    parser.add_argument("--paced-presses", type=int, default=5,
-                        help="presses in one chat for the paced figure (0: none)")
+    parser.add_argument("--paced-presses", type=int, default=10,
+                        help="presses for the paced figures (0: none)")
+    parser.add_argument("--paced-chats", type=int, default=5,
+                        help="chats the paced presses are spread over (beside one chat)")
     parser.add_argument("--http", action="store_true",
                         help="plain http to the fakes (no TLS front)")
     args = parser.parse_args()
@@ -172,8 +179,10 @@ def main() -> None:
                     idle[name].append(seconds)
             with Database.open_reader() as db:
                 piw.check_settled(db, done)
-            paced = piw.paced_passes(piw_fake.control, env, args.paced_presses, done) \
-                if args.paced_presses else None
+            paced = pacing.paced_figures(
+                base, args.paced_presses, (1, args.paced_chats),
+                Plain if args.http else lambda url: TlsFront(url, cert, key),
+                {"SSL_CERT_FILE": str(bundle)}) if args.paced_presses else None
             for front in (piw_tls, *peer_tls):
                 front.close()
 
@@ -199,7 +208,8 @@ def main() -> None:
         print("paced (Telegram's limits, `poll --once` passes until all are settled) beside"
               " unpaced; the peer has no pacer (python-telegram-bot sends at once and meets"
               " 429s instead): its paced figure is its unpaced one")
-        for line in side_by_side(per["piw"], {"one chat": (args.paced_presses, paced[0])}):
+        print(f"  ({pacing.HOW})")
+        for line in side_by_side(per["piw"], paced):
             print(line)
     print("cold (idle cron run):")
     for name, seconds in med.items():

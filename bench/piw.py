@@ -91,12 +91,14 @@ def make_home(path: Path, base_url: str) -> Path:
     return path
 
 
-def open_decisions(db: Database, count: int, start: int = 0) -> list[workflows.AskHandle]:
-    """`count` ask decisions whose owner went away (so the poll finishes their runs)."""
+def open_decisions(db: Database, count: int, start: int = 0, audience: str = "operator"
+                   ) -> list[workflows.AskHandle]:
+    """`count` ask decisions for `audience` whose owner went away (so the poll finishes
+    their runs)."""
     handles = []
     for i in range(start, start + count):
         spec = workflows.AskSpec(
-            title=f"Approve step {i}?", choices=CHOICES,
+            title=f"Approve step {i}?", choices=CHOICES, audience=audience,
             presentation=workflows.presentation_for(f"Approve step {i}?", None, None))
         handle = workflows.create_ask(db, spec, workflows.new_owner_id(db, "bench"))
         workflows.release_run(db, handle.run.lease)
@@ -138,35 +140,19 @@ def count(db: Database, sql: str) -> int:
     return int(db.conn.execute(sql).get)
 
 
-def check_settled(db: Database, expected: int) -> None:
-    """Every press won, was settled on Telegram and finished its run (not a fake success)."""
-    got = {
+def settled_counts(db: Database) -> dict[str, int]:
+    """Presses won, settlements applied on Telegram, runs continued: one each per press."""
+    return {
         "won": count(db, "SELECT count(*) FROM human_decision_submissions WHERE result = 'won'"),
         "settled": count(db, "SELECT count(*) FROM effects WHERE effect_type = 'telegram.settle'"
                              " AND status = 'applied'"),
         "continued": count(db, "SELECT count(*) FROM effects WHERE effect_type = 'run.continue'"
                                " AND status = 'applied'"),
     }
+
+
+def check_settled(db: Database, expected: int) -> None:
+    """Every press won, was settled on Telegram and finished its run (not a fake success)."""
+    got = settled_counts(db)
     if any(v != expected for v in got.values()):
         raise SystemExit(f"expected {expected} presses won, settled and continued; got {got}")
-
-
-def paced_passes(control: RemoteFakeBotApi, env: dict[str, str], presses: int, done: int
-                 ) -> tuple[list[float], float]:
-    """`presses` presses in one chat, handled by paced `poll --once` passes (a pass ends at its
-    15 s bound and leaves the rest to the next) until all are settled: each pass's wall
-    seconds, and their sum."""
-    with Database.open_writer() as db:
-        handles = open_decisions(db, presses, done)
-        poll_in_process(db)  # delivery: not part of the figure
-        push_presses(control, db, handles)
-    walls = []
-    for _ in range(60):
-        walls.append(wall(poll_command(paced=True), env))
-        with Database.open_reader() as db:
-            try:
-                check_settled(db, done + presses)
-                return walls, sum(walls)
-            except SystemExit:
-                continue
-    raise SystemExit(f"{presses} paced presses not settled after {len(walls)} passes")

@@ -12,10 +12,12 @@ Prints, in one run:
       press over all timed batches (apsw commit hook); where the time goes (one more batch,
       instrumented); fsync+fdatasync per press (strace -f -c attached for one more batch,
       untimed), target <= 3; and end to end per press with start-up (one cron `poll --once`
-      process per batch); and beside the headline, through `side_by_side`, the paced figure a
-      user meets: --paced-presses presses (5 by default: one chat takes one message a second,
-      two per press, so 5 presses cost ~10 s where 100 would cost ~200 s) settled by cron
-      `poll --once` passes with Telegram's limits on, per press, start-up included;
+      process per batch); and beside the headline, through `side_by_side`, the paced figures a
+      user meets (bench/paced.py): --paced-presses presses (10 by default: one chat takes one
+      message a second, two per press, so 10 presses cost ~20 s where 100 would cost ~200 s)
+      in one chat, then spread over --paced-chats chats (each its own profile, bot, fake and
+      audience), settled by cron `poll --once` passes with Telegram's limits on, per press,
+      start-up included, with the presses, chats and passes;
   (c) an idle `piw-channels poll --for --window` (55 s, a cron minute): the getUpdates calls
       the fake recorded (target <= 5) and the events it added; and the events of one idle
       `poll --once` (target <= 2).
@@ -24,7 +26,7 @@ Per press against the naive python-telegram-bot bot: bench/peer_bench.py; with h
 bench/history_bench.py.
 
 Run: python bench/poll_bench.py [--runs N] [--rounds N] [--presses N] [--window S]
-     [--paced-presses N]
+     [--paced-presses N] [--paced-chats N]
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.cli import telegram as telegram_cli
 from adapters.telegram.fake import FakeBotApiProcess
+from bench import paced as pacing
 from bench import piw
 from bench.common import (
     TOKEN,
@@ -156,7 +159,8 @@ def _batch(db: Database, fake: FakeBotApiProcess, n: int, done: int) -> int:
 
 
 def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: int,
-            bundle: Path, paced_presses: int) -> None:
+            bundle: Path, paced_presses: int, paced_chats: int,
+            front: Callable[[str], pacing.Front]) -> None:
     raw = RawCommits(base / "raw.sqlite")
     home = piw.make_home(base / "presses", base_url)
     os.environ["HOME"] = str(home)
@@ -210,7 +214,8 @@ def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: 
         with Database.open_reader() as db:
             piw.check_settled(db, done)
     # What a user meets: cron passes with Telegram's limits on (a few presses: ~1 s each).
-    paced = piw.paced_passes(fake.control, env, paced_presses, done) if paced_presses else None
+    paced = pacing.paced_figures(base, paced_presses, (1, paced_chats), front,
+                                 {"SSL_CERT_FILE": str(bundle)}) if paced_presses else None
     raw.close()
     headline = statistics.median(per_round)
     print(f"(b) {rounds} batches of {n} presses, each handled by one `poll --once` pass over"
@@ -231,7 +236,8 @@ def presses(base: Path, fake: FakeBotApiProcess, base_url: str, rounds: int, n: 
     if paced is not None:
         print("    paced (Telegram's limits on, cron `poll --once` passes until all are settled)"
               " beside the headline:")
-        for line in side_by_side(headline, {"one chat": (paced_presses, paced[0])}):
+        print(f"      ({pacing.HOW})")
+        for line in side_by_side(headline, paced):
             print("  " + line)
 
     def per(seconds: float) -> float:
@@ -284,8 +290,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="timed batches of presses")
     parser.add_argument("--presses", type=int, default=100, help="presses per batch (<= 100)")
     parser.add_argument("--window", type=int, default=55, help="idle `poll --for` seconds")
-    parser.add_argument("--paced-presses", type=int, default=5,
-                        help="presses in one chat for the paced figure (0: none)")
+    parser.add_argument("--paced-presses", type=int, default=10,
+                        help="presses for the paced figures (0: none)")
+    parser.add_argument("--paced-chats", type=int, default=5,
+                        help="chats the paced presses are spread over (beside one chat)")
     args = parser.parse_args()
     os.environ.pop("PI_WORKFLOWS_CONFIG_DIR", None)
     print(f"start: {machine_load()}")
@@ -304,7 +312,7 @@ def main() -> None:
             fronts = [TlsFront(f.base_url, cert, key) for f in fakes]
             cold_start(base, fronts[0].base_url, args.runs, bundle)
             presses(base, fake, fronts[1].base_url, args.rounds, args.presses, bundle,
-                    args.paced_presses)
+                    args.paced_presses, args.paced_chats, lambda url: TlsFront(url, cert, key))
             idle(base, idle_fake, fronts[2].base_url, args.window, bundle)
             for front in fronts:
                 front.close()
