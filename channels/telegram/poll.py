@@ -262,13 +262,14 @@ class ChannelPoll:
         hour ends the pass (the alert says until when)."""
         pacer_holds = {key: hold}
 
-        def command(c: Any) -> None:
+        def command(c: Any) -> Lease:
             now = self._now()
-            self.lease = leases.renew(c, self.lease, now)
+            renewed = leases.renew(c, self.lease, now)
             kept = holds.load(c, self.channel.channel_id)
-            holds.save(c, self.lease, self.channel.channel_id, {**kept, **pacer_holds}, now)
+            holds.save(c, renewed, self.channel.channel_id, {**kept, **pacer_holds}, now)
+            return renewed
 
-        self.db.write(command)
+        self.lease = self.db.write(command)  # only once committed: a rollback keeps the old
         self._long_hold = self._long_hold or hold.long
         if hold.long and self._listening is not None:
             self._listening.cancel()  # nothing more goes out this pass: stop its long poll now
@@ -398,13 +399,14 @@ class ChannelPoll:
         if not updates and next_offset == offset:
             return True  # nothing arrived: nothing to store (an idle pass writes no event)
 
-        def ingest(c: Any) -> None:
+        def ingest(c: Any) -> Lease:
             now = self._now()
-            self.lease = leases.renew(c, self.lease, now)
-            inbox.ingest(c, self.lease, channel_id, events, now,
+            renewed = leases.renew(c, self.lease, now)
+            inbox.ingest(c, renewed, channel_id, events, now,
                          cursor_key=identity.TELEGRAM_CURSOR, next_cursor=next_offset)
+            return renewed
 
-        self.db.write(ingest)
+        self.lease = self.db.write(ingest)
         self.report.updates += len(updates)
         if updates and next_offset == offset:
             return self._unconfirmable(len(updates))
@@ -432,10 +434,11 @@ class ChannelPoll:
         count = 0
         while rows := self.db.read(lambda c: inbox.unprocessed(c, self.channel.channel_id,
                                                                _INBOX_BATCH)):
-            def batch(c: Any, rows: list[inbox.InboxRow] = rows) -> list[inbound.Processed]:
+            def batch(c: Any, rows: list[inbox.InboxRow] = rows
+                      ) -> tuple[Lease, list[inbound.Processed]]:
                 return self._process_batch(c, rows)
 
-            done = self.db.write(batch)
+            self.lease, done = self.db.write(batch)
             count += len(rows)
             for processed in done:
                 if processed.callback is not None:
@@ -444,19 +447,20 @@ class ChannelPoll:
             await asyncio.sleep(0)  # the answers start now, before the next batch is read
         return count
 
-    def _process_batch(self, conn: Any, rows: list[inbox.InboxRow]) -> list[inbound.Processed]:
+    def _process_batch(self, conn: Any, rows: list[inbox.InboxRow]
+                       ) -> tuple[Lease, list[inbound.Processed]]:
         """Each row in its own savepoint: a row that hits a bug, or whose writes contradict
         what is stored, is undone alone and recorded as ignored:error, never retried forever
         (undoing the batch would bring the same rows back every pass: a wedged channel); any
         other StateError (the lease, the database) is not the row's fault and undoes the
-        whole batch."""
-        self.lease = leases.renew(conn, self.lease, self._now())
+        whole batch. The renewed lease comes back, for the caller to keep once committed."""
+        lease = leases.renew(conn, self.lease, self._now())
         done = []
         for row in rows:
             now = self._now()
             try:
                 with savepoint(conn, "inbox_row"):
-                    done.append(inbound.process(conn, self.channel, self.index, self.lease,
+                    done.append(inbound.process(conn, self.channel, self.index, lease,
                                                 row, now))
                 if changed := membership.alert_for(self.channel, done[-1].result):
                     self.report.problems.append(changed)  # a config change needed at once
@@ -464,7 +468,7 @@ class ChannelPoll:
                 if isinstance(exc, StateError) and not isinstance(exc, _ROW_FAULTS):
                     raise
                 done.append(self._row_failed(conn, row, exc, now))
-        return done
+        return lease, done
 
     def _row_failed(self, conn: Any, row: inbox.InboxRow, exc: Exception,
                     now: int) -> inbound.Processed:
