@@ -70,6 +70,7 @@ __all__ = [
 _ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi]]
 ONCE_DEADLINE_SECONDS = 15
 _INBOX_BATCH = 100
+_Batch = tuple[Lease, list[inbound.Processed]]  # a committed batch: the renewed lease, its rows
 # Callback answers in flight at once, right after their batch commits, in press order: 100
 # presses at 150 ms a call are answered in about 1 s, well within Telegram's 15 s.
 ANSWER_CONCURRENCY = 16
@@ -434,8 +435,7 @@ class ChannelPoll:
         count = 0
         while rows := self.db.read(lambda c: inbox.unprocessed(c, self.channel.channel_id,
                                                                _INBOX_BATCH)):
-            def batch(c: Any, rows: list[inbox.InboxRow] = rows
-                      ) -> tuple[Lease, list[inbound.Processed]]:
+            def batch(c: Any, rows: list[inbox.InboxRow] = rows) -> _Batch:
                 return self._process_batch(c, rows)
 
             self.lease, done = self.db.write(batch)
@@ -447,8 +447,7 @@ class ChannelPoll:
             await asyncio.sleep(0)  # the answers start now, before the next batch is read
         return count
 
-    def _process_batch(self, conn: Any, rows: list[inbox.InboxRow]
-                       ) -> tuple[Lease, list[inbound.Processed]]:
+    def _process_batch(self, conn: Any, rows: list[inbox.InboxRow]) -> _Batch:
         """Each row in its own savepoint: a row that hits a bug, or whose writes contradict
         what is stored, is undone alone and recorded as ignored:error, never retried forever
         (undoing the batch would bring the same rows back every pass: a wedged channel); any
