@@ -25,8 +25,9 @@ from channels.config.errors import (
 from state.files import make_private_dir
 
 __all__ = [
-    "BOT_TOKEN_FORMAT", "SETUP_LABEL", "FileRef", "bot_id", "check_directory", "file_identity",
-    "prepare_directory", "read_private_file", "read_token_file", "write_private_json",
+    "BOT_TOKEN_FORMAT", "SETTLED_NS", "SETUP_LABEL", "FileRef", "bot_id", "check_directory",
+    "file_identity", "prepare_directory", "read_private_file", "read_token_file",
+    "write_private_json",
 ]
 
 
@@ -251,7 +252,7 @@ def _fsync_directory(directory: Path) -> None:
 
 # A file changed this recently may change again within its file system's timestamp granularity
 # (a second or two on some) without its identity changing: not cached until it is older.
-_SETTLED_NS: Final = 2_000_000_000
+SETTLED_NS: Final = 2_000_000_000
 
 
 def file_identity(path: Path) -> tuple[int, ...] | None:
@@ -266,7 +267,7 @@ def file_identity(path: Path) -> tuple[int, ...] | None:
         return None
     newest = max(found.st_mtime_ns, found.st_ctime_ns, directory.st_mtime_ns,
                  directory.st_ctime_ns)
-    if time.time_ns() - newest < _SETTLED_NS:
+    if time.time_ns() - newest < SETTLED_NS:
         return None
     return tuple(int(v) for st in (found, directory) for v in (
         st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode,

@@ -36,13 +36,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Final
 
+from channels.config import files
 from channels.config.errors import ConfigInvalid
 from channels.config.files import (
     FileRef,
     check_directory,
     file_identity,
     prepare_directory,
-    read_private_file,
     write_private_json,
 )
 from channels.config.parsing import Source, audience_name_field, parse_json
@@ -157,7 +157,7 @@ def load_gate_policy(config_dir: Path) -> GatePolicy:
 
 def _read_gate_policy(config_dir: Path, path: Path) -> GatePolicy:
     try:
-        data = read_private_file(FileRef(path, str(path)))
+        data = files.read_private_file(FileRef(path, str(path)))
     except FileNotFoundError:
         if path.is_symlink():
             raise ConfigInvalid(

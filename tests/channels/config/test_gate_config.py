@@ -181,17 +181,17 @@ def test_the_documented_example_is_the_default_policy(tmp_path: Path) -> None:
 def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
     """Files count as settled as soon as written (no two-second wait), and every read of
     gate.json is recorded."""
-    from channels.config import files, gate
+    from channels.config import files
 
-    monkeypatch.setattr(files, "_SETTLED_NS", 0)
+    monkeypatch.setattr(files, "SETTLED_NS", 0)
     reads: list[Path] = []
-    real = gate.read_private_file
+    real = files.read_private_file
 
     def counted(ref: files.FileRef) -> bytes:
         reads.append(ref.path)
         return real(ref)
 
-    monkeypatch.setattr(gate, "read_private_file", counted)
+    monkeypatch.setattr(files, "read_private_file", counted)
     yield reads
 
 

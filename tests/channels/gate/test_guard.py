@@ -480,7 +480,7 @@ def test_the_token_files_are_reread_whenever_credentials_json_changes(
         home: Path, config_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from channels.config import files
 
-    monkeypatch.setattr(files, "_SETTLED_NS", 0)  # cached as soon as written
+    monkeypatch.setattr(files, "SETTLED_NS", 0)  # cached as soon as written
     path = config_dir / "credentials.json"
     for token in ("/abs/a.token", "/abs/b.token", "/abs/a.token"):  # same size, in place
         path.write_text(json.dumps({"telegram": {"a": {"tokenFile": token}}}))
