@@ -16,7 +16,7 @@ import apsw
 
 from channels import inbox
 from channels.decisions import askers, history, records
-from channels.telegram.identity import telegram_channel_id
+from channels.store import telegram_channel_id
 
 __all__ = ["AuditRow", "audit", "row"]
 

@@ -23,7 +23,7 @@ __all__ = [
     "AdapterType", "advance_numeric_cursor", "all_channels", "channel_resource", "channel_row",
     "claim", "claim_or_take_over", "cursor", "ensure_channel", "hex40", "last_provider_error",
     "record_provider_error", "record_reservations", "set_cursor", "set_cursor_for_effect",
-    "verify",
+    "telegram_channel_id", "verify",
 ]
 
 
@@ -36,6 +36,11 @@ class AdapterType(StrEnum):
 
 def hex40(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
+
+
+def telegram_channel_id(profile: str) -> str:
+    """`telegram-` + 40 hex of SHA-256(profile name) (reference identity)."""
+    return "telegram-" + hex40(profile)
 
 
 def channel_resource(channel_id: str) -> str:

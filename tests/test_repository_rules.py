@@ -237,6 +237,22 @@ def test_no_module_imports_form_a_circle() -> None:
     assert real == []
 
 
+def package_of(module: str) -> str:
+    """A module's package two levels down (`channels.telegram.poll` -> `channels.telegram`);
+    a root module (`channels.store`) is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_two_packages_import_each_other() -> None:
+    """Packages too point one way: `channels.config` below `channels.telegram`, never both
+    ways (a file-level check misses two modules of each package importing the other's)."""
+    graph = module_graph()
+    edges = {(package_of(a), package_of(b)) for a, targets in graph.items() for b in targets
+             if package_of(a) != package_of(b)}
+    both = sorted(f"{a} <-> {b}" for a, b in edges if (b, a) in edges and a < b)
+    assert both == []
+
+
 def test_the_readmes_layout_names_every_module() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     start = readme.index("## How the code is laid out")

@@ -252,7 +252,7 @@ def _verdict(db: Database, opened: Opened) -> Verdict:
                                entered.get(gating.REASON_INPUT),
                                gating.where_answered(channel, terminal), decided.reason,
                                opened.timeout_minutes)
-    allow = decided.outcome == "accepted" and decided.choice in gating.ALLOWING
+    allow = decided.outcome == records.Outcome.ACCEPTED and decided.choice in gating.ALLOWING
     chosen = decided.choice if decided.provenance == "human" else None
     return Verdict(allow, text, chosen, decision_id, opened.rule)
 

@@ -179,16 +179,16 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     entered = None if resolution.response is None else resolution.response.get("input")
     answer: dict[str, Any] = {"decision_id": handle.decision_id, "choice": resolution.choice,
                               "input": entered, "provenance": resolution.provenance}
-    if resolution.outcome != "accepted":
+    if resolution.outcome != records.Outcome.ACCEPTED:
         answer["reason"] = resolution.reason
     if args.json:
         print(json.dumps(answer, ensure_ascii=False))
-    elif resolution.outcome == "accepted":
+    elif resolution.outcome == records.Outcome.ACCEPTED:
         text = entered.get("text") if isinstance(entered, dict) else None
         print(resolution.choice if text is None else f"{resolution.choice}\n{text}")
     else:
         print(f"cancelled: {resolution.reason}", file=sys.stderr)
-    return EXIT_OK if resolution.outcome == "accepted" else EXIT_NOT_ACCEPTED
+    return EXIT_OK if resolution.outcome == records.Outcome.ACCEPTED else EXIT_NOT_ACCEPTED
 
 
 def _tell_waiting(handle: workflows.AskHandle, routes: tuple[str, ...]) -> None:
@@ -289,7 +289,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _status_line(view: views.DecisionView, won: history.Winner | None, now: int) -> str:
     if won is None:
         return status_text(view, now)
-    what = view.choice_label or view.choice if won.outcome == "accepted" else \
+    what = view.choice_label or view.choice if won.outcome == records.Outcome.ACCEPTED else \
         f"reason: {view.reason}"
     if won.provenance == "human":
         how = f"answered by {won.actor_id} through {won.channel}"

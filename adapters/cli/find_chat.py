@@ -18,8 +18,8 @@ from typing import Any, Final
 
 from adapters.telegram.client import DEFAULT_ALLOWED_UPDATES, TelegramClient
 from adapters.telegram.results import CallResult
+from channels.config.model import DEFAULT_API_BASE_URL
 from channels.errors import ChannelsError
-from channels.telegram.limits import DEFAULT_API_BASE_URL
 from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
 
 __all__ = ["FindChatUnavailable", "find_chat"]

@@ -23,8 +23,7 @@ from typing import Any, Final
 from adapters.cli.bot_checks import VerifiedBot, prepare_polling, print_notes, verify_token
 from adapters.cli.errors import UsageError
 from channels.config import install, loading, model, parsing
-from channels.config.model import InstallResult
-from channels.telegram import limits
+from channels.config.model import DEFAULT_API_BASE_URL, InstallResult
 from state.exit_codes import EXIT_OK
 
 __all__ = ["audience_argument", "id_argument", "name_argument", "register", "url_argument"]
@@ -117,7 +116,7 @@ def _summary(installed: InstallResult, bot: VerifiedBot) -> str:
         f"Allowed: {_count(len(profile.allowed_user_ids), 'user')}, "
         f"{_count(len(profile.allowed_chat_ids), 'chat')}",
     ]
-    if profile.api_base_url != limits.DEFAULT_API_BASE_URL:
+    if profile.api_base_url != DEFAULT_API_BASE_URL:
         lines.append(f"Bot API: {profile.api_base_url}")
     return "\n".join(lines)
 
@@ -154,7 +153,7 @@ def _cmd_setup_telegram(args: argparse.Namespace) -> int:
     if missing:
         raise UsageError(f"setup telegram needs {', '.join(missing)} (or --remove PROFILE)")
     token = _read_token_file(args.token_file, args.credential or args.profile)
-    api_base_url = args.api_base_url or limits.DEFAULT_API_BASE_URL
+    api_base_url = args.api_base_url or DEFAULT_API_BASE_URL
     bot = verify_token(token, api_base_url)
     bot = prepare_polling(token, api_base_url, bot, delete_webhook=args.delete_webhook)
     installed = install.install_telegram_profile(
@@ -187,7 +186,7 @@ def _find_chat(args: argparse.Namespace) -> int:
         raise UsageError("--find-chat needs --token-file (the bot's token file)")
     if not 1 <= args.find_chat <= 3600:
         raise UsageError("--find-chat waits between 1 and 3600 seconds")
-    api_base_url = args.api_base_url or limits.DEFAULT_API_BASE_URL
+    api_base_url = args.api_base_url or DEFAULT_API_BASE_URL
     token = _read_token_file(args.token_file, "find-chat")
     bot = verify_token(token, api_base_url)
     bot = prepare_polling(token, api_base_url, bot, delete_webhook=args.delete_webhook)
@@ -306,7 +305,7 @@ def _add_telegram_arguments(p: argparse.ArgumentParser) -> None:
         type=url_argument,
         default=None,
         metavar="URL",
-        help=f"Bot API server (default: {limits.DEFAULT_API_BASE_URL})",
+        help=f"Bot API server (default: {DEFAULT_API_BASE_URL})",
     )
     p.add_argument(
         "--find-chat",

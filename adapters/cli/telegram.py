@@ -24,6 +24,7 @@ from channels.decisions import workflows
 from channels.errors import ChannelsError
 from channels.failures import ExpiryFailures, expiry_failure
 from channels.telegram import config_failures, deliveries, poll
+from channels.telegram.ended import PassStatus
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
@@ -81,8 +82,8 @@ def _config_or_hint(*, check_tokens: bool = True) -> ChannelsConfig | None:
 
 # Pass statuses that come without an alert report, and their exit codes: a conflict, a
 # rejected token, a profile left unpolled because another profile polls its bot.
-_UNALERTED: Final = {"conflict": EXIT_TEMPORARY, "unauthorized": EXIT_CONFIG,
-                     "shared_bot": EXIT_CONFIG}
+_UNALERTED: Final = {PassStatus.CONFLICT: EXIT_TEMPORARY, PassStatus.UNAUTHORIZED: EXIT_CONFIG,
+                     PassStatus.SHARED_BOT: EXIT_CONFIG}
 
 
 def _run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
@@ -128,13 +129,13 @@ def _run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
         elif report.status in _UNALERTED:  # not polled, lease lost, or an alerts bug
             say(f"Error: {report.channel}: {report.message}")
             code = max(code, _UNALERTED[report.status])
-        elif report.status == "failed":  # its claim or release failed: no alert report
+        elif report.status == PassStatus.FAILED:  # its claim or release failed: no alert report
             say(f"Error: {report.channel}: {report.message}")
             code = max(code, report.exit_code)
         for refusal in report.refused:  # a settlement refused for good: said once
             say(f"Error: {report.channel}: {refused_settlement(refusal)}")
             code = max(code, EXIT_CONFIG)
-        if report.status == "bad_batch":  # a getUpdates answer that cannot be stored
+        if report.status == PassStatus.BAD_BATCH:  # a getUpdates answer that cannot be stored
             say(f"Error: {report.channel}: {report.message}")
             code = max(code, EXIT_TEMPORARY)
         for bug in (e["internal"] for e in report.errors

@@ -291,7 +291,7 @@ class GateDesk:
                                    entered.get(gating.REASON_INPUT),
                                    gating.where_answered(channel, terminal), reason,
                                    waiting.timeout_minutes)
-        allow = decided.outcome == "accepted" and choice in gating.ALLOWING
+        allow = decided.outcome == records.Outcome.ACCEPTED and choice in gating.ALLOWING
         self.out.send({"type": "gate_result", "event_id": waiting.event_id,
                        "decision_id": waiting.decision_id, "allow": allow, "choice": choice,
                        "message": text})

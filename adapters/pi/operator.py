@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from channels.decisions.choices import validate_response
+from channels.decisions.records import Outcome
 from channels.errors import DecisionError
 from channels.pi.answers import AnswerReport, OpenDecision
 from state.errors import PermissionProblem
@@ -92,7 +93,7 @@ def describe(report: AnswerReport) -> str:
         again = " (this answer was already recorded)" if report.result == "adopted" else ""
         return f"accepted: {report.label or report.choice}{again}"
     if report.result == "already_resolved":
-        if report.outcome == "accepted":
+        if report.outcome == Outcome.ACCEPTED:
             return f"already decided: {report.label or report.choice}"
         return f"already decided: cancelled ({report.reason})"
     if report.result == "stale":

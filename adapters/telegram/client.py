@@ -49,7 +49,7 @@ from adapters.telegram.results import (
     classify_response,
 )
 from channels.config.files import BOT_TOKEN_FORMAT
-from channels.telegram.limits import DEFAULT_API_BASE_URL
+from channels.config.model import DEFAULT_API_BASE_URL
 
 __all__ = ["DEFAULT_ALLOWED_UPDATES", "TelegramClient"]
 

@@ -15,11 +15,15 @@ import httpx
 
 from state.version import VERSION
 
-__all__ = ["Files", "HttpPool"]
+__all__ = ["Files", "HttpPool", "PoolClosed"]
 
 
 _USER_AGENT = f"piw-channels/{VERSION} (httpx)"
 Files = dict[str, tuple[str, bytes, str]]
+
+
+class PoolClosed(RuntimeError):
+    """The pool was shut down: the request was refused before anything was written."""
 
 
 class HttpPool:
@@ -48,10 +52,11 @@ class HttpPool:
                          read_timeout: float, write_timeout: float, connect_timeout: float,
                          pool_timeout: float, files: Files | None = None) -> tuple[int, bytes]:
         """POST the fields form-encoded (multipart with `files`: name -> (file name, bytes,
-        content type)); (HTTP status, body). Raises RuntimeError before sending when shut
-        down, else what httpx raises."""
+        content type)); (HTTP status, body). Raises PoolClosed before sending when shut
+        down (httpx's own check for it comes later in this same step, with no await between:
+        it cannot be reached), else what httpx raises."""
         if self._client.is_closed:
-            raise RuntimeError("the HTTP pool is shut down")
+            raise PoolClosed("the HTTP pool is shut down")
         timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=write_timeout,
                                 pool=pool_timeout)
         res = await self._client.request(method, url, data=fields, files=files or None,

@@ -24,6 +24,7 @@ from typing import Any, Final
 import httpx
 
 from adapters.telegram.body import Scrub, load_body
+from adapters.telegram.http import PoolClosed
 
 __all__ = [
     "MAX_DESCRIPTION", "CallOutcome", "CallResult", "JSONDict", "classify_exception",
@@ -241,15 +242,18 @@ def classify_exception(method: str, exc: BaseException) -> CallResult:
     return CallResult(method, CallOutcome.AMBIGUOUS, description=_describe(exc))
 
 
-# httpx's own refusal, raised before anything is written: its client has been closed.
-_POOL_REFUSAL: Final = "Cannot send a request"
+# httpx's own refusal, raised before anything is written: its client has been closed. It has
+# no type of its own; only python-telegram-bot's pool (`setup telegram`) can raise it, as ours
+# refuses first with PoolClosed.
+_HTTPX_POOL_REFUSAL: Final = "Cannot send a request"
 
 
 def _pool_refused(exc: BaseException) -> bool:
     """Only the connection pool's own "could not send" proves nothing left. Any other
     RuntimeError (RecursionError, NotImplementedError, "Event loop is closed") is a bug on
     the way, after which the request may have gone out: ambiguous, never resent by itself."""
-    return type(exc) is RuntimeError and str(exc).startswith(_POOL_REFUSAL)
+    return isinstance(exc, PoolClosed) or (
+        type(exc) is RuntimeError and str(exc).startswith(_HTTPX_POOL_REFUSAL))
 
 
 def _describe(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ import re
 import secrets
 import shlex
 import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +25,9 @@ from channels.config.errors import (
 from state.files import make_private_dir
 
 __all__ = [
-    "BOT_TOKEN_FORMAT", "SETUP_LABEL", "FileRef", "bot_id", "check_directory",
-    "prepare_directory", "read_private_file", "read_token_file", "write_private_json",
+    "BOT_TOKEN_FORMAT", "SETTLED_NS", "SETUP_LABEL", "FileRef", "bot_id", "check_directory",
+    "file_identity", "prepare_directory", "read_private_file", "read_token_file",
+    "write_private_json",
 ]
 
 
@@ -246,3 +248,27 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# A file changed this recently may change again within its file system's timestamp granularity
+# (a second or two on some) without its identity changing: not cached until it is older.
+SETTLED_NS: Final = 2_000_000_000
+
+
+def file_identity(path: Path) -> tuple[int, ...] | None:
+    """What changes whenever a file or its directory does (a write, a rename over it, a chmod,
+    a chown, an entry added or removed): inode, size, times, mode and owner of the file (not
+    followed) and of its directory. None when either is missing or changed in the last two
+    seconds. A cache keyed by it rereads whenever a reread could give another answer (the
+    private-mode checks included)."""
+    try:
+        found, directory = os.lstat(path), os.stat(path.parent)
+    except OSError:
+        return None
+    newest = max(found.st_mtime_ns, found.st_ctime_ns, directory.st_mtime_ns,
+                 directory.st_ctime_ns)
+    if time.time_ns() - newest < SETTLED_NS:
+        return None
+    return tuple(int(v) for st in (found, directory) for v in (
+        st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode,
+        st.st_uid))

@@ -36,12 +36,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Final
 
+from channels.config import files
 from channels.config.errors import ConfigInvalid
 from channels.config.files import (
     FileRef,
     check_directory,
+    file_identity,
     prepare_directory,
-    read_private_file,
     write_private_json,
 )
 from channels.config.parsing import Source, audience_name_field, parse_json
@@ -133,14 +134,30 @@ def gate_path(config_dir: Path) -> Path:
     return config_dir / GATE_FILE
 
 
+# Policies read, by file: (its file_identity when read, the policy). The Pi bridge judges every
+# tool call of a session: it rereads gate.json only when the file or its directory changed.
+_READ: dict[Path, tuple[tuple[int, ...], GatePolicy]] = {}
+
+
 def load_gate_policy(config_dir: Path) -> GatePolicy:
     """The policy in `gate.json`, or DEFAULT_POLICY (off) when there is no such file.
 
     Raises a ConfigError naming the file and the field for a broken or non-private file.
     """
     path = gate_path(config_dir)
+    identity = file_identity(path)
+    cached = _READ.get(path)
+    if identity is not None and cached is not None and cached[0] == identity:
+        return cached[1]
+    policy = _read_gate_policy(config_dir, path)
+    if identity is not None and identity == file_identity(path):  # unchanged while read
+        _READ[path] = (identity, policy)
+    return policy
+
+
+def _read_gate_policy(config_dir: Path, path: Path) -> GatePolicy:
     try:
-        data = read_private_file(FileRef(path, str(path)))
+        data = files.read_private_file(FileRef(path, str(path)))
     except FileNotFoundError:
         if path.is_symlink():
             raise ConfigInvalid(

@@ -21,6 +21,7 @@ from channels.config.model import (
     CHANNELS_SCHEMA,
     CREDENTIALS_FILE,
     CREDENTIALS_SCHEMA,
+    DEFAULT_API_BASE_URL,
     PI_CHANNEL,
     Audience,
     InstallResult,
@@ -38,7 +39,6 @@ from channels.config.parsing import (
     parse_credentials,
     parse_json,
 )
-from channels.telegram.limits import DEFAULT_API_BASE_URL
 
 __all__ = ["install_telegram_profile", "remove_telegram_profile"]
 

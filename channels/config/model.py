@@ -17,13 +17,26 @@ from channels.config.errors import (
 from channels.config.files import read_token_file
 from channels.config.quiet_hours import QuietHours
 from channels.decisions.fields import NAME_RE
-from channels.telegram.limits import DEFAULT_API_BASE_URL
 
 __all__ = [
-    "ACCEPT_FIRST_VALID_ANSWER", "AUDIENCE_PATTERN", "CHANNELS_FILE", "CHANNELS_SCHEMA",
-    "CONFIG_DIR_ENV", "CREDENTIALS_FILE", "CREDENTIALS_SCHEMA", "ID_PATTERN", "NAME_PATTERN",
-    "PI_CHANNEL", "Audience", "ChannelsConfig", "InstallResult", "TelegramCredential",
-    "TelegramProfile", "audience_routes", "json_path",
+    "ACCEPT_FIRST_VALID_ANSWER",
+    "AUDIENCE_PATTERN",
+    "CHANNELS_FILE",
+    "CHANNELS_SCHEMA",
+    "CONFIG_DIR_ENV",
+    "CREDENTIALS_FILE",
+    "CREDENTIALS_SCHEMA",
+    "DEFAULT_API_BASE_URL",
+    "ID_PATTERN",
+    "NAME_PATTERN",
+    "PI_CHANNEL",
+    "Audience",
+    "ChannelsConfig",
+    "InstallResult",
+    "TelegramCredential",
+    "TelegramProfile",
+    "audience_routes",
+    "json_path",
 ]
 
 
@@ -40,6 +53,7 @@ CREDENTIALS_SCHEMA: Final = "pi-workflows.credentials.v1"
 ACCEPT_FIRST_VALID_ANSWER: Final = "first-valid-answer"
 
 PI_CHANNEL: Final = "pi"
+DEFAULT_API_BASE_URL: Final = "https://api.telegram.org"  # a profile's Bot API server
 
 _TELEGRAM_PREFIX: Final = "telegram:"
 

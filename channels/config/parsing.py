@@ -20,6 +20,7 @@ from channels.config.model import (
     CHANNELS_SCHEMA,
     CREDENTIALS_FILE,
     CREDENTIALS_SCHEMA,
+    DEFAULT_API_BASE_URL,
     ID_PATTERN,
     NAME_PATTERN,
     PI_CHANNEL,
@@ -29,7 +30,6 @@ from channels.config.model import (
     json_path,
 )
 from channels.config.quiet_hours import QuietHours
-from channels.telegram.limits import DEFAULT_API_BASE_URL
 
 __all__ = [
     "Source", "api_base_url_field", "audience_name_field", "check_references", "ids_field",

@@ -149,7 +149,7 @@ def _settlement_text(decision: StoredDecision, resolution: Resolution,
                     where: str | None = None) -> str:
     """The short outcome message channels post ("Accepted: Continue", "Cancelled: expired",
     "Accepted: Allow once (answered in Pi)")."""
-    if resolution.outcome == "accepted" and resolution.response is not None:
+    if resolution.outcome == Outcome.ACCEPTED and resolution.response is not None:
         choice = decision.request.choices.get(str(resolution.response["choice"]))
         label = choice["label"] if choice else str(resolution.response["choice"])
         suffix = " (timeout default)" if resolution.provenance == "timeout_policy" else ""

@@ -171,7 +171,7 @@ def _judge(
 
 
 def _resolved_message(winner: Resolution) -> str:
-    if winner.outcome == "cancelled":
+    if winner.outcome == Outcome.CANCELLED:
         return f"Human decision request was {winner.reason}"
     return "That human decision was already answered."
 
@@ -281,7 +281,7 @@ def _resolve_cancellation(
     runs.verify_owner(conn, cancel.lease, decision.run_id, now)
     winner = resolution_of(conn, decision.decision_id)
     if winner is not None:
-        if winner.outcome == "accepted":
+        if winner.outcome == Outcome.ACCEPTED:
             raise DecisionRefused("Resolved human decision cannot be cancelled")
         if winner.provenance == "explicit_cancel" and winner.reason == cancel.reason:
             return Verdict(Result.ADOPTED, "identical cancellation", winner)

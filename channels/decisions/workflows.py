@@ -369,5 +369,5 @@ def summarize(outcome: Verdict) -> str:
     res = outcome.resolution
     if res is None:
         return f"{outcome.result.value}: {outcome.message}"
-    detail = res.choice if res.outcome == "accepted" else res.reason
+    detail = res.choice if res.outcome == records.Outcome.ACCEPTED else res.reason
     return f"{outcome.result.value}: {res.outcome} ({res.provenance}) {detail}"

@@ -1,5 +1,20 @@
 """The tool-call gate: which of the agent's tool calls run, need a person, or are blocked.
 
+The whole gate, in the order a call meets it:
+
+    channels/config/gate.py   the policy: gate.json read and checked (GatePolicy), written by
+                              `piw-channels gate on|off`; reread only when the file changes
+    channels/gate/            the judgement, pure: the guard, then the policy (`judge` ->
+                              Judgement), and for Pi the sandbox its bash runs in
+    channels/pi/gating.py     a gated call as a decision: its subject (the exact input), card,
+                              choices and what the agent is told (GatedCall, outcome_text)
+    adapters/pi/gatedesk.py   Pi's bridge: judge, ask, hold the run until the answer (_Judged:
+                              the judgement, the policy, the Confinement sent to the extension)
+    adapters/agents/          Claude Code, Codex and MCP clients: the same judgement without a
+                              sandbox (approvals), their hook contracts (hooks)
+
+In this package:
+
 commands    a bash command line as simple commands with their words (quotes, operators,
             substitutions, here-documents, redirections), never raising
 wrappers    what each simple command really runs: `sudo`, `env`, `sh -c`, `python -c`, ...

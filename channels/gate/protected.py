@@ -14,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Final
 
+from channels.config.files import file_identity
 from channels.gate.paths import is_within, resolve
 from channels.gate.verdict import Judgement, block
 from state.files import STATE_RELATIVE_PATH
@@ -106,9 +107,26 @@ def _with_resolved(places: list[Place]) -> tuple[Place, ...]:
     return tuple(dict.fromkeys(both))
 
 
+# credentials.json's token files, by file: (its file_identity when read, the paths). The Pi
+# bridge discovers the protected set for every tool call; the file is reread when it changed.
+_READ: dict[Path, tuple[tuple[int, ...], tuple[Path, ...]]] = {}
+
+
 def _token_files(config_dir: Path) -> tuple[Path, ...]:
+    path = config_dir / "credentials.json"
+    identity = file_identity(path)
+    cached = _READ.get(path)
+    if identity is not None and cached is not None and cached[0] == identity:
+        return cached[1]
+    found = _read_token_files(path)
+    if identity is not None and identity == file_identity(path):  # unchanged while read
+        _READ[path] = (identity, found)
+    return found
+
+
+def _read_token_files(path: Path) -> tuple[Path, ...]:
     try:
-        document = json.loads((config_dir / "credentials.json").read_text("utf-8"))
+        document = json.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return ()
     table = document.get("telegram") if isinstance(document, dict) else None

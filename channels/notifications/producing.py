@@ -18,11 +18,11 @@ from typing import Any, ClassVar
 
 import apsw
 
+from channels import store
 from channels.config.model import ChannelsConfig, audience_routes
 from channels.decisions import runs
 from channels.notifications import records
 from channels.notifications.records import NO_SESSION, Notification, NotificationType
-from channels.telegram import identity
 from channels.text import is_blank, utf16_len
 from state import blobs, effects, leases
 from state.clock import Entropy
@@ -136,7 +136,7 @@ def _telegram_recipients(config: ChannelsConfig | None,
     if config is None:
         return {}
     names = [route.partition(":")[2] for route in telegram_routes(config, routes)]
-    return {identity.telegram_channel_id(name):
+    return {store.telegram_channel_id(name):
             tuple(sorted(config.profiles[name].allowed_chat_ids)) for name in names}
 
 

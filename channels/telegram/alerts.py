@@ -24,6 +24,7 @@ from channels.decisions import views
 from channels.notifications import records as notification_records
 from channels.notifications import views as notification_views
 from channels.telegram import config_failures, deliveries, holds, notifying
+from channels.telegram.ended import PassStatus
 from channels.telegram.identity import Channel
 from state import blobs, effects
 from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
@@ -227,9 +228,9 @@ def _conditions(conn: apsw.Connection, channel: Channel, result: PassResult, dow
     for decision_id, failed in result.expiry.items():
         found[f"expiry:{decision_id}"] = ("expiry", now, {"decisionId": decision_id,
                                                          **failed})
-    if result.status == "unauthorized":
+    if result.status == PassStatus.UNAUTHORIZED:
         found["token"] = ("token", now, facts)
-    elif result.status == "conflict":
+    elif result.status == PassStatus.CONFLICT:
         webhook = "webhook" in str(error.get("description") or "").lower()
         found["conflict"] = ("webhook" if webhook else "conflict", now, facts)
     elif result.updates_error is not None and now - down_since >= alert_after_ms:

@@ -19,6 +19,7 @@ import apsw
 from channels.decisions import askers, records
 from channels.telegram.deliveries import open_routed_decisions, reserve_copy, reserve_notice
 from channels.telegram.identity import Channel
+from channels.telegram.ignored import Ignored, ignored
 from channels.telegram.muting import MUTE_USAGE, parse_mute, set_mute
 from channels.telegram.text_answers import MAX_LISTED, pending_list
 from state.leases import Lease
@@ -54,7 +55,7 @@ def _mute(conn: apsw.Connection, channel: Channel, said: _Said, now: int,
     reserve_notice(conn, channel, None, said.chat, said.message, text,
                    f"command:{said.chat}:{said.message}", lease.actor, now)
     if ms is None:
-        return _ignored("bad_duration")
+        return ignored(Ignored.BAD_DURATION)
     return {"result": "muted" if ms else "unmuted"}
 
 
@@ -81,15 +82,12 @@ def run(conn: apsw.Connection, channel: Channel, payload: Mapping[str, Any], now
     """Act on a command from the inbox (through the allowlist); the row's result."""
     user, chat, message = payload.get("userId"), payload.get("chatId"), payload.get("messageId")
     if user is None or chat is None or message is None:
-        return _ignored("malformed")
+        return ignored(Ignored.MALFORMED)
     if not channel.profile.allows(str(user), str(chat)):
-        return _ignored("not_allowed")
+        return ignored(Ignored.NOT_ALLOWED)
     handler = HANDLERS.get(str(payload.get("command")))
     if handler is None:
-        return _ignored("unknown_command")
+        return ignored(Ignored.UNKNOWN_COMMAND)
     return handler(conn, channel, _Said(str(chat), message, str(payload.get("args") or "")),
                    now, lease)
 
-
-def _ignored(reason: str) -> dict[str, Any]:
-    return {"result": f"ignored:{reason}"}

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from channels.config.model import ChannelsConfig, TelegramProfile
-from channels.store import hex40
+from channels.store import telegram_channel_id
 
-__all__ = ["TELEGRAM_CURSOR", "Channel", "telegram_channel_id"]
+__all__ = ["TELEGRAM_CURSOR", "Channel"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +36,3 @@ class Channel:
 
 
 TELEGRAM_CURSOR = "telegram_update"
-
-
-def telegram_channel_id(profile: str) -> str:
-    """`telegram-` + 40 hex of SHA-256(profile name) (reference identity)."""
-    return "telegram-" + hex40(profile)

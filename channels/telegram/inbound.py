@@ -29,6 +29,7 @@ from channels.telegram.deliveries import (
     resource_revision,
 )
 from channels.telegram.identity import Channel
+from channels.telegram.ignored import Ignored, ignored
 from channels.telegram.limits import CALLBACK_TEXT_LIMIT
 from channels.telegram.text_answers import choice_named, hint
 from channels.telegram.updates import press_field
@@ -68,7 +69,8 @@ def process(
     else:
         # Extra fields (a migrated chat's new id, a chat the bot left) stay readable in the result.
         extra = {k: v for k, v in row.payload.items() if k != "kind"}
-        processed = Processed({**_ignored(str(row.payload.get("kind", "unsupported"))), **extra})
+        kind = str(row.payload.get("kind", "unsupported"))
+        processed = Processed({**ignored(kind), **extra})
     inbox.mark_processed(conn, channel.channel_id, row.external_event_id, processed.result, now)
     return processed
 
@@ -83,9 +85,6 @@ def failed(row: inbox.InboxRow, result: dict[str, Any]) -> Processed:
         return Processed(result)
     return _answered(row.payload.get("callbackId"), result, FAILED_TEXT)
 
-
-def _ignored(reason: str) -> dict[str, Any]:
-    return {"result": f"ignored:{reason}"}
 
 
 def _answered(callback_id: Any, result: dict[str, Any], text: str) -> Processed:
@@ -117,14 +116,15 @@ def _callback(
     user, chat = p.get("userId"), p.get("chatId")
     detached = press_field(p, "inline") or chat is None
     if user is None:
-        return _answered(callback_id, _ignored("no_user"), "This button cannot be used here.")
+        return _answered(callback_id, ignored(Ignored.NO_USER),
+                         "This button cannot be used here.")
     if detached:  # no message came with the press: its data names the decision
         bound = presses.bind_detached(conn, channel, index, p, now)
         if isinstance(bound, presses.Refused):
-            return _answered(callback_id, _ignored(bound.reason), bound.text)
+            return _answered(callback_id, ignored(bound.reason), bound.text)
         p, chat = bound, bound["chatId"]
     if not channel.profile.allows(str(user), str(chat)):
-        return _answered(callback_id, _ignored("not_allowed"),
+        return _answered(callback_id, ignored(Ignored.NOT_ALLOWED),
                          "You are not allowed to answer this decision.")
     data = p.get("data")
     message_ref = None if detached else p.get("messageId")
@@ -135,7 +135,8 @@ def _callback(
                        None if message_ref is None else str(message_ref)) \
         if isinstance(data, str) and TOKEN_RE.fullmatch(data) else None
     if found is None:
-        return _answered(callback_id, _ignored("unknown_button"), "This button is not valid.")
+        return _answered(callback_id, ignored(Ignored.UNKNOWN_BUTTON),
+                         "This button is not valid.")
     decision_id, choice_id = found
     decision = records.load(conn, decision_id)
     bound_by = {"boundBy": "callback_data"} if detached else {}
@@ -164,9 +165,10 @@ def _settled_press(conn: apsw.Connection, channel: Channel, index: ButtonIndex,
     found = index.find(conn, channel.channel_id, live_token(data), now, chat,
                        None if message_ref is None else str(message_ref))
     if found is None:  # decided long ago (or not here): still never an answer
-        return _answered(callback_id, _ignored("settled_button"), "This decision is decided.")
+        return _answered(callback_id, ignored(Ignored.SETTLED_BUTTON),
+                         "This decision is decided.")
     decision = records.load(conn, found[0])
-    return _answered(callback_id, {**_ignored("settled_button"), "decisionId": found[0]},
+    return _answered(callback_id, {**ignored(Ignored.SETTLED_BUTTON), "decisionId": found[0]},
                      outcomes.already_decided(conn, channel, decision))
 
 
@@ -298,25 +300,25 @@ def _reply(
     p = row.payload
     user, chat, reply_to = p.get("userId"), p.get("chatId"), p.get("replyTo")
     if user is None or chat is None or reply_to is None or p.get("messageId") is None:
-        return Processed(_ignored("malformed"))
+        return Processed(ignored(Ignored.MALFORMED))
     if not channel.profile.allows(str(user), str(chat)):
-        return Processed(_ignored("not_allowed"))
+        return Processed(ignored(Ignored.NOT_ALLOWED))
     prompt = messages.find_message_by_ref(conn, channel.channel_id, Purpose.PROMPT, str(chat),
                                        str(reply_to)) or _reconcile_prompt(conn, channel, p, now)
     if prompt is None or prompt.decision_id is None:
         card = messages.find_message_by_part_ref(conn, channel.channel_id, Purpose.DELIVERY,
                                                  str(chat), str(reply_to))
         if card is None or card.decision_id is None:
-            return Processed(_ignored("unbound_reply"))
+            return Processed(ignored(Ignored.UNBOUND_REPLY))
         return _card_reply(conn, channel, row, records.load(conn, card.decision_id), now,
                            worker)
     text = p.get("text")
     if not isinstance(text, str):
-        return Processed(_ignored("not_text"))
+        return Processed(ignored(Ignored.NOT_TEXT))
     decision = records.load(conn, prompt.decision_id)
     choice_id = _prompted_choice(conn, channel, decision, prompt.message_id)
     if choice_id is None:
-        return Processed(_ignored("unbound_reply"))
+        return Processed(ignored(Ignored.UNBOUND_REPLY))
     name = decision.request.choices[choice_id]["input"]["name"]
     answer = HumanAnswer(
         decision_id=decision.decision_id, request_digest=decision.request.request_digest,
@@ -353,7 +355,7 @@ def _card_reply(conn: apsw.Connection, channel: Channel, row: inbox.InboxRow,
     choice_id = choice_named(decision.request.choices, text) if isinstance(text, str) else None
     if choice_id is None:
         notice(hint(decision.request.choices))
-        return Processed(_ignored("unclear_text"))
+        return Processed(ignored(Ignored.UNCLEAR_TEXT))
     if "input" in decision.request.choices[choice_id]:
         return _prompt(conn, channel, decision, choice_id, {**p, "callbackId": None}, now,
                        worker)

@@ -12,6 +12,7 @@ from channels.config.loading import resolve_config_dir
 from channels.config.model import CHANNELS_FILE
 from channels.failures import Failure
 from channels.telegram.identity import Channel
+from channels.telegram.ignored import Ignored, ignored
 from state.exit_codes import EXIT_CONFIG
 
 __all__ = ["alert_for"]
@@ -25,12 +26,12 @@ def alert_for(channel: Channel, result: Mapping[str, Any]) -> Failure | None:
         return None
     where = (f"telegramProfiles.{profile.name}.allowedChatIds in"
              f" {resolve_config_dir()}/{CHANNELS_FILE}")
-    if result.get("result") == "ignored:chat_migrated":
+    if result.get("result") == ignored(Ignored.CHAT_MIGRATED)["result"]:
         new = result.get("migrateToChatId")
         return Failure(f"group {chat} became supergroup {new}; replace {chat} with {new} in"
                        f" {where}, then run: piw-channels resend --all-failed --profile"
                        f" {profile.name}", EXIT_CONFIG)
-    if result.get("result") == "ignored:bot_removed":
+    if result.get("result") == ignored(Ignored.BOT_REMOVED)["result"]:
         return Failure(f"the bot was removed from (or blocked in) chat {chat}; add it back"
                        f" (or unblock it), or remove {chat} from {where}", EXIT_CONFIG)
     return None

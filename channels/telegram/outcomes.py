@@ -18,7 +18,8 @@ from channels import inbox
 from channels.decisions import history, records
 from channels.decisions.deadline import clock_time
 from channels.decisions.presentation import fingerprint
-from channels.telegram.identity import Channel, telegram_channel_id
+from channels.store import telegram_channel_id
+from channels.telegram.identity import Channel
 from channels.text import from_units, operator_safe_text, to_units
 
 __all__ = ["Styled", "already_decided", "outcome_post", "shorten"]

@@ -5,9 +5,9 @@ poller is at work: skip quietly); recover attempts a dead owner left applying; r
 deliveries for open decisions routed here; then until the window ends: renew the lease, apply
 due effects, long-poll getUpdates, ingest the batch and advance the cursor in one fenced
 transaction, process the batch's inbox rows in one transaction (a savepoint per row), answer
-their callbacks once it committed (concurrently, bounded) while the settlements go out,
-then apply the rest of what processing created, deliveries last (in the background of the
-pass; in a `--for` window, as soon as wakeups.py sees it asked). Finally release the lease.
+their callbacks once it committed (concurrently, bounded) while the settlements go out, then
+apply the rest of what processing created, deliveries last (in the pass's background; in a
+`--for` window, as soon as wakeups.py sees it asked). Finally release the lease.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from channels import inbox, messages, store
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
-from channels.messages import MessageStatus
 from channels.store import AdapterType
 from channels.telegram import (
     alerts,
@@ -44,6 +43,7 @@ from channels.telegram.buttons import ButtonIndex
 from channels.telegram.delivering import Deliverer
 from channels.telegram.effect_kinds import EFFECT_TYPES, URGENT_TYPES
 from channels.telegram.identity import Channel
+from channels.telegram.ignored import Ignored, ignored
 from channels.telegram.outbound import LEASE_MARGIN_S, Outbound
 from channels.telegram.reports import ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
@@ -61,15 +61,15 @@ from state.errors import (
 from state.leases import Lease
 from state.resources import Actor, ActorType
 
-__all__ = [
-    "ANSWER_CONCURRENCY", "ONCE_DEADLINE_SECONDS", "ChannelPoll", "ChannelReport",
-    "PollOptions", "poll",
-]
+__all__ = ["ANSWER_CONCURRENCY", "ONCE_DEADLINE_SECONDS", "ChannelPoll", "ChannelReport",
+           "PollOptions", "poll"]
 
 
 _ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotApi]]
 ONCE_DEADLINE_SECONDS = 15
 _INBOX_BATCH = 100
+_AMBIGUOUS = messages.MessageStatus.AMBIGUOUS
+_Batch = tuple[Lease, list[inbound.Processed]]  # a committed batch: the renewed lease, its rows
 # Callback answers in flight at once, right after their batch commits, in press order: 100
 # presses at 150 ms a call are answered in about 1 s, well within Telegram's 15 s.
 ANSWER_CONCURRENCY = 16
@@ -101,7 +101,7 @@ async def poll(
     start = wall_clock()
     end = start + (ONCE_DEADLINE_SECONDS if options.once else options.window_seconds)
     shared = {name: ChannelReport(Channel(config.profile(name), config).name,
-                                  status="shared_bot", message=line)
+                                  status=ended.PassStatus.SHARED_BOT, message=line)
               for name, line in shared_bots(config, profiles).items()}
     tasks = [
         alone(f"polling {Channel(p, config).name}", partial(_failed, Channel(p, config).name),
@@ -114,8 +114,8 @@ async def poll(
 
 
 def _failed(name: str, found: Failure) -> ChannelReport:
-    return ChannelReport(name, status="failed", message=found.line, exit_code=found.exit_code,
-                         failure=found)
+    return ChannelReport(name, status=ended.PassStatus.FAILED, message=found.line,
+                         exit_code=found.exit_code, failure=found)
 
 
 @dataclass
@@ -150,7 +150,7 @@ class ChannelPoll:
         try:
             self.lease = await self._claim_or_wait()
         except LeaseHeld:
-            self.report.status = "busy"
+            self.report.status = ended.PassStatus.BUSY
             self.report.message = "another poller holds this channel; skipped"
             return self.report
         try:
@@ -162,7 +162,7 @@ class ChannelPoll:
                     await self._answered()  # before the client closes
         except Exception as exc:  # this profile's pass fails alone, and is an alert
             found = failure(exc, f"polling {self.channel.name}")
-            self.report.status, self.report.message = "failed", found.line
+            self.report.status, self.report.message = ended.PassStatus.FAILED, found.line
             self.report.exit_code, self.report.failure = found.exit_code, found
         finally:
             self._release()
@@ -241,7 +241,7 @@ class ChannelPoll:
             self.db, lambda: self._wake(deliverer)))
         try:
             await self._loop(api, outbound, deliverer)
-            if self.report.status != "unauthorized":  # nothing goes out with a bad token
+            if self.report.status != ended.PassStatus.UNAUTHORIZED:  # nothing goes out, a bad token
                 deliverer.kick()
             self.report.effects += await deliverer.finish()
         finally:
@@ -262,13 +262,14 @@ class ChannelPoll:
         hour ends the pass (the alert says until when)."""
         pacer_holds = {key: hold}
 
-        def command(c: Any) -> None:
+        def command(c: Any) -> Lease:
             now = self._now()
-            self.lease = leases.renew(c, self.lease, now)
+            renewed = leases.renew(c, self.lease, now)
             kept = holds.load(c, self.channel.channel_id)
-            holds.save(c, self.lease, self.channel.channel_id, {**kept, **pacer_holds}, now)
+            holds.save(c, renewed, self.channel.channel_id, {**kept, **pacer_holds}, now)
+            return renewed
 
-        self.db.write(command)
+        self.lease = self.db.write(command)  # only once committed: a rollback keeps the old
         self._long_hold = self._long_hold or hold.long
         if hold.long and self._listening is not None:
             self._listening.cancel()  # nothing more goes out this pass: stop its long poll now
@@ -299,10 +300,10 @@ class ChannelPoll:
             self.report.effects += await outbound.apply_due(URGENT_TYPES)
             deliverer.kick()
             expire_overdue(self.db, self.owner_id, self.expiry_failures)
-            # The window ends once too little of it is left for a long poll: a zero-timeout
-            # getUpdates in a loop would spin (hundreds of calls) until the last second.
-            if self.options.once or self.end - self.wall_clock() < _MIN_LONG_POLL_SECONDS + 1 or \
-                    self.report.status == "bad_batch":  # the same bytes would come back at once
+            # The window ends with too little left for a long poll (a zero-timeout getUpdates
+            # loop would spin), or on a bad batch (the same bytes would come back at once).
+            if self.options.once or self.end - self.wall_clock() < _MIN_LONG_POLL_SECONDS + 1 \
+                    or self.report.status == ended.PassStatus.BAD_BATCH:
                 return
 
     def _abandoned(self, conn: Any) -> list[effects.Effect]:
@@ -317,7 +318,7 @@ class ChannelPoll:
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
             notifying.interrupted(conn, self.lease, channel_id, effect, bool(maybe_sent), now)
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
-                messages.set_message_status(conn, message_id, MessageStatus.AMBIGUOUS, now)
+                messages.set_message_status(conn, message_id, _AMBIGUOUS, now)
 
     def _due_deliveries(self, conn: Any) -> bool:
         return bool(effects.list_due(conn, (deliveries.DELIVER,), self._now(),
@@ -333,7 +334,7 @@ class ChannelPoll:
 
     def _wake(self, deliverer: Deliverer) -> None:
         """Another connection committed: deliver a decision new to this channel at once."""
-        if self._long_hold or self.report.status == "unauthorized":
+        if self._long_hold or self.report.status == ended.PassStatus.UNAUTHORIZED:
             return
         if self.db.read(self._undelivered):
             self._renew()
@@ -380,7 +381,7 @@ class ChannelPoll:
         if res.is_conflict:
             return self._conflict(res)
         if res.outcome == REJECTED and res.error_code in (401, 404):
-            self.report.status = "unauthorized"
+            self.report.status = ended.PassStatus.UNAUTHORIZED
             self.report.errors.append({"method": "getUpdates", **describe(res)})
             self.report.message = (f"the Bot API rejected the token (HTTP {res.error_code});"
                                    " fix the token file or run setup telegram again")
@@ -398,13 +399,14 @@ class ChannelPoll:
         if not updates and next_offset == offset:
             return True  # nothing arrived: nothing to store (an idle pass writes no event)
 
-        def ingest(c: Any) -> None:
+        def ingest(c: Any) -> Lease:
             now = self._now()
-            self.lease = leases.renew(c, self.lease, now)
-            inbox.ingest(c, self.lease, channel_id, events, now,
+            renewed = leases.renew(c, self.lease, now)
+            inbox.ingest(c, renewed, channel_id, events, now,
                          cursor_key=identity.TELEGRAM_CURSOR, next_cursor=next_offset)
+            return renewed
 
-        self.db.write(ingest)
+        self.lease = self.db.write(ingest)
         self.report.updates += len(updates)
         if updates and next_offset == offset:
             return self._unconfirmable(len(updates))
@@ -421,7 +423,7 @@ class ChannelPoll:
     def _conflict(self, res: ProviderResult) -> bool:
         return self._ended(*ended.conflict(res))
 
-    def _ended(self, status: str, message: str, error: dict[str, Any]) -> bool:
+    def _ended(self, status: ended.PassStatus, message: str, error: dict[str, Any]) -> bool:
         self.report.status, self.report.message = status, message
         self.report.errors.append(error)
         return False
@@ -432,10 +434,10 @@ class ChannelPoll:
         count = 0
         while rows := self.db.read(lambda c: inbox.unprocessed(c, self.channel.channel_id,
                                                                _INBOX_BATCH)):
-            def batch(c: Any, rows: list[inbox.InboxRow] = rows) -> list[inbound.Processed]:
+            def batch(c: Any, rows: list[inbox.InboxRow] = rows) -> _Batch:
                 return self._process_batch(c, rows)
 
-            done = self.db.write(batch)
+            self.lease, done = self.db.write(batch)
             count += len(rows)
             for processed in done:
                 if processed.callback is not None:
@@ -444,19 +446,19 @@ class ChannelPoll:
             await asyncio.sleep(0)  # the answers start now, before the next batch is read
         return count
 
-    def _process_batch(self, conn: Any, rows: list[inbox.InboxRow]) -> list[inbound.Processed]:
+    def _process_batch(self, conn: Any, rows: list[inbox.InboxRow]) -> _Batch:
         """Each row in its own savepoint: a row that hits a bug, or whose writes contradict
         what is stored, is undone alone and recorded as ignored:error, never retried forever
         (undoing the batch would bring the same rows back every pass: a wedged channel); any
         other StateError (the lease, the database) is not the row's fault and undoes the
-        whole batch."""
-        self.lease = leases.renew(conn, self.lease, self._now())
+        whole batch. The renewed lease comes back, for the caller to keep once committed."""
+        lease = leases.renew(conn, self.lease, self._now())
         done = []
         for row in rows:
             now = self._now()
             try:
                 with savepoint(conn, "inbox_row"):
-                    done.append(inbound.process(conn, self.channel, self.index, self.lease,
+                    done.append(inbound.process(conn, self.channel, self.index, lease,
                                                 row, now))
                 if changed := membership.alert_for(self.channel, done[-1].result):
                     self.report.problems.append(changed)  # a config change needed at once
@@ -464,7 +466,7 @@ class ChannelPoll:
                 if isinstance(exc, StateError) and not isinstance(exc, _ROW_FAULTS):
                     raise
                 done.append(self._row_failed(conn, row, exc, now))
-        return done
+        return lease, done
 
     def _row_failed(self, conn: Any, row: inbox.InboxRow, exc: Exception,
                     now: int) -> inbound.Processed:
@@ -474,7 +476,7 @@ class ChannelPoll:
         self.report.problems.append(
             Failure(f"update {row.external_event_id}: {found.line}", found.exit_code,
                     found.internal))
-        result = {"result": "ignored:error", "message": found.line[:200]}
+        result = {**ignored(Ignored.ERROR), "message": found.line[:200]}
         inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id, result, now)
         return inbound.failed(row, result)
 

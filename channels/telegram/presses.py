@@ -16,6 +16,7 @@ import apsw
 
 from channels.telegram.buttons import SETTLED_RE, TOKEN_RE, ButtonIndex
 from channels.telegram.identity import Channel
+from channels.telegram.ignored import Ignored
 from channels.telegram.sent import delivered_recipients
 
 __all__ = ["Refused", "bind_detached"]
@@ -25,7 +26,7 @@ __all__ = ["Refused", "bind_detached"]
 class Refused:
     """A press that cannot be bound: the reason recorded, the answer shown."""
 
-    reason: str
+    reason: Ignored
     text: str
 
 
@@ -34,16 +35,16 @@ def bind_detached(conn: apsw.Connection, channel: Channel, index: ButtonIndex,
     """The press with the chat it is bound to, or why it is refused."""
     user, data = str(press["userId"]), press.get("data")
     if user not in channel.profile.allowed_user_ids:
-        return Refused("not_allowed", "You are not allowed to answer this decision.")
+        return Refused(Ignored.NOT_ALLOWED, "You are not allowed to answer this decision.")
     if isinstance(data, str) and SETTLED_RE.fullmatch(data):
-        return Refused("settled_button", "This decision is decided.")
+        return Refused(Ignored.SETTLED_BUTTON, "This decision is decided.")
     found = index.find(conn, channel.channel_id, data, now) \
         if isinstance(data, str) and TOKEN_RE.fullmatch(data) else None
     if found is None:
-        return Refused("unknown_button", "This button is not valid.")
+        return Refused(Ignored.UNKNOWN_BUTTON, "This button is not valid.")
     chats = [chat for _, chat in delivered_recipients(conn, channel.channel_id, found[0])
              if channel.profile.allows(user, chat)]
     if not chats:
-        return Refused("no_message", "This button cannot be used here.")
+        return Refused(Ignored.NO_MESSAGE, "This button cannot be used here.")
     chat = user if user in chats else chats[0]
     return {**press, "chatId": int(chat), "threadId": None}

@@ -8,6 +8,7 @@ from typing import Any
 
 from channels.failures import Failure
 from channels.telegram import alerts
+from channels.telegram.ended import PassStatus
 
 __all__ = ["ChannelReport", "PollOptions"]
 
@@ -34,7 +35,7 @@ class ChannelReport:
     """What one channel's pass did (counts and codes only: no ids)."""
 
     channel: str
-    status: str = "polled"  # polled|busy|conflict|unauthorized|bad_batch|shared_bot|failed
+    status: PassStatus = PassStatus.POLLED
     updates: int = 0
     processed: int = 0
     effects: int = 0
@@ -43,8 +44,8 @@ class ChannelReport:
     updates_ok_at: int | None = None  # the last successful getUpdates of this pass
     updates_error: dict[str, Any] | None = None  # the last getUpdates, when it failed
     alerts: alerts.AlertReport | None = None  # what needs a person (None: not polled)
-    exit_code: int = 0  # of a failed pass (status "failed")
-    failure: Failure | None = None  # why the pass failed (status "failed")
+    exit_code: int = 0  # of a failed pass (PassStatus.FAILED)
+    failure: Failure | None = None  # why the pass failed (PassStatus.FAILED)
     problems: list[Failure] = field(default_factory=list)  # rows and effects that failed alone
     # Settlements refused for good (a keyboard that cannot come off): a line each, this pass.
     refused: list[dict[str, Any]] = field(default_factory=list)

@@ -14,8 +14,8 @@ from typing import Any
 from adapters.telegram.fake.constants import (
     ALL_UPDATE_TYPES,
     CALLBACK_ID_BASE,
-    DEFAULT_ALLOWED_UPDATES,
     FIRST_UPDATE_ID,
+    TELEGRAM_DEFAULT_UPDATES,
 )
 from adapters.telegram.fake.faults import Fault, FaultQueue
 from adapters.telegram.fake.records import Entry, Overlap, PushedUpdate, RecordedRequest
@@ -35,7 +35,7 @@ class BotState:
         self.faults = FaultQueue()
         self.closing = False
         self.updates: list[dict[str, Any]] = []
-        self.allowed: frozenset[str] = DEFAULT_ALLOWED_UPDATES
+        self.allowed: frozenset[str] = TELEGRAM_DEFAULT_UPDATES
         self.poll_owner: int | None = None
         self.webhook_url = ""  # set: getUpdates is refused (409), as by Telegram
         # chat id -> message id -> the Message as sent (and edited since)
@@ -158,7 +158,7 @@ class BotState:
         if known:
             self.allowed = known
         else:
-            self.allowed = DEFAULT_ALLOWED_UPDATES
+            self.allowed = TELEGRAM_DEFAULT_UPDATES
 
     def deliverable(self, limit: int) -> list[dict[str, Any]]:
         """The first ``limit`` queued updates the current mask lets through."""

@@ -9,7 +9,6 @@ from channels.telegram.limits import TELEGRAM_TEXT_LIMIT
 __all__ = [
     "ALL_UPDATE_TYPES",
     "CALLBACK_ID_BASE",
-    "DEFAULT_ALLOWED_UPDATES",
     "DEFAULT_REACTIONS",
     "DESC_BAD_BODY",
     "DESC_BAD_ENTITIES",
@@ -41,6 +40,7 @@ __all__ = [
     "MAX_CAPTION_LENGTH",
     "MAX_TEXT_LENGTH",
     "MAX_UPLOAD_BYTES",
+    "TELEGRAM_DEFAULT_UPDATES",
     "UNKNOWN_FIELD",
 ]
 
@@ -50,7 +50,7 @@ MAX_TEXT_LENGTH: Final = TELEGRAM_TEXT_LIMIT
 FIRST_UPDATE_ID: Final = 873_400_001
 CALLBACK_ID_BASE: Final = 4_410_371_836_592_000_000  # callback query ids are large decimals
 # getUpdates' default when allowed_updates is empty or never set [facts A1].
-DEFAULT_ALLOWED_UPDATES: Final = frozenset(
+TELEGRAM_DEFAULT_UPDATES: Final = frozenset(
     {
         "message", "edited_message", "channel_post", "edited_channel_post",
         "business_connection", "business_message", "edited_business_message",
@@ -60,7 +60,7 @@ DEFAULT_ALLOWED_UPDATES: Final = frozenset(
         "removed_chat_boost",
     }
 )  # fmt: skip
-ALL_UPDATE_TYPES: Final = DEFAULT_ALLOWED_UPDATES | {
+ALL_UPDATE_TYPES: Final = TELEGRAM_DEFAULT_UPDATES | {
     "chat_member",
     "message_reaction",
     "message_reaction_count",

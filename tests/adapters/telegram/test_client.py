@@ -18,6 +18,7 @@ from adapters.telegram import errors
 from adapters.telegram.client import TelegramClient
 from adapters.telegram.errors import ClientClosedError, InvalidTokenFormat
 from adapters.telegram.fake import BotError, FakeBotApi, Fault, fixture_updates, unused_port_url
+from adapters.telegram.http import HttpPool, PoolClosed
 from adapters.telegram.redaction import redact
 from adapters.telegram.results import (
     CallOutcome,
@@ -369,6 +370,16 @@ def test_transport_errors_are_classified_by_the_httpx_error(
     error: Exception, outcome: CallOutcome
 ) -> None:
     assert classify_exception("sendMessage", error).outcome is outcome
+
+
+def test_our_pool_refusing_a_request_after_shutdown_is_not_sent() -> None:
+    pool = HttpPool()
+    asyncio.run(pool.shutdown())
+    with pytest.raises(PoolClosed) as raised:
+        asyncio.run(pool.do_request(url="http://127.0.0.1:9/x", method="POST", fields={},
+                                    read_timeout=1, write_timeout=1, connect_timeout=1,
+                                    pool_timeout=1))
+    assert classify_exception("sendMessage", raised.value).outcome is CallOutcome.NOT_SENT
 
 
 def test_classify_response_reads_the_envelope() -> None:

@@ -29,13 +29,13 @@ from channels.config.loading import load_config, require_config, resolve_config_
 from channels.config.model import (
     CHANNELS_FILE,
     CREDENTIALS_FILE,
+    DEFAULT_API_BASE_URL,
     Audience,
     ChannelsConfig,
     TelegramCredential,
     TelegramProfile,
     audience_routes,
 )
-from channels.telegram.limits import DEFAULT_API_BASE_URL
 from tests.paths import ROOT
 
 TOKEN = "123456789:AAExampleTokenThatMustNeverLeakXYZ_0123"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,35 @@ def test_the_documented_example_is_the_default_policy(tmp_path: Path) -> None:
     readme = (ROOT / "config.example" / "README.md").read_text()
     for key in DEFAULT_POLICY.to_json():
         assert f"`{key}`" in readme, key
+
+
+@pytest.fixture
+def settled_at_once(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Path]]:
+    """Files count as settled as soon as written (no two-second wait), and every read of
+    gate.json is recorded."""
+    from channels.config import files
+
+    monkeypatch.setattr(files, "SETTLED_NS", 0)
+    reads: list[Path] = []
+    real = files.read_private_file
+
+    def counted(ref: files.FileRef) -> bytes:
+        reads.append(ref.path)
+        return real(ref)
+
+    monkeypatch.setattr(files, "read_private_file", counted)
+    yield reads
+
+
+def test_the_policy_is_reread_only_when_its_file_changes(
+        tmp_path: Path, settled_at_once: list[Path]) -> None:
+    directory = tmp_path / "cfg"
+    write_gate_policy(directory, dataclasses.replace(DEFAULT_POLICY, enabled=True))
+    assert [load_gate_policy(directory).enabled for _ in range(3)] == [True] * 3
+    assert len(settled_at_once) == 1  # one read for three calls
+    write_gate_policy(directory, dataclasses.replace(DEFAULT_POLICY, enabled=False))
+    assert load_gate_policy(directory).enabled is False and len(settled_at_once) == 2
+    (directory / "gate.json").chmod(0o644)  # same content, no longer private
+    with pytest.raises(ConfigPermission):
+        load_gate_policy(directory)
+

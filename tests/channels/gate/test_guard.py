@@ -474,3 +474,17 @@ def test_sourcing_a_real_virtualenv_is_read_and_allowed(judged: Judge, project: 
     for policy in (ON, OFF):
         result = judged(policy, "bash", {"command": "source .venv/bin/activate && pytest -q"})
         assert (result.action, result.rule) == ("allow", None), result.reason
+
+
+def test_the_token_files_are_reread_whenever_credentials_json_changes(
+        home: Path, config_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from channels.config import files
+
+    monkeypatch.setattr(files, "SETTLED_NS", 0)  # cached as soon as written
+    path = config_dir / "credentials.json"
+    for token in ("/abs/a.token", "/abs/b.token", "/abs/a.token"):  # same size, in place
+        path.write_text(json.dumps({"telegram": {"a": {"tokenFile": token}}}))
+        assert [Protected.discover(home, config_dir).token_files for _ in range(2)] == [
+            (Path(token),)] * 2
+    path.unlink()
+    assert Protected.discover(home, config_dir).token_files == ()

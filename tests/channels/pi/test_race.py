@@ -16,7 +16,6 @@ import apsw
 
 from channels import messages, store
 from channels.pi import deliveries, sessions
-from channels.telegram import identity
 from state import effects, leases
 from state.database import Database
 from tests.adapters.pi import race_worker
@@ -29,7 +28,7 @@ def present_everywhere(db: Database) -> list[dict[str, str]]:
     """Open decisions shown in the Pi session and on Telegram (so both get a settlement)."""
     now = db.clock.now_ms()
     pi_id = sessions.session_channel_id(SESSION)
-    telegram_id = identity.telegram_channel_id("default")
+    telegram_id = store.telegram_channel_id("default")
     lease = sessions.claim_channel(db, pi_id, SESSION, "setup", wait_seconds=0)
     db.write(lambda c: store.ensure_channel(c, telegram_id, "telegram", "default", now))
     handles = [ask(db) for _ in range(ROUNDS)]
@@ -75,7 +74,7 @@ def test_pi_and_telegram_race_one_winner_and_the_loser_is_settled(
     assert winners == {d: "pi" if d in pi_won else "telegram:default" for d in outcomes}
     # Both channels presented every decision, so each has its settlement, whoever won.
     pi_id = sessions.session_channel_id(SESSION)
-    telegram_id = identity.telegram_channel_id("default")
+    telegram_id = store.telegram_channel_id("default")
     for effect_type, channel_id in (("pi.settle", pi_id), ("telegram.settle", telegram_id)):
         assert db.conn.execute("SELECT count(*) FROM effects WHERE effect_type = ? AND"
                                " idempotency_key = ?", (effect_type, effects.scoped_key(channel_id))

@@ -30,13 +30,13 @@ from adapters.telegram.fake import (
     load_demo_fixture,
 )
 from adapters.telegram.fake.fixtures import updates_of as fixture_updates
-from channels import inbox
+from channels import inbox, store
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config
 from channels.decisions import workflows
 from channels.decisions.choices import text_input
 from channels.decisions.request import channel_request_document
-from channels.telegram import identity, poll
+from channels.telegram import poll
 from channels.telegram.buttons import TOKEN_RE, callback_token
 from channels.telegram.card import card_parts
 from state.database import Database
@@ -114,7 +114,7 @@ def configure_telegram_profile(
 
 def channel_id_of(profile: str = PROFILE) -> str:
     """The channel id of a Telegram profile."""
-    return identity.telegram_channel_id(profile)
+    return store.telegram_channel_id(profile)
 
 
 @contextlib.contextmanager

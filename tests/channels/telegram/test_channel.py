@@ -37,7 +37,7 @@ from tests.shifted_clock import ShiftedClock
 
 TOKEN = "424242:channel-test-token_abcdefghijklmnop"
 USER, CHAT, CHAT2, STRANGER = 5123456789, 5123456789, -1001987654321, 999
-CHANNEL = identity.telegram_channel_id("default")
+CHANNEL = store.telegram_channel_id("default")
 
 
 @dataclass

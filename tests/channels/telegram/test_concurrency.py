@@ -135,9 +135,15 @@ def test_a_poller_started_while_another_polls_takes_over_at_its_release_losing_n
     first = start_cli(home, "poll", "--for", "3")
     second: subprocess.Popen[str] | None = None
     try:
-        wait_until(lambda: bool(message_parts(first_decision.decision_id))
-                   and message_parts(first_decision.decision_id)[-1].message_ref is not None,
-                   "the first run's delivery")
+        def delivered() -> bool:
+            parts = message_parts(first_decision.decision_id)
+            if parts and parts[-1].message_ref is not None:
+                return True
+            assert first.poll() is None, ("the first run ended without delivering",
+                                          finish(first, timeout=30))
+            return False
+
+        wait_until(delivered, "the first run's delivery")
         second = start_cli(home, "poll", "--for", "7")
         assert finish(first, timeout=30) == (0, "", "")
         assert second.poll() is None, "the second run ended with the first"
