@@ -67,9 +67,9 @@ from channels.decisions import follow_ups, records, resolution, workflows
 from channels.decisions.resolution import HumanAnswer
 from channels.messages import MessageStatus, Purpose
 from channels.store import AdapterType
-from channels.telegram import deliveries
-from channels.telegram.deliveries import DELIVER, SETTLE
+from channels.telegram import reservations
 from channels.telegram.identity import Channel
+from channels.telegram.reservations import DELIVER, SETTLE
 from state import effects, leases
 from state.database import COMMON_PRAGMAS, Database
 from state.effects import AttemptOutcome
@@ -88,8 +88,8 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
     for k, handle in enumerate(handles):
         decision_id = handle.decision_id
         ref = str(first_ref + 2 * k)
-        deliveries.reserve_deliveries(conn, channel, [decision_id], actor, now,
-                                      lease=channel_lease)
+        reservations.reserve_deliveries(conn, channel, [decision_id], actor, now,
+                                        lease=channel_lease)
         effect_id = effects.effect_id_for(records.decision_resource(decision_id), DELIVER,
                                           effects.scoped_key(channel.channel_id))
         attempt = effects.begin_attempt(conn, effect_id, OwnerType.CHANNEL, owner, now, db.entropy)

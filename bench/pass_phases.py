@@ -48,7 +48,7 @@ def main() -> None:
     from adapters.cli.main import main as cli_main
 
     u.install()
-    from channels.telegram import delivering, poll
+    from channels.telegram import deliverer, poll
 
     _MARKS.append(("imports", 0.0, time.perf_counter() - T0))
     for name, label in (("poll", "poll (all profiles)"),):
@@ -57,7 +57,7 @@ def main() -> None:
                  "_cycle"):
         _wrap(poll.ChannelPoll, name, name)
     for name in ("finish", "_settle", "_run"):
-        _wrap(delivering.Deliverer, name, f"deliverer.{name}")
+        _wrap(deliverer.Deliverer, name, f"deliverer.{name}")
     from channels.decisions import workflows
 
     _wrap(workflows, "expire_overdue", "expire_overdue")

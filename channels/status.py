@@ -13,7 +13,7 @@ from channels.decisions import views, workflows
 from channels.notifications import views as notification_views
 from channels.pi.sessions import pi_channel_id
 from channels.telegram import alerts, identity
-from channels.telegram.deliveries import PROMPT, SETTLE
+from channels.telegram.reservations import PROMPT, SETTLE
 from state import effects, leases, maintenance
 from state.database import Database
 

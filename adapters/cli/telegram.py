@@ -23,7 +23,7 @@ from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
 from channels.failures import ExpiryFailures, expiry_failure
-from channels.telegram import config_failures, deliveries, poll
+from channels.telegram import config_failures, poll, reservations
 from channels.telegram.ended import PassStatus
 from channels.telegram.identity import Channel
 from channels.transport import BotApi
@@ -223,14 +223,14 @@ def _cmd_resend(args: argparse.Namespace) -> int:
     channel = Channel(config.profile(args.profile), config)
     with Database.open_writer() as db:
         if args.all_failed:
-            chosen = db.read(lambda c: deliveries.failed_deliveries(c, channel))
+            chosen = db.read(lambda c: reservations.failed_deliveries(c, channel))
         else:
             chosen = [workflows.resolve_id(db, args.decision_id)]
         actor = Actor(ActorType.CONTROL, workflows.new_owner_id(db, "resend"))
         for decision_id in chosen:
             def reserve(c: Any, decision_id: str = decision_id) -> str:
-                return deliveries.reserve_resend(c, channel, decision_id, actor,
-                                                 db.clock.now_ms())
+                return reservations.reserve_resend(c, channel, decision_id, actor,
+                                                   db.clock.now_ms())
             db.write(reserve)
             if not args.json:
                 print(f"resend of {decision_id} on {channel.name} reserved")

@@ -54,7 +54,7 @@ from channels.config.errors import ConfigError
 from channels.config.model import ChannelsConfig
 from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.pi import deliveries, sessions, settlement
+from channels.pi import deliveries, sessions, settle_view
 from state import leases
 from state.database import Database
 from state.errors import LeaseHeld, StaleLease, StateError
@@ -249,7 +249,7 @@ class Bridge:
             return
         self.waiting_announced = False
         lease = self.lease
-        self.db.write(lambda c: settlement.recover_settlements(c, lease, channel_id, self._now()))
+        self.db.write(lambda c: settle_view.recover_settlements(c, lease, channel_id, self._now()))
         self.notes.recover(lease, channel_id, session_id)
         self.sync()
 

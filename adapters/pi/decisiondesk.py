@@ -21,9 +21,9 @@ from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, tex
 from adapters.pi.lines import deliver_message, settle_message
 from channels.config.model import ChannelsConfig
 from channels.decisions import views, workflows
-from channels.pi import answers, deliveries, settlement, turns
+from channels.pi import answers, deliveries, settle_view, turns
 from channels.pi.answers import AnswerEvent
-from channels.pi.settlement import Settlement
+from channels.pi.settle_view import Settlement
 from state.database import Database
 from state.errors import StaleLease, WriteRejected
 from state.leases import Lease
@@ -145,7 +145,7 @@ class DecisionDesk:
     def settle(self, owner: Owner) -> None:
         """Send `settle` for each decision shown here that is resolved now."""
         lease, channel_id, _ = owner
-        due = self.db.read(lambda c: settlement.due_settlements(c, channel_id, self._now()))
+        due = self.db.read(lambda c: settle_view.due_settlements(c, channel_id, self._now()))
         for item in due:
             self._settle_one(lease, channel_id, item)
 
@@ -163,10 +163,10 @@ class DecisionDesk:
 
     def _settle_one(self, lease: Lease, channel_id: str, item: Settlement) -> None:
         # Three steps so that no transaction is open while the line is written.
-        attempt = self.db.write(lambda c: settlement.begin_settlement(
+        attempt = self.db.write(lambda c: settle_view.begin_settlement(
             c, lease, channel_id, item.effect_id, self._now(), self.db.entropy))
         sent = self.out.send(settle_message(item))
-        self.db.write(lambda c: settlement.finish_settlement(c, attempt, sent, self._now()))
+        self.db.write(lambda c: settle_view.finish_settlement(c, attempt, sent, self._now()))
 
     def apply_deadlines(self) -> list[tuple[str, Exception]] | None:
         """A decision shown here must not look answerable past its deadline until cron runs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from channels.pi.deliveries import Delivery
-from channels.pi.settlement import Settlement
+from channels.pi.settle_view import Settlement
 
 __all__ = ["deliver_message", "settle_message"]
 

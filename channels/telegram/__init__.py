@@ -3,7 +3,13 @@ the split into parts, Bot API limits, updates to inbox events, inbox processing,
 reservation, outbound effects and the poll cycle. The network is behind `channels.transport`."""
 
 __all__ = [
-    "alerts", "buttons", "commands", "config_failures", "deliveries", "ended", "identity",
+    "alerts",
+    "buttons",
+    "commands",
+    "config_failures",
+    "ended",
+    "identity",
     "limits",
     "poll",
+    "reservations",
 ]

@@ -23,7 +23,7 @@ from channels import messages, store
 from channels.decisions import views
 from channels.notifications import records as notification_records
 from channels.notifications import views as notification_views
-from channels.telegram import config_failures, deliveries, holds, notifying
+from channels.telegram import config_failures, holds, notifying, reservations
 from channels.telegram.ended import PassStatus
 from channels.telegram.identity import Channel
 from state import blobs, effects
@@ -253,12 +253,12 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
         base = {"decisionId": decision_id,
                 "fingerprint": views.fingerprint_of(conn, decision_id)}
         if status == "ambiguous":
-            chats = deliveries.ambiguous_chats(conn, channel_id, decision_id, resource_id)
+            chats = reservations.ambiguous_chats(conn, channel_id, decision_id, resource_id)
             found[f"ambiguous:{decision_id}"] = ("ambiguous", now, {**base, "chats": chats})
-        elif status == "failed" and (why := deliveries.delivery_failure(conn, channel_id,
-                                                                        resource_id)):
+        elif status == "failed" and (why := reservations.delivery_failure(conn, channel_id,
+                                                                          resource_id)):
             found[f"failed:{decision_id}"] = ("failed", now, {**base, **why})
-        for recipient in deliveries.refused_recipients(conn, channel_id, resource_id):
+        for recipient in reservations.refused_recipients(conn, channel_id, resource_id):
             chat = recipient["chat"]
             if recipient.get("migrateToChatId") is not None:
                 found[f"migrated:{decision_id}:{chat}"] = ("migrated", now, {
@@ -271,7 +271,7 @@ def decision_conditions(conn: apsw.Connection, channel_id: str,
                        else {})})  # the card's attached file was the part refused
     found.update(_notification_conditions(conn, channel_id, now))
     for decision_id, resource_id in views.open_without_delivery(conn, channel_id):
-        if why := deliveries.delivery_failure(conn, channel_id, resource_id):
+        if why := reservations.delivery_failure(conn, channel_id, resource_id):
             found[f"failed:{decision_id}"] = ("failed", now, {
                 "decisionId": decision_id, "fingerprint": views.fingerprint_of(conn, decision_id),
                 **why})

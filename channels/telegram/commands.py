@@ -17,10 +17,10 @@ from typing import Any, Final
 import apsw
 
 from channels.decisions import askers, records
-from channels.telegram.deliveries import open_routed_decisions, reserve_copy, reserve_notice
 from channels.telegram.identity import Channel
 from channels.telegram.ignored import Ignored, ignored
 from channels.telegram.muting import MUTE_USAGE, parse_mute, set_mute
+from channels.telegram.reservations import open_routed_decisions, reserve_copy, reserve_notice
 from channels.telegram.text_answers import MAX_LISTED, pending_list
 from state.leases import Lease
 

@@ -9,8 +9,8 @@ from typing import Any
 from channels import messages
 from channels.failures import Failure, failure
 from channels.messages import MessageStatus
-from channels.telegram.deliveries import messages_of_effect
-from channels.telegram.settling import maybe_acted
+from channels.telegram.reservations import messages_of_effect
+from channels.telegram.settle_rules import maybe_acted
 from channels.transport import OK, ProviderResult, describe
 from state import effects
 from state.database import Database

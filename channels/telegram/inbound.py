@@ -20,7 +20,10 @@ from channels.messages import MessageStatus, Purpose
 from channels.telegram import commands, documents, outcomes, presses, reactions
 from channels.telegram.buttons import SETTLED_RE, TOKEN_RE, ButtonIndex, live_token
 from channels.telegram.card import card_parts
-from channels.telegram.deliveries import (
+from channels.telegram.identity import Channel
+from channels.telegram.ignored import Ignored, ignored
+from channels.telegram.limits import CALLBACK_TEXT_LIMIT
+from channels.telegram.reservations import (
     PROMPT,
     SETTLE,
     delivery_recipients,
@@ -28,9 +31,6 @@ from channels.telegram.deliveries import (
     reserve_notice,
     resource_revision,
 )
-from channels.telegram.identity import Channel
-from channels.telegram.ignored import Ignored, ignored
-from channels.telegram.limits import CALLBACK_TEXT_LIMIT
 from channels.telegram.text_answers import choice_named, hint
 from channels.telegram.updates import press_field
 from channels.text import utf16_len

@@ -30,7 +30,7 @@ from channels.notifications.producing import TELEGRAM_NOTIFY
 from channels.telegram.card import CardPart, note_parts
 from channels.telegram.identity import Channel
 from channels.telegram.muting import muted_chats
-from channels.telegram.settling import maybe_acted, token_rejected
+from channels.telegram.settle_rules import maybe_acted, token_rejected
 from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects
 from state.database import Database

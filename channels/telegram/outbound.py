@@ -1,5 +1,5 @@
 """Applying Telegram effects: deliveries, prompts, notices, reminders (settlements:
-`settlements`; notifications: `notifying`).
+`settle_sends`; notifications: `notifying`).
 Nothing is sent twice blindly: before each part (a message, or an attached file) is sent its
 row is committed without provider references (the intent); a confirmed send writes the
 references; a provably unsent try (connection refused, pool timeout, an error response)
@@ -23,10 +23,16 @@ from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
 from channels.messages import MessageStatus, Purpose
-from channels.telegram import documents, giving_up, notifying, reactions, reminders, settlements
+from channels.telegram import documents, giving_up, notifying, reactions, reminders, settle_sends
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.card import card_parts
-from channels.telegram.deliveries import (
+from channels.telegram.effect_kinds import EFFECT_TYPES, LEVELS
+from channels.telegram.identity import Channel
+from channels.telegram.notifying import NOTIFY
+from channels.telegram.pacing import Pacer, sending_as
+from channels.telegram.plans import Delivery, Settlement
+from channels.telegram.reactions import REACT
+from channels.telegram.reservations import (
     DELIVER,
     NOTICE,
     PROMPT,
@@ -37,14 +43,8 @@ from channels.telegram.deliveries import (
     prompt_of,
     reminder_message_id,
 )
-from channels.telegram.effect_kinds import EFFECT_TYPES, LEVELS
-from channels.telegram.identity import Channel
-from channels.telegram.notifying import NOTIFY
-from channels.telegram.pacing import Pacer, sending_as
-from channels.telegram.plans import Delivery, Settlement
-from channels.telegram.reactions import REACT
 from channels.telegram.sent import keyboard_messages
-from channels.telegram.settling import (
+from channels.telegram.settle_rules import (
     maybe_acted,
     token_rejected,
 )
@@ -142,7 +142,7 @@ class Outbound:
             attempt = effects.begin_attempt(c, effect.effect_id, leases.OwnerType.CHANNEL,
                                             self.owner_id, self._now(), self.db.entropy)
             # A settlement's intents commit with its attempt: one commit before the sends.
-            return attempt, (settlements.intents(c, self.channel, attempt, self._now())
+            return attempt, (settle_sends.intents(c, self.channel, attempt, self._now())
                              if effect.effect_type == SETTLE else None)
 
         try:
@@ -167,7 +167,7 @@ class Outbound:
                 await reactions.apply(self, attempt)
             else:
                 assert settlement is not None
-                await settlements.settle(self, attempt, settlement)
+                await settle_sends.settle(self, attempt, settlement)
         except StaleLease:
             return  # the effect's lease lapsed and another owner took it over
         except Exception as exc:  # a bug must not turn into a poison effect retried forever

@@ -28,7 +28,6 @@ from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, fa
 from channels.store import AdapterType
 from channels.telegram import (
     alerts,
-    deliveries,
     ended,
     holds,
     identity,
@@ -36,11 +35,12 @@ from channels.telegram import (
     membership,
     notifying,
     pacing,
+    reservations,
     wakeups,
 )
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
-from channels.telegram.delivering import Deliverer
+from channels.telegram.deliverer import Deliverer
 from channels.telegram.effect_kinds import EFFECT_TYPES, URGENT_TYPES
 from channels.telegram.identity import Channel
 from channels.telegram.ignored import Ignored, ignored
@@ -313,7 +313,7 @@ class ChannelPoll:
         """Attempts a dead owner left applying: ambiguous if a part may have gone out, else due."""
         now, channel_id = self._now(), self.channel.channel_id
         for effect in self._abandoned(conn):
-            written = deliveries.messages_of_effect(conn, channel_id, effect)
+            written = reservations.messages_of_effect(conn, channel_id, effect)
             maybe_sent = [m for m in written if messages.message_has_intents(conn, m)]
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
             notifying.interrupted(conn, self.lease, channel_id, effect, bool(maybe_sent), now)
@@ -321,16 +321,16 @@ class ChannelPoll:
                 messages.set_message_status(conn, message_id, _AMBIGUOUS, now)
 
     def _due_deliveries(self, conn: Any) -> bool:
-        return bool(effects.list_due(conn, (deliveries.DELIVER,), self._now(),
+        return bool(effects.list_due(conn, (reservations.DELIVER,), self._now(),
                                      scope=self.channel.channel_id))
 
     def _undelivered(self, conn: Any) -> bool:
         """Whether an open decision routed here has no delivery yet, or a reminder due (a
         read: most passes have nothing to reserve and need no write transaction)."""
         now = self._now()
-        wanted = deliveries.open_routed_decisions(conn, self.channel, now)
-        return deliveries.has_unreserved(conn, self.channel, wanted) or \
-            bool(deliveries.due_reminders(conn, self.channel, now))
+        wanted = reservations.open_routed_decisions(conn, self.channel, now)
+        return reservations.has_unreserved(conn, self.channel, wanted) or \
+            bool(reservations.due_reminders(conn, self.channel, now))
 
     def _wake(self, deliverer: Deliverer) -> None:
         """Another connection committed: deliver a decision new to this channel at once."""
@@ -345,11 +345,11 @@ class ChannelPoll:
     def _reserve_deliveries(self, conn: Any) -> list[str]:
         now = self._now()
         leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
-        wanted = deliveries.open_routed_decisions(conn, self.channel, now)
-        fresh = deliveries.reserve_deliveries(conn, self.channel, wanted, self._actor, now,
-                                              lease=self.lease)
+        wanted = reservations.open_routed_decisions(conn, self.channel, now)
+        fresh = reservations.reserve_deliveries(conn, self.channel, wanted, self._actor, now,
+                                                lease=self.lease)
         # Reminders due now (reserved only then); the background queue sends them.
-        deliveries.reserve_due_reminders(conn, self.channel, self._actor, now)
+        reservations.reserve_due_reminders(conn, self.channel, self._actor, now)
         return fresh
 
     async def _receive(self, api: BotApi, short: bool = False) -> bool:

@@ -27,7 +27,7 @@ from channels import inbox, messages, store
 from channels.decisions import records, resolution, views
 from channels.decisions.resolution import HumanAnswer
 from channels.decisions.workflows import AskHandle
-from channels.pi import deliveries, sessions, settlement, turns
+from channels.pi import deliveries, sessions, settle_view, turns
 from state import effects, leases
 from state.clock import ManualClock
 from state.database import Database
@@ -199,7 +199,7 @@ def test_hello_deliver_acknowledge_answer_settle(home: Path, db: Database,
     assert tuple(row) == ("pi", SESSION, key)
     assert db.read(lambda c: records.resolution_of(c, decision.decision_id)).response == {
         "choice": "replan", "input": {"text": "Split step 3 in two"}}
-    assert effect_status(db, settlement.SETTLE_EFFECT, channel_id) == "applied"
+    assert effect_status(db, settle_view.SETTLE_EFFECT, channel_id) == "applied"
     assert channel_lease_is_free(db)
 
 
@@ -234,7 +234,7 @@ def test_a_telegram_answer_wins_and_the_session_is_settled(home: Path, db: Datab
 
     converse(home, db, handle, "telegram_wins.jsonl", {"telegram_answer": telegram_answer})
     channel_id = sessions.session_channel_id(SESSION)
-    assert effect_status(db, settlement.SETTLE_EFFECT, channel_id) == "applied"
+    assert effect_status(db, settle_view.SETTLE_EFFECT, channel_id) == "applied"
     assert db.conn.execute("SELECT channel FROM human_decision_resolutions").get == (
         "telegram:default")
     assert sorted(str(r[0]) for r in db.conn.execute(

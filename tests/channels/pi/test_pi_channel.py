@@ -11,7 +11,7 @@ from channels.config.loading import load_config
 from channels.decisions import records, resolution
 from channels.decisions.resolution import HumanAnswer
 from channels.decisions.workflows import AskHandle
-from channels.pi import answers, deliveries, sessions, settlement
+from channels.pi import answers, deliveries, sessions, settle_view
 from channels.pi.answers import AnswerEvent
 from state import leases
 from state.clock import ManualClock
@@ -201,14 +201,14 @@ def test_a_delivered_decision_gets_a_settlement_that_is_applied_once(db: Databas
     db.write(lambda c: deliveries.record_deliveries(c, lease, channel_id, found,
                                                     db.clock.now_ms()))
     submit(db, lease, channel_id, event(handle, "stop", "k1"))
-    due = db.read(lambda c: settlement.due_settlements(c, channel_id, db.clock.now_ms()))
+    due = db.read(lambda c: settle_view.due_settlements(c, channel_id, db.clock.now_ms()))
     assert [(s.decision_id, s.outcome, s.text.splitlines()[0]) for s in due] == [
         (handle.decision_id, "accepted", "Accepted: Stop")]
-    attempt = db.write(lambda c: settlement.begin_settlement(
+    attempt = db.write(lambda c: settle_view.begin_settlement(
         c, lease, channel_id, due[0].effect_id, db.clock.now_ms(), db.entropy))
-    effect = db.write(lambda c: settlement.finish_settlement(c, attempt, True, db.clock.now_ms()))
+    effect = db.write(lambda c: settle_view.finish_settlement(c, attempt, True, db.clock.now_ms()))
     assert effect.status.value == "applied"
-    assert db.read(lambda c: settlement.due_settlements(c, channel_id, db.clock.now_ms())) == []
+    assert db.read(lambda c: settle_view.due_settlements(c, channel_id, db.clock.now_ms())) == []
 
 
 def test_an_unwritten_settlement_is_pending_again_and_a_crashed_one_is_recovered(
@@ -218,17 +218,17 @@ def test_an_unwritten_settlement_is_pending_again_and_a_crashed_one_is_recovered
     found = db.read(lambda c: deliveries.undelivered(c, channel_id, SESSION, None))
     db.write(lambda c: deliveries.record_deliveries(c, lease, channel_id, found, clock.now_ms()))
     submit(db, lease, channel_id, event(handle, "continue", "k1"))
-    due = db.read(lambda c: settlement.due_settlements(c, channel_id, clock.now_ms()))
-    attempt = db.write(lambda c: settlement.begin_settlement(
+    due = db.read(lambda c: settle_view.due_settlements(c, channel_id, clock.now_ms()))
+    attempt = db.write(lambda c: settle_view.begin_settlement(
         c, lease, channel_id, due[0].effect_id, clock.now_ms(), db.entropy))
-    db.write(lambda c: settlement.finish_settlement(c, attempt, False, clock.now_ms()))
-    due = db.read(lambda c: settlement.due_settlements(c, channel_id, clock.now_ms()))
+    db.write(lambda c: settle_view.finish_settlement(c, attempt, False, clock.now_ms()))
+    due = db.read(lambda c: settle_view.due_settlements(c, channel_id, clock.now_ms()))
     assert len(due) == 1
     # Now a bridge dies mid-attempt: the next owner makes the settlement due again.
-    db.write(lambda c: settlement.begin_settlement(c, lease, channel_id, due[0].effect_id,
-                                                   clock.now_ms(), db.entropy))
+    db.write(lambda c: settle_view.begin_settlement(c, lease, channel_id, due[0].effect_id,
+                                                    clock.now_ms(), db.entropy))
     clock.advance(leases.TTL_MS + 1)
     fresh = db.write(lambda c: store.claim(c, channel_id, "bridge-2", clock.now_ms(), db.entropy))
-    assert db.write(lambda c: settlement.recover_settlements(c, fresh, channel_id,
-                                                             clock.now_ms())) == 1
-    assert len(db.read(lambda c: settlement.due_settlements(c, channel_id, clock.now_ms()))) == 1
+    assert db.write(lambda c: settle_view.recover_settlements(c, fresh, channel_id,
+                                                              clock.now_ms())) == 1
+    assert len(db.read(lambda c: settle_view.due_settlements(c, channel_id, clock.now_ms()))) == 1

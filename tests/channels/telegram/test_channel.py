@@ -27,7 +27,7 @@ from channels.config.loading import load_config
 from channels.decisions import records, views, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.presentation import fingerprint
-from channels.telegram import deliveries, identity, inbound, poll
+from channels.telegram import identity, inbound, poll, reservations
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from tests.channels.telegram.helpers import is_outcome, settled_labels
@@ -267,7 +267,7 @@ def test_operator_resend_sends_the_ambiguous_part_again_once(flow: Flow) -> None
     from state.resources import Actor
 
     channel = identity.Channel(load_config().profile("default"), load_config())  # type: ignore[union-attr]
-    flow.db.write(lambda c: deliveries.reserve_resend(
+    flow.db.write(lambda c: reservations.reserve_resend(
         c, channel, handle.decision_id, Actor("control", "op"), flow.db.clock.now_ms()))
     flow.poll()
     assert len(flow.sends()) == 2

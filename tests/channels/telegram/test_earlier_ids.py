@@ -13,7 +13,7 @@ import pytest
 from adapters.telegram.fake import Fault
 from channels import messages
 from channels.decisions import records, runs
-from channels.telegram import deliveries
+from channels.telegram import reservations
 from state import effects
 from tests.channels.telegram.test_channel import CHANNEL, CHAT, Flow, flow  # noqa: F401
 from tests.shifted_clock import ShiftedClock
@@ -52,11 +52,11 @@ def test_a_card_delivered_under_earlier_ids_is_settled_on_its_own_rows(
     flow.poll()
     assert flow.view(handle).status == "accepted"
     assert delivery_rows(flow) == [(earlier, "confirmed")]  # no second row for the card
-    assert flow.rows("SELECT count(*) FROM effects WHERE effect_type = ?", deliveries.DELIVER) \
+    assert flow.rows("SELECT count(*) FROM effects WHERE effect_type = ?", reservations.DELIVER) \
         == [(1,)]
     assert [int(r.params["message_id"]) for r in flow.server.requests("editMessageReplyMarkup")] == [
         card]
-    assert flow.effect_statuses(deliveries.SETTLE) == ["applied"]
+    assert flow.effect_statuses(reservations.SETTLE) == ["applied"]
 
 
 def test_a_send_left_ambiguous_under_earlier_ids_is_never_sent_again(
@@ -73,7 +73,7 @@ def test_a_send_left_ambiguous_under_earlier_ids_is_never_sent_again(
     flow.poll()
     assert len(flow.sends()) == sent  # its intent row is found under the earlier id
     resource = records.decision_resource(handle.decision_id)
-    assert flow.db.read(lambda c: deliveries.ambiguous_chats(
+    assert flow.db.read(lambda c: reservations.ambiguous_chats(
         c, CHANNEL, handle.decision_id, resource)) == [str(CHAT)]
     # A press on the message that did arrive records it on that same row, and settles it.
     lost = int(flow.server.sent_messages(CHAT)[-1]["message_id"])
@@ -100,18 +100,18 @@ def test_a_settlement_left_due_under_earlier_keys_and_ids_is_done_by_this_versio
     assert flow.view(handle).status == "accepted"
     # Both effects keyed by the whole channel id; the settlement is due again (a 5xx).
     assert flow.rows("SELECT effect_type, idempotency_key, status FROM effects"
-                     " WHERE effect_type IN (?, ?) ORDER BY effect_type", deliveries.DELIVER,
-                     deliveries.SETTLE) == [(deliveries.DELIVER, CHANNEL, "applied"),
-                                            (deliveries.SETTLE, CHANNEL, "pending")]
+                     " WHERE effect_type IN (?, ?) ORDER BY effect_type", reservations.DELIVER,
+                     reservations.SETTLE) == [(reservations.DELIVER, CHANNEL, "applied"),
+                                            (reservations.SETTLE, CHANNEL, "pending")]
     assert isinstance(flow.db.clock, ShiftedClock)
     flow.db.clock.offset_ms += 60_000  # past the retry's backoff
     flow.poll()
     # This version finds both under their earlier keys: no second delivery reserved, the
     # keyboard removed and the outcome posted once, the run finished under its earlier id.
     assert flow.rows("SELECT effect_type, idempotency_key, status FROM effects"
-                     " WHERE effect_type IN (?, ?) ORDER BY effect_type", deliveries.DELIVER,
-                     deliveries.SETTLE) == [(deliveries.DELIVER, CHANNEL, "applied"),
-                                            (deliveries.SETTLE, CHANNEL, "applied")]
+                     " WHERE effect_type IN (?, ?) ORDER BY effect_type", reservations.DELIVER,
+                     reservations.SETTLE) == [(reservations.DELIVER, CHANNEL, "applied"),
+                                            (reservations.SETTLE, CHANNEL, "applied")]
     assert [int(r.params["message_id"]) for r in flow.server.requests("editMessageReplyMarkup")
             ][-1] == card
     assert len([m for m in flow.sends() if "reply_markup" not in m]) == 1  # one outcome post
@@ -123,5 +123,5 @@ def test_a_settlement_left_due_under_earlier_keys_and_ids_is_done_by_this_versio
     flow.poll()
     assert len(fresh.run.run_id) == 4 + 16 and fresh.run.attempt_id.startswith("a")
     assert flow.rows("SELECT idempotency_key FROM effects WHERE effect_type = ?"
-                     " ORDER BY created_at", deliveries.DELIVER) == [
+                     " ORDER BY created_at", reservations.DELIVER) == [
         (CHANNEL,), (effects.scoped_key(CHANNEL),)]

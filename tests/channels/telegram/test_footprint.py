@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Any
 
 from channels.decisions import follow_ups, records, runs
-from channels.telegram import deliveries
+from channels.telegram import reservations
 from state import effects
 from tests.channels.telegram.test_channel import CHANNEL, Flow, flow  # noqa: F401
 
@@ -93,14 +93,14 @@ def test_one_event_per_accepted_change_and_revisions_without_gaps(flow: Flow) ->
     # Reserved by the channel pass (no change of their source): the channel's one event for
     # the pass's new deliveries names it; the effect starts at revision 0.
     # A channel's delivery and settlement are keyed by its short key (effects.scoped_key).
-    assert effect_events(deliveries.DELIVER, effects.scoped_key(CHANNEL)) == [
+    assert effect_events(reservations.DELIVER, effects.scoped_key(CHANNEL)) == [
         "effect.attempt_started", "effect.applied"]
-    delivery = effects.effect_id_for(decision, deliveries.DELIVER, effects.scoped_key(CHANNEL))
+    delivery = effects.effect_id_for(decision, reservations.DELIVER, effects.scoped_key(CHANNEL))
     [(payload,)] = flow.rows(
         "SELECT b.content FROM events e JOIN blobs b ON b.blob_hash = e.payload_hash"
         " WHERE e.event_type = 'channel.effects_reserved'")
     assert json.loads(payload) == {"effects": [delivery]}
-    assert effect_events(deliveries.SETTLE, effects.scoped_key(CHANNEL)) == [
+    assert effect_events(reservations.SETTLE, effects.scoped_key(CHANNEL)) == [
         "effect.attempt_started", "effect.applied"]
     assert effect_events("run.continue", follow_ups.CONTINUE_KEY) == ["effect.applied"]
     # The follow-ups' source revision is the resolution's, whose event is there.

@@ -20,7 +20,7 @@ import pytest
 from adapters.telegram.fake import FakeBotApi, Fault
 from channels.decisions import records, resolution, views, workflows
 from channels.decisions.resolution import HumanAnswer
-from channels.telegram.deliveries import PROMPT
+from channels.telegram.reservations import PROMPT
 from state import effects, resources
 from state.database import Database, default_path
 from state.resources import Actor

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from channels.telegram import deliveries, poll
+from channels.telegram import poll, reservations
 from tests.channels.telegram.test_channel import CHAT, Flow, flow  # noqa: F401
 
 PRESSES = 6  # 12 settlement sends to one chat: about 10 s at Telegram's pace
@@ -40,18 +40,18 @@ def test_a_settlement_not_finished_in_a_once_pass_is_done_by_the_next(
     assert took < 3 + 2, took
     assert report.processed == PRESSES
     assert all(flow.view(h).status == "accepted" for h in handles)  # every press counted
-    statuses = flow.effect_statuses(deliveries.SETTLE)
+    statuses = flow.effect_statuses(reservations.SETTLE)
     assert len(statuses) == PRESSES
     assert "pending" in statuses, statuses  # some did not fit: left due, not lost
     assert set(statuses) <= {"pending", "applied"}, statuses  # none ambiguous or given up
     first = len(outcome_posts(flow))
     assert first < PRESSES
     for _ in range(10):  # the next passes (cron's next minutes) settle the rest
-        if set(flow.effect_statuses(deliveries.SETTLE)) == {"applied"}:
+        if set(flow.effect_statuses(reservations.SETTLE)) == {"applied"}:
             break
         flow.db.clock.offset_ms += 60_000  # type: ignore[attr-defined]  # past any retry time
         flow.poll()
-    assert flow.effect_statuses(deliveries.SETTLE) == ["applied"] * PRESSES
+    assert flow.effect_statuses(reservations.SETTLE) == ["applied"] * PRESSES
     assert len(outcome_posts(flow)) == PRESSES  # each posted once
     edited = [int(r.params["message_id"]) for r in flow.server.requests("editMessageReplyMarkup")]
     assert set(edited) == cards

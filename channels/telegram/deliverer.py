@@ -20,10 +20,10 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from channels.telegram.deliveries import DELIVER, SETTLE
 from channels.telegram.effect_kinds import BACKGROUND_TYPES
 from channels.telegram.outbound import Outbound
 from channels.telegram.pacing import FRESH, NORMAL, sending_as
+from channels.telegram.reservations import DELIVER, SETTLE
 from state import effects
 
 __all__ = ["Deliverer"]

@@ -1,6 +1,6 @@
 """Applying a settlement: a resolved decision's keyboards settled (the chosen button marked,
 every button inert) and its outcome posted, in each chat that got its card (`outbound` claims
-the effect and calls these; `settling` holds the rules on what the calls' results mean).
+the effect and calls these; `settle_rules` holds the rules on what the calls' results mean).
 
 One intent commit (the attempt and an intent row per outcome post), the sends (keyboard edits
 need no intent: settling a keyboard twice is harmless, "not modified"), one confirm commit
@@ -23,7 +23,7 @@ from channels.telegram.buttons import settled_keyboard
 from channels.telegram.identity import Channel
 from channels.telegram.plans import Settlement
 from channels.telegram.sent import delivered_recipients, keyboard_messages
-from channels.telegram.settling import record_post, retry_in_ms, settle_outcome, token_rejected
+from channels.telegram.settle_rules import record_post, retry_in_ms, settle_outcome, token_rejected
 from channels.transport import OK, BotApi, ProviderResult
 from state import effects
 from state.database import Database
