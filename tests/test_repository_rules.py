@@ -243,6 +243,12 @@ def package_of(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
 
+def test_the_channels_root_holds_at_most_eight_modules() -> None:
+    """What every channel shares stays at the root; the rest is grouped in packages."""
+    loose = sorted(p.name for p in (ROOT / "channels").glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 8, loose
+
+
 def test_no_two_packages_import_each_other() -> None:
     """Packages too point one way: `channels.config` below `channels.telegram`, never both
     ways (a file-level check misses two modules of each package importing the other's)."""

@@ -17,7 +17,7 @@ from typing import Any, Final
 from adapters.cli.decision_table import cut, display_width, terminal_width
 from adapters.cli.errors import UsageError
 from adapters.cli.status_text import with_iso
-from channels import audit as approvals
+from channels.reports import audit as approvals
 from state.database import Database
 from state.errors import DatabaseMissing
 from state.exit_codes import EXIT_OK

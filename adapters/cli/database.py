@@ -76,9 +76,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
     with the highest code of what needs attention (0 only when nothing does)."""
     # Heavy imports only when used.
     from adapters.cli.status_text import attention_lines, render_status, with_iso
-    from channels import health
     from channels.config.loading import resolve_config_dir
-    from channels.status import status_report
+    from channels.reports import health
+    from channels.reports.status import status_report
     from state import maintenance
 
     profiles, config_problem = _config_state()
@@ -139,7 +139,7 @@ def _config_state() -> tuple[list[str], tuple[str, int] | None]:
 
 def _database_problem(args: argparse.Namespace, before: list[dict[str, Any]],
                       exc: StateError) -> int:
-    from channels import health
+    from channels.reports import health
 
     items = [*before, {"kind": "database", "exit_code": exc.exit_code, "message": str(exc)}]
     if args.json:

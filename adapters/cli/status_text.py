@@ -34,7 +34,7 @@ def ago(ms: int, now: int) -> str:
 def render_status(report: dict[str, Any], config_dir: str,
                   attention: list[dict[str, Any]] | None = None) -> str:
     """The whole report as lines a person reads; `attention` is what needs a person (see
-    `channels.health.conditions`; the report's own list when not given)."""
+    `channels.reports.health.conditions`; the report's own list when not given)."""
     now = int(report["now"])
     d = report["database"]
     count = int(d["open_decisions"])

@@ -21,11 +21,11 @@ from typing import Any, Final, Protocol
 
 from adapters.agents import approvals, hooks
 from adapters.agents.approvals import Opened, Verdict
-from channels import audit
 from channels.config.loading import resolve_config_dir
 from channels.decisions import askers, context, records, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.fields import NAME_PATTERN, NAME_RULE
+from channels.reports import audit
 from state.database import Database
 
 __all__ = ["DEFINITIONS", "Session", "ToolError", "call"]
@@ -199,7 +199,7 @@ def _wait(args: Mapping[str, Any], session: Session) -> dict[str, Any]:
             time.sleep(_POLL_SECONDS)
 
 
-# How a settled ticket ended, by the resolution's provenance (channels.audit's words).
+# How a settled ticket ended, by the resolution's provenance (channels.reports.audit's words).
 _STATUS: Final = {"human": "answered", "timeout": "defaulted", "expired": "expired",
                   "cancel": "cancelled"}
 

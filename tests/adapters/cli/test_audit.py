@@ -17,10 +17,10 @@ import pytest
 from adapters.cli.audit import parse_since, render_audit
 from adapters.cli.errors import UsageError
 from adapters.telegram.fake import FakeBotApi
-from channels import audit as approvals
 from channels.decisions import askers, workflows
 from channels.decisions.context import Context, with_context
 from channels.pi.answers import AnswerEvent, answer_locally
+from channels.reports import audit as approvals
 from state.database import Database
 from state.exit_codes import EXIT_USAGE
 from tests.channels.telegram.helpers import (

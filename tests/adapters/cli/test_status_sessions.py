@@ -5,7 +5,7 @@ from __future__ import annotations
 from adapters.cli.status_text import render_status
 from channels import store
 from channels.pi import deliveries, sessions
-from channels.status import status_report
+from channels.reports.status import status_report
 from state.database import Database
 from tests.adapters.pi.helpers import ask
 
