@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels import inbox, messages, store
 from channels.config.model import ChannelsConfig, TelegramProfile
@@ -27,18 +27,7 @@ from channels.decisions import workflows
 from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
 from channels.messages import MessageStatus
 from channels.store import AdapterType
-from channels.telegram import (
-    alerts,
-    deliveries,
-    ended,
-    holds,
-    identity,
-    inbound,
-    membership,
-    notifying,
-    pacing,
-    wakeups,
-)
+from channels.telegram import alerts, deliveries, ended, holds, identity, notifying, pacing, wakeups
 from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.delivering import Deliverer
@@ -60,6 +49,9 @@ from state.errors import (
 )
 from state.leases import Lease
 from state.resources import Actor, ActorType
+
+if TYPE_CHECKING:  # imported where a batch is processed: an idle pass never loads it
+    from channels.telegram import inbound
 
 __all__ = [
     "ANSWER_CONCURRENCY", "ONCE_DEADLINE_SECONDS", "ChannelPoll", "ChannelReport",
@@ -450,6 +442,8 @@ class ChannelPoll:
         (undoing the batch would bring the same rows back every pass: a wedged channel); any
         other StateError (the lease, the database) is not the row's fault and undoes the
         whole batch."""
+        from channels.telegram import inbound, membership  # only a pass with updates needs them
+
         self.lease = leases.renew(conn, self.lease, self._now())
         done = []
         for row in rows:
@@ -476,6 +470,7 @@ class ChannelPoll:
                     found.internal))
         result = {"result": "ignored:error", "message": found.line[:200]}
         inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id, result, now)
+        from channels.telegram import inbound  # loaded by _process_batch already
         return inbound.failed(row, result)
 
     async def _answer(self, api: BotApi, callback_id: str, text: str) -> None:
