@@ -482,3 +482,23 @@ def test_the_token_never_reaches_logs_results_exceptions_or_reprs(
         assert "fakeTokenForClientTests" not in text
         assert OTHER_TOKEN not in text
     assert redact(f"x {TOKEN} y", TOKEN) == "x <redacted> y"
+
+
+def test_a_tls_context_built_in_the_background_fails_in_the_caller_and_is_retried(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The context is built in a thread (issue 27); its failure is the caller's, as before, and
+    # not kept: a later client builds it again (here from a bundle that now exists).
+    from adapters.telegram import client as client_module
+
+    monkeypatch.setattr(client_module, "_TLS", client_module._TlsContext())
+    bundle = tmp_path / "missing.pem"
+    monkeypatch.setenv("SSL_CERT_FILE", str(bundle))
+    client_module.prepare_tls_context()
+    with pytest.raises(FileNotFoundError):
+        TelegramClient(TOKEN, api_base_url="https://127.0.0.1:1")
+    import certifi
+
+    bundle.write_text(Path(certifi.where()).read_text())
+    built = TelegramClient(TOKEN, api_base_url="https://127.0.0.1:1")
+    assert repr(built) == "TelegramClient(api_base_url='https://127.0.0.1:1')"
+    assert client_module._TLS.get() is client_module._TLS.get()  # one per process
