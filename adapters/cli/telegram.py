@@ -12,11 +12,12 @@ import sys
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
+from urllib.parse import urlsplit
 
 from adapters.cli.alerts import alert_lines, refused_settlement
 from adapters.cli.arguments import DECISION_ID_HELP
 from adapters.cli.errors import Terminated, UsageError
-from adapters.telegram.client import TelegramClient
+from adapters.telegram.client import TelegramClient, prepare_tls_context
 from channels.config.errors import SETUP_HINT
 from channels.config.loading import load_config, resolve_config_dir
 from channels.config.model import ChannelsConfig, TelegramProfile
@@ -92,6 +93,8 @@ def _run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
     code of what is still wrong (README table); `as_json` adds what each channel did, and
     those lines, as one JSON document on stdout."""
     expiry: ExpiryFailures = {}
+    if any(urlsplit(p.api_base_url).scheme == "https" for p in config.profiles.values()):
+        prepare_tls_context()  # built while the pass opens its database and claims its lease
     with Database.open_writer() as db:
         reports = asyncio.run(_until_terminated(poll.poll(db, config, bot_api, options,
                                                             expiry_failures=expiry)))

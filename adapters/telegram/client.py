@@ -20,10 +20,10 @@ exceptions or ``repr`` (see ``redaction``).
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import ssl
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -51,7 +51,7 @@ from adapters.telegram.results import (
 from channels.config.files import BOT_TOKEN_FORMAT
 from channels.config.model import DEFAULT_API_BASE_URL
 
-__all__ = ["DEFAULT_ALLOWED_UPDATES", "TelegramClient"]
+__all__ = ["DEFAULT_ALLOWED_UPDATES", "TelegramClient", "prepare_tls_context"]
 
 
 _Sleep = Callable[[float], Awaitable[None]]
@@ -367,10 +367,56 @@ class TelegramClient:
                                  lambda text: redact(text, token))
 
 
-@functools.cache
+class _TlsContext:
+    """The process's one verifying TLS context: building one costs ~50 ms, twice per client.
+
+    Most of that is OpenSSL parsing the CA bundle, which it does without holding the GIL, so it
+    is built in a thread: started by `prepare_tls_context` before a cron pass opens its
+    database (or by the first client), it overlaps the pass's first transactions and the
+    import of httpcore, which the pools need next (issue 27: start-up is most of a cron pass)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._worker: threading.Thread | None = None
+        self._built: list[ssl.SSLContext] = []
+        self._failed: list[BaseException] = []
+
+    def start(self) -> None:
+        with self._lock:
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._build, name="piw-tls-context",
+                                                daemon=True)
+                self._worker.start()
+
+    def _build(self) -> None:
+        try:
+            self._built.append(httpx.create_ssl_context())
+        except BaseException as exc:  # raised in the caller's thread, by `get`
+            self._failed.append(exc)
+
+    def get(self) -> ssl.SSLContext:
+        self.start()
+        import httpcore  # noqa: F401  (httpx's transport imports it when the first pool is built)
+
+        with self._lock:
+            assert self._worker is not None
+            self._worker.join()
+            if self._failed:  # not kept: the next client tries again, as it always did
+                self._worker = None
+                raise self._failed.pop()
+            return self._built[0]
+
+
+_TLS = _TlsContext()
+
+
+def prepare_tls_context() -> None:
+    """Start building the verifying TLS context now, for the clients made later."""
+    _TLS.start()
+
+
 def _ssl_context() -> ssl.SSLContext:
-    """One verifying TLS context per process: building one costs ~50 ms, twice per client."""
-    return httpx.create_ssl_context()
+    return _TLS.get()
 
 
 def _checked_base_url(url: str) -> str:

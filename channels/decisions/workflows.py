@@ -12,20 +12,22 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from channels.decisions import follow_ups, records, resolution, runs, views
+from channels.decisions import follow_ups, records, runs, views
 from channels.decisions.dates import iso_from_ms
 from channels.decisions.records import Resolution
 from channels.decisions.request import DecisionRequest, OnTimeout, build_request
-from channels.decisions.resolution import Cancellation, DeadlinePolicy, Verdict
 from channels.errors import UnknownDecision
 from state import leases
 from state.database import Database, savepoint
 from state.errors import LeaseHeld, StateError, WriteRejected
 from state.leases import Lease, OwnerType
+
+if TYPE_CHECKING:  # imported by the steps that resolve: an idle poll pass resolves nothing
+    from channels.decisions.resolution import Verdict
 
 __all__ = [
     "ASK_WORKFLOW", "GATE_WORKFLOW", "AskHandle", "AskSpec", "apply_continuation",
@@ -180,8 +182,10 @@ def renew_run(db: Database, lease: Lease) -> Lease:
 
 def apply_deadline(db: Database, decision_id: str, lease: Lease) -> Verdict:
     """Run-owner step: apply the timeout default or the no-default expiry."""
-    return db.write(lambda c: resolution.resolve(c, DeadlinePolicy(decision_id, lease),
-                                                db.clock.now_ms()))
+    from channels.decisions import resolution
+
+    return db.write(lambda c: resolution.resolve(
+        c, resolution.DeadlinePolicy(decision_id, lease), db.clock.now_ms()))
 
 
 def apply_continuation(db: Database, decision_id: str, lease: Lease) -> Resolution:
@@ -264,7 +268,9 @@ def _expire_one(conn: apsw.Connection, db: Database, decision_id: str, owner_id:
     with leases.brief_tenure(conn, runs.run_resource(run_id), OwnerType.HOST, owner_id, now,
                              db.entropy) as lease:
         if is_overdue:
-            verdict = resolution.resolve(conn, DeadlinePolicy(decision_id, lease), now)
+            from channels.decisions import resolution
+
+            verdict = resolution.resolve(conn, resolution.DeadlinePolicy(decision_id, lease), now)
         if finished:
             follow_ups.apply_continue_locally(conn, decision_id, lease, now)
     return verdict, finished
@@ -281,9 +287,11 @@ def cancel_decision(db: Database, decision_id: str, reason: str, owner_id: str) 
     if lease is None:
         holder = db.read(lambda c: leases.read(c, runs.run_resource(run_id)))
         raise LeaseHeld(_held_run(decision_id, None if holder is None else holder.owner_id))
+    from channels.decisions import resolution
+
     try:
         outcome = db.write(lambda c: resolution.resolve(
-            c, Cancellation(decision_id, lease, owner_id, reason), db.clock.now_ms()))
+            c, resolution.Cancellation(decision_id, lease, owner_id, reason), db.clock.now_ms()))
         if workflow in _LOCAL_WORKFLOWS:
             apply_continuation(db, decision_id, lease)
         return outcome

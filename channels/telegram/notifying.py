@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import apsw
 
@@ -27,15 +27,17 @@ from channels.decisions.deadline import clock_time
 from channels.messages import Purpose
 from channels.notifications import records
 from channels.notifications.producing import TELEGRAM_NOTIFY
-from channels.telegram.card import CardPart, note_parts
 from channels.telegram.identity import Channel
-from channels.telegram.muting import muted_chats
 from channels.telegram.settle_rules import maybe_acted, token_rejected
 from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.leases import Lease
+
+if TYPE_CHECKING:  # the card's rendering is imported where a notification is sent: a pass
+    # that sends none does not load it
+    from channels.telegram.card import CardPart
 
 __all__ = ["NOTIFY", "any_due", "apply", "interrupted", "message_of", "ready", "troubles"]
 
@@ -107,6 +109,8 @@ def message_of(channel_id: str, payload: dict[str, Any]) -> str:
 
 def _render(payload: dict[str, Any], text: str, now: int) -> list[CardPart]:
     """The card (one part, shortened with "…") or the result (split into marked parts)."""
+    from channels.telegram.card import note_parts
+
     final = payload.get("type") == "final"
     title = payload.get("title")
     head = "Finished" if final else "In progress"
@@ -312,6 +316,8 @@ class _Sender:
 
     async def card(self, part: CardPart) -> None:
         """Send the card to each chat that has none; edit it where it is."""
+        from channels.telegram.muting import muted_chats
+
         report: list[dict[str, Any]] = []
         rows = self._rows(self.message_id)
         channel_id = self.out.channel.channel_id

@@ -14,7 +14,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels import messages
 from channels.decisions import records
@@ -23,14 +23,12 @@ from channels.decisions.request import channel_request_document
 from channels.errors import DecisionError
 from channels.failures import Failure
 from channels.messages import MessageStatus, Purpose
-from channels.telegram import documents, giving_up, notifying, reactions, reminders, settle_sends
+from channels.telegram import notifying, reactions, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
-from channels.telegram.card import card_parts
 from channels.telegram.effect_kinds import EFFECT_TYPES, LEVELS
 from channels.telegram.identity import Channel
 from channels.telegram.notifying import NOTIFY
 from channels.telegram.pacing import Pacer, sending_as
-from channels.telegram.plans import Delivery, Settlement
 from channels.telegram.reactions import REACT
 from channels.telegram.reservations import (
     DELIVER,
@@ -43,7 +41,6 @@ from channels.telegram.reservations import (
     prompt_of,
     reminder_message_id,
 )
-from channels.telegram.sent import keyboard_messages
 from channels.telegram.settle_rules import (
     maybe_acted,
     token_rejected,
@@ -54,6 +51,10 @@ from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StaleLease, StateError, WriteRejected
 from state.resources import Actor, ActorType
+
+if TYPE_CHECKING:  # what applies an effect is imported by the step that applies it: an idle
+    # cron pass applies none and loads none of it (its start-up is a cron run's cost)
+    from channels.telegram.plans import Delivery, Settlement
 
 __all__ = ["LEASE_MARGIN_S", "Outbound"]
 
@@ -138,6 +139,8 @@ class Outbound:
                 await self._apply(effect)
 
     async def _apply(self, effect: Effect) -> None:
+        from channels.telegram import settle_sends
+
         def begin(c: Any) -> tuple[Attempt, Settlement | None]:
             attempt = effects.begin_attempt(c, effect.effect_id, leases.OwnerType.CHANNEL,
                                             self.owner_id, self._now(), self.db.entropy)
@@ -176,10 +179,14 @@ class Outbound:
             self._give_up(attempt, exc)
 
     def _give_up(self, attempt: Attempt, exc: Exception) -> None:
+        from channels.telegram import giving_up
+
         self.failures.append(giving_up.give_up(self.db, self.channel.channel_id, attempt, exc,
                                                self.errors))
 
     def _fail_unbegun(self, effect: Effect, exc: Exception) -> None:
+        from channels.telegram import giving_up
+
         found = giving_up.give_up_unbegun(self.db, self.channel.channel_id, effect,
                                           self.owner_id, exc, self.errors)
         self.failures += [] if found is None else [found]
@@ -211,6 +218,10 @@ class Outbound:
     # -- delivery ------------------------------------------------------------------------------
 
     async def _deliver(self, attempt: Attempt) -> None:
+        from channels.telegram import documents
+        from channels.telegram.card import card_parts
+        from channels.telegram.plans import Delivery
+
         payload = self.db.read(lambda c: effects.payload(c, attempt.effect))
         decision_id = records.decision_of_resource(attempt.effect.source_resource_id)
         decision = self.db.read(lambda c: records.load(c, decision_id))
@@ -263,6 +274,8 @@ class Outbound:
     async def _send_recipient(
         self, attempt: Attempt, d: Delivery, r: int, chat: str
     ) -> tuple[dict[str, Any], Attempt]:
+        from channels.telegram import documents
+
         rows = {(p.recipient_index, p.part_index): p
                 for p in self.db.read(lambda c: messages.parts(c, d.message_id))}
         for index, part in enumerate(d.parts):
@@ -323,6 +336,8 @@ class Outbound:
     # -- prompts -------------------------------------------------------------------------------
 
     async def _prompt(self, attempt: Attempt) -> None:
+        from channels.telegram.sent import keyboard_messages
+
         p = self.db.read(lambda c: effects.payload(c, attempt.effect))
         chat = str(p["chatId"])
         message_id = prompt_of(p)
@@ -392,6 +407,8 @@ class Outbound:
     # -- reminders: a short reply to each card, while the decision waits ----------------------
 
     async def _remind(self, attempt: Attempt) -> None:
+        from channels.telegram.sent import keyboard_messages
+
         p = self.db.read(lambda c: effects.payload(c, attempt.effect))
         decision_id, number = str(p["decisionId"]), int(p["number"])
         decision = self.db.read(lambda c: records.load(c, decision_id))

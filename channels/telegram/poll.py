@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels import inbox, messages, store
 from channels.config.model import ChannelsConfig, TelegramProfile
@@ -31,8 +31,6 @@ from channels.telegram import (
     ended,
     holds,
     identity,
-    inbound,
-    membership,
     notifying,
     pacing,
     reservations,
@@ -60,6 +58,9 @@ from state.errors import (
 )
 from state.leases import Lease
 from state.resources import Actor, ActorType
+
+if TYPE_CHECKING:  # imported where a batch is processed: an idle pass never loads it
+    from channels.telegram import inbound
 
 __all__ = ["ANSWER_CONCURRENCY", "ONCE_DEADLINE_SECONDS", "ChannelPoll", "ChannelReport",
            "PollOptions", "poll"]
@@ -452,6 +453,8 @@ class ChannelPoll:
         (undoing the batch would bring the same rows back every pass: a wedged channel); any
         other StateError (the lease, the database) is not the row's fault and undoes the
         whole batch. The renewed lease comes back, for the caller to keep once committed."""
+        from channels.telegram import inbound, membership  # only a pass with updates needs them
+
         lease = leases.renew(conn, self.lease, self._now())
         done = []
         for row in rows:
@@ -478,6 +481,7 @@ class ChannelPoll:
                     found.internal))
         result = {**ignored(Ignored.ERROR), "message": found.line[:200]}
         inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id, result, now)
+        from channels.telegram import inbound  # loaded by _process_batch already
         return inbound.failed(row, result)
 
     async def _answer(self, api: BotApi, callback_id: str, text: str) -> None:

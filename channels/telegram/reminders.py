@@ -11,7 +11,6 @@ from __future__ import annotations
 from channels.config.quiet_hours import QuietHours
 from channels.decisions import records
 from channels.decisions.deadline import DAY_MS, HOUR_MS, MINUTE_MS, clock_time, remaining
-from channels.telegram.outcomes import shorten
 
 __all__ = ["EARLIEST_MS", "default_label", "next_reminder", "reminder_text", "schedule"]
 
@@ -59,6 +58,8 @@ def default_label(decision: records.StoredDecision) -> str | None:
 def reminder_text(title: str, fp: str, created_ms: int, deadline_ms: int | None,
                   default_label: str | None, now_ms: int) -> str:
     """The reminder, a short reply to the card."""
+    from channels.telegram.outcomes import shorten  # not loaded by a pass that reminds nobody
+
     if deadline_ms is None:
         asked = remaining(now_ms - created_ms).removeprefix("in ")
         first = f"Still waiting for an answer (asked {asked} ago)"

@@ -19,7 +19,6 @@ import re
 from typing import Any, Final
 
 from channels.inbox import InboundEvent
-from channels.telegram.text_answers import command
 
 __all__ = ["MAX_ID", "next_offset", "press_field", "to_event"]
 
@@ -69,6 +68,9 @@ def to_event(update: Any) -> InboundEvent:
         return InboundEvent(event_id, "other", _migration(message))
     if isinstance(update.get("my_chat_member"), dict):
         return InboundEvent(event_id, "other", _membership(update["my_chat_member"]))
+    # Imported here: the answer rules it lives with are not needed until a message arrives.
+    from channels.telegram.text_answers import command
+
     name = command(_text(message.get("text")) or "") if isinstance(message, dict) else None
     if name is not None and isinstance(message, dict):
         return InboundEvent(event_id, "other", _command(name, message))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
@@ -493,3 +496,34 @@ def test_the_token_never_reaches_logs_results_exceptions_or_reprs(
         assert "fakeTokenForClientTests" not in text
         assert OTHER_TOKEN not in text
     assert redact(f"x {TOKEN} y", TOKEN) == "x <redacted> y"
+
+
+
+_TLS_PROBE = """
+import sys
+from pathlib import Path
+import certifi
+from adapters.telegram.client import TelegramClient, prepare_tls_context
+token, bundle = sys.argv[1], Path(sys.argv[2])
+prepare_tls_context()  # in a thread, from a bundle that does not exist
+try:
+    TelegramClient(token, api_base_url="https://127.0.0.1:1")
+except FileNotFoundError:
+    print("first: FileNotFoundError")
+bundle.write_text(Path(certifi.where()).read_text())
+print("second:", repr(TelegramClient(token, api_base_url="https://127.0.0.1:1")))
+"""
+
+
+def test_a_tls_context_built_in_the_background_fails_in_the_caller_and_is_retried(
+        tmp_path: Path) -> None:
+    # The context is built in a thread (issue 27); its failure is the caller's, as before, and
+    # not kept: a later client builds it again (here from the bundle that now exists). In a
+    # child process: the context is one per process.
+    bundle = tmp_path / "bundle.pem"
+    out = subprocess.run([sys.executable, "-c", _TLS_PROBE, TOKEN, str(bundle)],
+                         env={**os.environ, "SSL_CERT_FILE": str(bundle)},
+                         capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.splitlines()) == (0, [
+        "first: FileNotFoundError",
+        "second: TelegramClient(api_base_url='https://127.0.0.1:1')"]), out.stderr
