@@ -25,7 +25,6 @@ from channels import inbox, messages, store
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
-from channels.store import AdapterType
 from channels.telegram import (
     alerts,
     ended,
@@ -46,16 +45,8 @@ from channels.telegram.outbound import LEASE_MARGIN_S, Outbound
 from channels.telegram.reports import ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
 from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
-from state import effects, leases
+from state import effects, errors, leases
 from state.database import Database, savepoint
-from state.errors import (
-    BlobMismatch,
-    EffectConflict,
-    LeaseHeld,
-    StaleLease,
-    StaleRevision,
-    StateError,
-)
 from state.leases import Lease
 from state.resources import Actor, ActorType
 
@@ -70,7 +61,7 @@ _ApiFactory = Callable[[TelegramProfile, str], AbstractAsyncContextManager[BotAp
 ONCE_DEADLINE_SECONDS = 15
 _INBOX_BATCH = 100
 _AMBIGUOUS = messages.MessageStatus.AMBIGUOUS
-_Batch = tuple[Lease, list[inbound.Processed]]  # a committed batch: the renewed lease, its rows
+_Batch = tuple[Lease, list["inbound.Processed"]]  # a committed batch: the renewed lease, its rows
 # Callback answers in flight at once, right after their batch commits, in press order: 100
 # presses at 150 ms a call are answered in about 1 s, well within Telegram's 15 s.
 ANSWER_CONCURRENCY = 16
@@ -80,7 +71,7 @@ _HANDOVER_MIN_SECONDS = _MIN_LONG_POLL_SECONDS + 2
 
 
 # State errors that are one row's own: its data contradicts what is stored.
-_ROW_FAULTS = (EffectConflict, BlobMismatch, StaleRevision)
+_ROW_FAULTS = (errors.EffectConflict, errors.BlobMismatch, errors.StaleRevision)
 
 
 async def poll(
@@ -150,7 +141,7 @@ class ChannelPoll:
     async def run(self, api_factory: _ApiFactory) -> ChannelReport:
         try:
             self.lease = await self._claim_or_wait()
-        except LeaseHeld:
+        except errors.LeaseHeld:
             self.report.status = ended.PassStatus.BUSY
             self.report.message = "another poller holds this channel; skipped"
             return self.report
@@ -177,7 +168,7 @@ class ChannelPoll:
         while True:
             try:
                 return self.db.write(self._claim)
-            except LeaseHeld:
+            except errors.LeaseHeld:
                 if self.options.once or ends():
                     raise
             await wakeups.until_free(self.db, self.channel.channel_id,
@@ -185,7 +176,7 @@ class ChannelPoll:
 
     def _claim(self, conn: Any) -> Lease:
         now = self._now()
-        store.ensure_channel(conn, self.channel.channel_id, AdapterType.TELEGRAM,
+        store.ensure_channel(conn, self.channel.channel_id, store.AdapterType.TELEGRAM,
                              self.channel.profile.name, now)
         return store.claim_or_take_over(conn, self.channel.channel_id, self.owner_id, now,
                                         self.db.entropy, workflows.owner_process_gone)
@@ -205,7 +196,7 @@ class ChannelPoll:
             now = self._now()
             try:  # read-only; a bug in it must never keep the channel's lease from release
                 report = alerts.settle(c, self.channel, result, now, self.options.alert_after_ms)
-            except StateError:
+            except errors.StateError:
                 raise
             except Exception as exc:
                 self.report.errors.append({"internal": f"alerts: {type(exc).__name__}: {exc}"})
@@ -214,7 +205,7 @@ class ChannelPoll:
             return report
 
         # A lease already lost (expired and claimed by another poller) has nothing to release.
-        with contextlib.suppress(StaleLease):
+        with contextlib.suppress(errors.StaleLease):
             self.report.alerts = self.db.write(command)
 
     def _renew(self) -> None:
@@ -466,7 +457,7 @@ class ChannelPoll:
                 if changed := membership.alert_for(self.channel, done[-1].result):
                     self.report.problems.append(changed)  # a config change needed at once
             except Exception as exc:
-                if isinstance(exc, StateError) and not isinstance(exc, _ROW_FAULTS):
+                if isinstance(exc, errors.StateError) and not isinstance(exc, _ROW_FAULTS):
                     raise
                 done.append(self._row_failed(conn, row, exc, now))
         return lease, done
