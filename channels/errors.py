@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from state.errors import WriteRejected
+from state.exit_codes import ExitCode
 
 __all__ = [
     "ChannelsError", "DecisionError", "DecisionRefused", "ExpiredRequest",
@@ -95,7 +96,7 @@ class DecisionRefused(WriteRejected):
     """The decision's current state does not allow this change (nothing was written)."""
 
     code: ClassVar[str] = "decision_refused"
-    exit_code: ClassVar[int] = 2
+    exit_code = ExitCode.USAGE
 
 
 class UnknownDecision(DecisionRefused):

@@ -17,7 +17,7 @@ from channels.errors import ChannelsError
 from state import crashes
 from state.database import Database
 from state.errors import StateError
-from state.exit_codes import EXIT_INTERNAL
+from state.exit_codes import ExitCode
 
 __all__ = ["ExpiryFailures", "Failure", "alone", "expire_overdue", "expiry_failure", "failure"]
 
@@ -39,9 +39,9 @@ def failure(exc: Exception, context: str) -> Failure:
     """The failure `exc` is while doing `context` ("applying the deadline of ...")."""
     code = getattr(exc, "exit_code", None)
     if isinstance(exc, ChannelsError | StateError) and isinstance(code, int) \
-            and code != EXIT_INTERNAL:
+            and code != ExitCode.INTERNAL:
         return Failure(str(exc), code, cause=type(exc).__name__)
-    return Failure(crashes.report_line(exc, context), EXIT_INTERNAL, internal=True,
+    return Failure(crashes.report_line(exc, context), ExitCode.INTERNAL, internal=True,
                    cause=type(exc).__name__)
 
 

@@ -23,13 +23,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from state.exit_codes import (
-    EXIT_INCOMPATIBLE,
-    EXIT_INTERNAL,
-    EXIT_IO_ERROR,
-    EXIT_PERMISSION,
-    EXIT_TEMPORARY,
-)
+from state.exit_codes import ExitCode
 
 __all__ = [
     "CORRUPT_INSTRUCTION", "RESET_INSTRUCTION", "BlobMismatch", "DatabaseBusy",
@@ -55,28 +49,28 @@ class StateError(Exception):
     """Root of every state-layer error."""
 
     code: ClassVar[str] = "state_error"
-    exit_code: ClassVar[int] = EXIT_INTERNAL
+    exit_code: ClassVar[int] = ExitCode.INTERNAL
 
 
 class DatabaseMissing(StateError):
     """The database does not exist and this path must not create it."""
 
     code = "database_missing"
-    exit_code = EXIT_INCOMPATIBLE
+    exit_code = ExitCode.INCOMPATIBLE
 
 
 class IncompatibleDatabase(StateError):
     """The file is not this schema (or not a database); it was not modified."""
 
     code = "database_incompatible"
-    exit_code = EXIT_INCOMPATIBLE
+    exit_code = ExitCode.INCOMPATIBLE
 
 
 class DatabaseReplaced(IncompatibleDatabase):
     """The file at the database's path is no longer the one opened (deleted or replaced)."""
 
     code = "database_replaced"
-    exit_code = EXIT_INCOMPATIBLE
+    exit_code = ExitCode.INCOMPATIBLE
 
 
 class DatabaseCorrupt(IncompatibleDatabase):
@@ -89,35 +83,35 @@ class DiskFull(StateError):
     """The file system holding the database has no room; the transaction rolled back."""
 
     code = "disk_full"
-    exit_code = EXIT_TEMPORARY
+    exit_code = ExitCode.TEMPORARY
 
 
 class DiskIOError(StateError):
     """The disk failed a read or write (not for want of room); the transaction rolled back."""
 
     code = "disk_io_error"
-    exit_code = EXIT_IO_ERROR
+    exit_code = ExitCode.IO_ERROR
 
 
 class PermissionProblem(StateError):
     """A directory or file has unsafe modes, or the location cannot be written."""
 
     code = "permission_problem"
-    exit_code = EXIT_PERMISSION
+    exit_code = ExitCode.PERMISSION
 
 
 class DatabaseBusy(StateError):
     """Another writer kept the database locked beyond the busy timeout and retries."""
 
     code = "database_busy"
-    exit_code = EXIT_TEMPORARY
+    exit_code = ExitCode.TEMPORARY
 
 
 class WriteRejected(StateError):
     """A write command's checks failed; the whole command rolled back."""
 
     code = "write_rejected"
-    exit_code = EXIT_INTERNAL
+    exit_code = ExitCode.INTERNAL
 
 
 class StaleRevision(WriteRejected):
@@ -130,14 +124,14 @@ class LeaseHeld(WriteRejected):
     """Another live owner holds the lease."""
 
     code = "lease_held"
-    exit_code = EXIT_TEMPORARY
+    exit_code = ExitCode.TEMPORARY
 
 
 class StaleLease(WriteRejected):
     """The lease evidence (owner, token, generation, expiry) is no longer valid."""
 
     code = "stale_lease"
-    exit_code = EXIT_TEMPORARY
+    exit_code = ExitCode.TEMPORARY
 
 
 class BlobMismatch(WriteRejected):

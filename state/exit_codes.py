@@ -2,40 +2,44 @@
 
 from __future__ import annotations
 
-from typing import Final
+from enum import IntEnum
 
-__all__ = [
-    "EXIT_BROKEN_PIPE", "EXIT_CONFIG", "EXIT_INCOMPATIBLE", "EXIT_INTERNAL",
-    "EXIT_INTERRUPTED", "EXIT_IO_ERROR", "EXIT_NOT_ACCEPTED", "EXIT_OK", "EXIT_PERMISSION",
-    "EXIT_TEMPORARY", "EXIT_TERMINATED", "EXIT_USAGE", "MEANINGS",
-]
+__all__ = ["ExitCode"]
 
 
-EXIT_OK: Final = 0
-EXIT_INTERNAL: Final = 1  # a bug: report it
-EXIT_USAGE: Final = 2  # bad arguments
-EXIT_NOT_ACCEPTED: Final = 3  # `ask --wait`: the decision ended without being accepted
-EXIT_INCOMPATIBLE: Final = 65  # incompatible or corrupt database (EX_DATAERR)
-EXIT_IO_ERROR: Final = 74  # the disk failed a read or write of the database (EX_IOERR)
-EXIT_TEMPORARY: Final = 75  # may recover by itself: cron tries again (EX_TEMPFAIL)
-EXIT_PERMISSION: Final = 77  # EX_NOPERM
-EXIT_CONFIG: Final = 78  # invalid configuration (EX_CONFIG)
-EXIT_INTERRUPTED: Final = 130  # Ctrl-C
-EXIT_BROKEN_PIPE: Final = 141  # the output's reader went away (`| head`), as SIGPIPE would
-EXIT_TERMINATED: Final = 143  # SIGTERM (after cleaning up, like Ctrl-C)
+class ExitCode(IntEnum):
+    """A command's exit status; an int everywhere an int is wanted (`sys.exit`, `%d`, JSON)."""
 
-# What each code means, in a few words (the top-level --help lists them all).
-MEANINGS: Final = {
-    EXIT_OK: "ok",
-    EXIT_INTERNAL: "internal error",
-    EXIT_USAGE: "usage",
-    EXIT_NOT_ACCEPTED: "`ask --wait`: not accepted",
-    EXIT_INCOMPATIBLE: "incompatible or corrupt database",
-    EXIT_IO_ERROR: "disk I/O error",
-    EXIT_TEMPORARY: "temporary condition (try again)",
-    EXIT_PERMISSION: "permission problem",
-    EXIT_CONFIG: "invalid configuration",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
-    EXIT_BROKEN_PIPE: "output closed",
-    EXIT_TERMINATED: "terminated (SIGTERM)",
+    OK = 0
+    INTERNAL = 1  # a bug: report it
+    USAGE = 2  # bad arguments
+    NOT_ACCEPTED = 3  # `ask --wait`: the decision ended without being accepted
+    INCOMPATIBLE = 65  # incompatible or corrupt database (EX_DATAERR)
+    IO_ERROR = 74  # the disk failed a read or write of the database (EX_IOERR)
+    TEMPORARY = 75  # may recover by itself: cron tries again (EX_TEMPFAIL)
+    PERMISSION = 77  # EX_NOPERM
+    CONFIG = 78  # invalid configuration (EX_CONFIG)
+    INTERRUPTED = 130  # Ctrl-C
+    BROKEN_PIPE = 141  # the output's reader went away (`| head`), as SIGPIPE would
+    TERMINATED = 143  # SIGTERM (after cleaning up, like Ctrl-C)
+
+    @property
+    def meaning(self) -> str:
+        """What the code means, in a few words (the top-level --help lists them all)."""
+        return _MEANINGS[self]
+
+
+_MEANINGS = {
+    ExitCode.OK: "ok",
+    ExitCode.INTERNAL: "internal error",
+    ExitCode.USAGE: "usage",
+    ExitCode.NOT_ACCEPTED: "`ask --wait`: not accepted",
+    ExitCode.INCOMPATIBLE: "incompatible or corrupt database",
+    ExitCode.IO_ERROR: "disk I/O error",
+    ExitCode.TEMPORARY: "temporary condition (try again)",
+    ExitCode.PERMISSION: "permission problem",
+    ExitCode.CONFIG: "invalid configuration",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+    ExitCode.BROKEN_PIPE: "output closed",
+    ExitCode.TERMINATED: "terminated (SIGTERM)",
 }

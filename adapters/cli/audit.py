@@ -20,7 +20,7 @@ from adapters.cli.status_text import with_iso
 from channels.reports import audit as approvals
 from state.database import Database
 from state.errors import DatabaseMissing
-from state.exit_codes import EXIT_OK
+from state.exit_codes import ExitCode
 
 __all__ = ["parse_since", "register", "render_audit"]
 
@@ -97,20 +97,20 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     except DatabaseMissing:
         parse_since(args.since, 0)  # bad input is refused even before there is a database
         print("[]" if args.json else "no decisions (no database yet)")
-        return EXIT_OK
+        return ExitCode.OK
     with db:
         since = parse_since(args.since, db.clock.now_ms())
         rows = db.read(lambda c: approvals.audit(c, since))
     if args.json:
         document: list[dict[str, Any]] = [with_iso(r.to_json()) for r in rows]
         print(json.dumps(document, indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return ExitCode.OK
     if not rows:
         print(f"no decisions since {_when(since)}")
-        return EXIT_OK
+        return ExitCode.OK
     for line in render_audit(rows, terminal_width()):
         print(line)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def register(sub: Any) -> None:

@@ -21,7 +21,7 @@ from adapters.telegram.setup_bot import SetupBot, SetupCallFailed
 from channels.config.errors import ConfigInvalid
 from channels.errors import ChannelsError
 from channels.telegram.commands import MENU
-from state.exit_codes import EXIT_TEMPORARY
+from state.exit_codes import ExitCode
 
 __all__ = [
     "BotApiUnavailable", "VerifiedBot", "WebhookBlocksPolling", "prepare_polling",
@@ -47,7 +47,7 @@ class BotApiUnavailable(ChannelsError):
     """getMe could not confirm or refuse the token (unreachable, no response); exit 75."""
 
     code: ClassVar[str] = "telegram_setup_unavailable"
-    exit_code: ClassVar[int] = EXIT_TEMPORARY
+    exit_code: ClassVar[int] = ExitCode.TEMPORARY
 
 
 class WebhookBlocksPolling(ChannelsError):
@@ -55,7 +55,7 @@ class WebhookBlocksPolling(ChannelsError):
     409 that `poll` would get (README's table: a provider conflict)."""
 
     code: ClassVar[str] = "telegram_setup_webhook"
-    exit_code: ClassVar[int] = EXIT_TEMPORARY
+    exit_code: ClassVar[int] = ExitCode.TEMPORARY
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import apsw
 from adapters.cli.errors import UsageError
 from state.database import Database
 from state.errors import CORRUPT_INSTRUCTION, DatabaseMissing, StateError
-from state.exit_codes import EXIT_INCOMPATIBLE, EXIT_OK, EXIT_PERMISSION, EXIT_TEMPORARY
+from state.exit_codes import ExitCode
 from state.files import corrupt, default_path, disk_full, lost, translate
 
 __all__ = ["register"]
@@ -33,7 +33,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
             _print_json({"path": str(db.path), "created": not existed})
         else:
             print(db.path)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -49,7 +49,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
               f"foreign keys {report.foreign_keys}. {CORRUPT_INSTRUCTION}", file=sys.stderr)
     else:
         print(f"{report.path}: ok")
-    return EXIT_OK if report.ok else EXIT_INCOMPATIBLE
+    return ExitCode.OK if report.ok else ExitCode.INCOMPATIBLE
 
 
 def _cmd_backup(args: argparse.Namespace) -> int:
@@ -68,7 +68,7 @@ def _cmd_backup(args: argparse.Namespace) -> int:
                     "foreign_keys": report.foreign_keys})
     else:
         print(report.path)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -133,7 +133,7 @@ def _config_state() -> tuple[list[str], tuple[str, int] | None]:
     except ChannelsError as exc:  # status still shows the database; the config is one line
         return [], (str(exc), exc.exit_code)
     except OSError as exc:
-        return [], (f"the configuration cannot be read: {exc.strerror}", EXIT_TEMPORARY)
+        return [], (f"the configuration cannot be read: {exc.strerror}", ExitCode.TEMPORARY)
     return ([] if config is None else list(config.profiles)), None
 
 
@@ -158,7 +158,7 @@ def _uncreatable(path: Path) -> list[dict[str, Any]]:
         probe = probe.parent
     if os.access(probe, os.W_OK | os.X_OK):
         return []
-    return [{"kind": "database", "exit_code": EXIT_PERMISSION, "message": (
+    return [{"kind": "database", "exit_code": ExitCode.PERMISSION, "message": (
         f"{path} cannot be created: {probe} is not writable by this user; fix its owner or"
         f" mode (for example: chmod u+rwx {probe}), then run: piw-channels init")}]
 

@@ -27,7 +27,7 @@ from channels.errors import DecisionRefused
 from channels.failures import expiry_failure
 from state.database import Database
 from state.errors import DatabaseMissing, StateError
-from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
+from state.exit_codes import ExitCode
 
 __all__ = ["register"]
 
@@ -165,7 +165,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
                     "deadline_at": handle.request.expires_at_ms}), ensure_ascii=False))
             else:
                 print(handle.decision_id)
-            return EXIT_OK
+            return ExitCode.OK
         try:
             progress = None
             if sys.stderr.isatty():
@@ -188,7 +188,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
         print(resolution.choice if text is None else f"{resolution.choice}\n{text}")
     else:
         print(f"cancelled: {resolution.reason}", file=sys.stderr)
-    return EXIT_OK if resolution.outcome == records.Outcome.ACCEPTED else EXIT_NOT_ACCEPTED
+    return ExitCode.OK if resolution.outcome == records.Outcome.ACCEPTED else ExitCode.NOT_ACCEPTED
 
 
 def _tell_waiting(handle: workflows.AskHandle, routes: tuple[str, ...]) -> None:
@@ -221,7 +221,7 @@ def _cmd_decisions(args: argparse.Namespace) -> int:
         db = Database.open_reader()
     except DatabaseMissing:
         print("[]" if args.json else "no decisions (no database yet)")
-        return EXIT_OK
+        return ExitCode.OK
     with db:
         now = db.clock.now_ms()
 
@@ -236,14 +236,14 @@ def _cmd_decisions(args: argparse.Namespace) -> int:
                                     "agent": i.asker.agent, "host": i.asker.host,
                                     "channel": None if i.winner is None else i.winner.channel})
                           for i in listed], indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return ExitCode.OK
     if not listed:
         print("no open decisions" if not args.all else "no decisions")
-        return EXIT_OK
+        return ExitCode.OK
     table = render_table(listed, now, terminal_width())
     for line in table:
         print(line)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -251,7 +251,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     with Database.open_reader() as db:
         if notes := notify.run_notifications(db, args.decision_id):
             notify.show_run(notes, args.json)  # a run's id: its notifications
-            return EXIT_OK
+            return ExitCode.OK
         decision_id = workflows.resolve_id(db, args.decision_id)
         now = db.clock.now_ms()
 
@@ -268,7 +268,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
             "channel": None if won is None else won.channel,
             "actor": None if won is None else won.actor_id,
             "timeline": [e.to_json() for e in events]}), indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return ExitCode.OK
     print(render_decision_text(document, once=True) + f" ({decision_id})")
     print()
     deadline = "no deadline" if view.deadline_at is None else (
@@ -283,7 +283,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print("timeline:")
     for entry in events:
         print(f"  {clock_time(entry.at)}  {_entry_text(entry)}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _status_line(view: views.DecisionView, won: history.Winner | None, now: int) -> str:
@@ -347,7 +347,7 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
     else:
         chosen = view.choice_label or view.choice
         raise DecisionRefused(f"{decision_id} is already decided ({chosen}); nothing to cancel")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _cmd_expire(args: argparse.Namespace) -> int:
@@ -371,7 +371,7 @@ def _cmd_expire(args: argparse.Namespace) -> int:
             print(named + workflows.summarize(outcome))
         for decision_id in report.skipped_live_owner:
             print(f"skipped {decision_id}: its run owner is alive")
-    code = EXIT_OK
+    code: int = ExitCode.OK
     for failed in failures:  # each failed alone: the others were settled
         print(f"Error: {failed.line}", file=sys.stderr)
         code = max(code, failed.exit_code)

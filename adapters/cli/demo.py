@@ -31,7 +31,7 @@ from channels.decisions.choices import text_input
 from channels.telegram import poll
 from channels.telegram.buttons import callback_token
 from state.database import Database
-from state.exit_codes import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
+from state.exit_codes import ExitCode
 
 __all__ = ["first_update_id", "register"]
 
@@ -158,9 +158,9 @@ def _run_demo() -> int:
             _say(f"decision resolved; keyboards removed ({edits} edit), outcome posted: "
                  f"{_sent(server)[-1]['text'].splitlines()[0]!r}")
             if view.status != "accepted" or edits < 1:
-                return EXIT_INTERNAL
+                return ExitCode.INTERNAL
     _say("done: the temporary HOME and the fake Bot API are gone")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _serve(token_file: Path, port: int) -> int:
@@ -187,16 +187,16 @@ def _serve(token_file: Path, port: int) -> int:
     print(f"Type a reply: piw-channels demo --reply TEXT --api-base-url {server.base_url}")
     print("The chat, as the person sees it:", flush=True)
     signal.signal(signal.SIGTERM, raise_terminated)
-    code = EXIT_OK
+    code = ExitCode.OK
     follower = TranscriptFollower(server)
     try:
         while not server.wait_closed(_TRANSCRIPT_TICK_S):
             for line in follower.new_lines():
                 print(line, flush=True)
     except KeyboardInterrupt:
-        code = EXIT_INTERRUPTED
+        code = ExitCode.INTERRUPTED
     except Terminated:
-        code = EXIT_TERMINATED
+        code = ExitCode.TERMINATED
     finally:
         with contextlib.suppress(OSError):  # what happened since the last tick
             for line in follower.new_lines():

@@ -20,7 +20,7 @@ from adapters.telegram.client import DEFAULT_ALLOWED_UPDATES, TelegramClient
 from adapters.telegram.results import CallResult
 from channels.config.model import DEFAULT_API_BASE_URL
 from channels.errors import ChannelsError
-from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
+from state.exit_codes import ExitCode
 
 __all__ = ["FindChatUnavailable", "find_chat"]
 
@@ -34,7 +34,7 @@ class FindChatUnavailable(ChannelsError):
     """getUpdates could not wait for a message (another poller, a failing Bot API); 75."""
 
     code = "telegram_find_chat_unavailable"
-    exit_code = EXIT_TEMPORARY
+    exit_code = ExitCode.TEMPORARY
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +110,11 @@ def find_chat(token: str, bot: str, token_file: Path, api_base_url: str, seconds
     if not found:
         print(f"Error: no message reached {bot} within {seconds:g} s; send it one (a"
               " private chat needs Start first), then run this again", file=sys.stderr)
-        return EXIT_TEMPORARY
+        return ExitCode.TEMPORARY
     if as_json:
         print(json.dumps({"bot": bot, "chats": [asdict(f) for f in found]}, indent=2,
                          sort_keys=True, ensure_ascii=False))
-        return EXIT_OK
+        return ExitCode.OK
     for f in found:
         sender = "" if f.user_id is None else f", from user {f.user_id} ({f.user_name})"
         print(f"Chat {f.chat_id} ({f.chat_type}: {f.chat_name}){sender}")
@@ -122,4 +122,4 @@ def find_chat(token: str, bot: str, token_file: Path, api_base_url: str, seconds
         api = "" if api_base_url == DEFAULT_API_BASE_URL else f" --api-base-url {api_base_url}"
         print(f"  piw-channels setup telegram --token-file {token_file} --user {user}"
               f" --chat {f.chat_id}{api}")
-    return EXIT_OK
+    return ExitCode.OK

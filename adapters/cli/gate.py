@@ -26,7 +26,7 @@ from channels.config.gate import (
 )
 from channels.config.loading import resolve_config_dir
 from channels.gate import confinement
-from state.exit_codes import EXIT_OK
+from state.exit_codes import ExitCode
 
 __all__ = ["register"]
 
@@ -40,7 +40,7 @@ def _cmd_switch(args: argparse.Namespace) -> int:
     word = "on: the agent's tool calls that the policy names wait for a person" if enabled \
         else "off: no tool call waits for a person (the guard still applies)"
     print(f"gate {word} ({path})")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -57,11 +57,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps({"path": str(path), "exists": exists, "broken": None,
                           "policy": policy.to_json(), "sandbox": sandbox},
                          indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return ExitCode.OK
     for line in _describe(policy, str(path), exists=exists):
         print(line)
     print(sandbox)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _show_broken(args: argparse.Namespace, path: str, exc: ConfigError) -> int:

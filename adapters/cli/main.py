@@ -24,15 +24,9 @@ check_packages()  # before anything imports `state` or `channels`: they may be s
 import apsw  # noqa: E402
 
 from adapters.cli.errors import Terminated, UsageError  # noqa: E402
-from state import crashes, exit_codes  # noqa: E402
+from state import crashes  # noqa: E402
 from state.errors import StateError  # noqa: E402
-from state.exit_codes import (  # noqa: E402
-    EXIT_BROKEN_PIPE,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_USAGE,
-)
+from state.exit_codes import ExitCode  # noqa: E402
 from state.files import default_path, translate  # noqa: E402
 from state.version import VERSION  # noqa: E402
 
@@ -122,7 +116,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         print(f"Error: {self.prog}: {message} (see: {self.prog} --help)", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
+        raise SystemExit(ExitCode.USAGE)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -131,8 +125,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="piw-channels",
         description="Carry Pi Workflows human decisions over Telegram and Pi.",
-        epilog="Exit codes: " + ", ".join(f"{code} {meaning}" for code, meaning
-                                          in exit_codes.MEANINGS.items()) + ".",
+        epilog="Exit codes: " + ", ".join(f"{code} {code.meaning}" for code in ExitCode) + ".",
     )
     parser.add_argument("--version", action="version", version=f"piw-channels {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -155,7 +148,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     command = _command_of(words)
     if command is None and "--version" in words:  # no command group needs loading for it
         print(f"piw-channels {VERSION}")
-        return EXIT_OK
+        return ExitCode.OK
     parser = build_parser(command)
     args = parser.parse_args(words)
     handler: _Handler = args.handler
@@ -172,17 +165,17 @@ def run(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     except UsageError as exc:
         print(f"Error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+        return ExitCode.INTERRUPTED
     except Terminated as exc:
         return exc.exit_code
     except BrokenPipeError:  # `piw-channels decisions | head`: the reader has had enough
         _silence_stdout()
-        return EXIT_BROKEN_PIPE
+        return ExitCode.BROKEN_PIPE
     except Exception as exc:
         code = getattr(exc, "exit_code", None)
-        if isinstance(code, int) and code != EXIT_INTERNAL:  # a known error: its own line
+        if isinstance(code, int) and code != ExitCode.INTERNAL:  # a known error: its own line
             print(f"Error: {exc}", file=sys.stderr)
             return code
         return _internal_error(exc, command, verbose=bool(getattr(args, "verbose", False)))
@@ -193,7 +186,7 @@ def _internal_error(exc: Exception, command: str | None, *, verbose: bool) -> in
     print(f"Error: {crashes.report_line(exc, f'running {command}')}", file=sys.stderr)
     if verbose:
         print(crashes.format_report(exc, f"running {command}"), end="", file=sys.stderr)
-    return EXIT_INTERNAL
+    return ExitCode.INTERNAL
 
 
 def _silence_stdout() -> None:
@@ -210,5 +203,5 @@ def main() -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
-        code = EXIT_BROKEN_PIPE
+        code = ExitCode.BROKEN_PIPE
     sys.exit(code)

@@ -14,7 +14,7 @@ from channels.decisions import context, workflows
 from channels.notifications import producing, views
 from channels.notifications.records import NotificationType
 from state.database import Database
-from state.exit_codes import EXIT_OK
+from state.exit_codes import ExitCode
 
 __all__ = ["register", "run_notifications", "show_run"]
 
@@ -47,7 +47,7 @@ def _cmd_notify(args: argparse.Namespace) -> int:
         print(json.dumps(with_iso(out), ensure_ascii=False))
     else:
         print(n.run_id)  # what the next `notify --run` of the same run needs
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def run_notifications(db: Database, run_id: str) -> list[views.NotificationView]:

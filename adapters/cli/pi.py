@@ -29,7 +29,7 @@ from channels.pi import answers
 from channels.pi.answers import AnswerEvent, AnswerReport, OpenDecision
 from state.database import Database
 from state.errors import DatabaseMissing
-from state.exit_codes import EXIT_NOT_ACCEPTED, EXIT_OK
+from state.exit_codes import ExitCode
 
 __all__ = ["register"]
 
@@ -44,18 +44,18 @@ def _cmd_list(args: argparse.Namespace) -> int:
         db = Database.open_reader()
     except DatabaseMissing:
         print("[]" if args.json else "no open decisions (no database yet)")
-        return EXIT_OK
+        return ExitCode.OK
     with db:
         found = db.read(lambda c: answers.open_for_pi(c, config, now=db.clock.now_ms()))
     if args.json:
         print(json.dumps([d.to_json() for d in found], indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return ExitCode.OK
     if not found:
         print("no open decisions")
     for d in found:
         labels = ", ".join(f"{c['id']}={c['label']}" for c in d.choices)
         print(f"{d.decision_id}  {d.title}  [{labels}]")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -70,7 +70,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**shown.to_json(), "status": view.status, "choice": view.choice,
                           "reason": view.reason}, indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return ExitCode.OK
     print(shown.text)
     print()
     for number, choice in enumerate(shown.choices, start=1):
@@ -80,7 +80,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     print(f"status: {view.display_status}")
     if view.status != "open":
         print(f"outcome: {view.choice_label or view.reason}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _read_text(args: argparse.Namespace) -> str | None:
@@ -138,7 +138,7 @@ def _print_report(report: AnswerReport, *, as_json: bool) -> int:
         print(json.dumps(report.to_json(), ensure_ascii=False))
     else:
         print(operator.describe(report))
-    return EXIT_OK if report.accepted else EXIT_NOT_ACCEPTED
+    return ExitCode.OK if report.accepted else ExitCode.NOT_ACCEPTED
 
 
 def _cmd_interactive(args: argparse.Namespace) -> int:
@@ -151,12 +151,12 @@ def _cmd_interactive(args: argparse.Namespace) -> int:
             found = db.read(lambda c: answers.open_for_pi(c, config, now=db.clock.now_ms()))
             if not found:
                 print("no open decisions")
-                return EXIT_OK
+                return ExitCode.OK
             # The person takes their time here: no transaction is open while they choose.
             picked = operator.pick(term, found)
             if picked is None:
                 print("nothing answered")
-                return EXIT_OK
+                return ExitCode.OK
             report = _submit(db, picked.decision, picked.choice, picked.text, config)
     finally:
         term.close()
@@ -166,7 +166,7 @@ def _cmd_interactive(args: argparse.Namespace) -> int:
 def _cmd_extension_path(args: argparse.Namespace) -> int:
     """Where the Pi extension file is (to link it into ~/.pi/agent/extensions/)."""
     print(_EXTENSION)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _cmd_bridge(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from channels.decisions import records, views, workflows
 from channels.telegram.buttons import TOKEN_RE, callback_token
 from state.database import Database
 from state.errors import DatabaseMissing
-from state.exit_codes import EXIT_OK
+from state.exit_codes import ExitCode
 
 __all__ = ["press", "reply"]
 
@@ -64,7 +64,7 @@ def press(url: str, label: str, user: int | None, decision: str | None = None) -
         "message_id": message["message_id"], "message_text": message["text"],
         "callback_data": chosen[0]["callback_data"]})
     print(f"pressed {chosen[0]['text']!r}; run piw-channels poll to collect it")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def reply(url: str, text: str, user: int | None, decision: str | None = None) -> int:
@@ -100,7 +100,7 @@ def reply(url: str, text: str, user: int | None, decision: str | None = None) ->
     fake.push_update({"message": update})
     print(f"replied {shorten(text)!r} to “{shorten(str(message.get('text', '')))}”; run"
           " piw-channels poll to collect it")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 class _Decision:

@@ -24,7 +24,7 @@ from adapters.cli.bot_checks import VerifiedBot, prepare_polling, print_notes, v
 from adapters.cli.errors import UsageError
 from channels.config import install, loading, model, parsing
 from channels.config.model import DEFAULT_API_BASE_URL, InstallResult
-from state.exit_codes import EXIT_OK
+from state.exit_codes import ExitCode
 
 __all__ = ["audience_argument", "id_argument", "name_argument", "register", "url_argument"]
 
@@ -171,7 +171,7 @@ def _cmd_setup_telegram(args: argparse.Namespace) -> int:
     else:
         print(_summary(installed, bot))
     print_notes(bot)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _find_chat(args: argparse.Namespace) -> int:
@@ -206,13 +206,13 @@ def _remove(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"removed": removed.profile, "credential": removed.credential,
                           "audiences": list(removed.audiences)}, indent=2, sort_keys=True))
-        return EXIT_OK
+        return ExitCode.OK
     kept = "" if removed.credential is None else f" and credential {removed.credential}"
     routes = f" (routed from audience {', '.join(removed.audiences)})" if removed.audiences \
         else ""
     print(f"Removed Telegram profile {removed.profile}{kept}{routes}. Its token file is"
           " kept: delete it, and revoke the token with @BotFather, if no one uses it.")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 _TELEGRAM_EPILOG: Final = """\

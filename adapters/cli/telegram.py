@@ -30,7 +30,7 @@ from channels.telegram.identity import Channel
 from channels.transport import BotApi
 from state.database import Database
 from state.errors import StateError
-from state.exit_codes import EXIT_CONFIG, EXIT_INTERNAL, EXIT_OK, EXIT_TEMPORARY
+from state.exit_codes import ExitCode
 from state.files import default_path
 from state.resources import Actor, ActorType
 
@@ -83,8 +83,9 @@ def _config_or_hint(*, check_tokens: bool = True) -> ChannelsConfig | None:
 
 # Pass statuses that come without an alert report, and their exit codes: a conflict, a
 # rejected token, a profile left unpolled because another profile polls its bot.
-_UNALERTED: Final = {PassStatus.CONFLICT: EXIT_TEMPORARY, PassStatus.UNAUTHORIZED: EXIT_CONFIG,
-                     PassStatus.SHARED_BOT: EXIT_CONFIG}
+_UNALERTED: Final = {PassStatus.CONFLICT: ExitCode.TEMPORARY,
+                     PassStatus.UNAUTHORIZED: ExitCode.CONFIG,
+                     PassStatus.SHARED_BOT: ExitCode.CONFIG}
 
 
 def _run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
@@ -98,7 +99,7 @@ def _run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
     with Database.open_writer() as db:
         reports = asyncio.run(_until_terminated(poll.poll(db, config, bot_api, options,
                                                             expiry_failures=expiry)))
-    code = EXIT_OK
+    code: int = ExitCode.OK
     config_dir = str(resolve_config_dir())
     said: list[str] = []
     printed: set[str] = set()
@@ -137,14 +138,14 @@ def _run_poll(config: ChannelsConfig, options: poll.PollOptions, verbose: bool,
             code = max(code, report.exit_code)
         for refusal in report.refused:  # a settlement refused for good: said once
             say(f"Error: {report.channel}: {refused_settlement(refusal)}")
-            code = max(code, EXIT_CONFIG)
+            code = max(code, ExitCode.CONFIG)
         if report.status == PassStatus.BAD_BATCH:  # a getUpdates answer that cannot be stored
             say(f"Error: {report.channel}: {report.message}")
-            code = max(code, EXIT_TEMPORARY)
+            code = max(code, ExitCode.TEMPORARY)
         for bug in (e["internal"] for e in report.errors
                     if str(e.get("internal", "")).startswith("alerts:")):
             say(f"Error: {report.channel}: {bug}")  # a bug: report it
-            code = max(code, EXIT_INTERNAL)
+            code = max(code, ExitCode.INTERNAL)
         if verbose:
             detail = report.message or (
                 f"{report.updates} updates, {report.processed} processed, "
@@ -177,7 +178,7 @@ def _cmd_poll(args: argparse.Namespace) -> int:
         raise
     if config is None:
         _apply_deadlines()  # a Pi-only user's --timeout still fires
-        return EXIT_CONFIG
+        return ExitCode.CONFIG
     options = poll.PollOptions(window_seconds=args.for_seconds or 0.0, profile=args.profile,
                                  alert_after_ms=int(args.alert_after * 60_000))
     return _run_poll(config, options, args.verbose, args.json)
@@ -221,7 +222,7 @@ def _cmd_resend(args: argparse.Namespace) -> int:
         raise UsageError("give a DECISION_ID or --all-failed (not both)")
     config = _config_or_hint()
     if config is None:
-        return EXIT_CONFIG
+        return ExitCode.CONFIG
     args.profile = _resend_profile(config, args.profile)
     channel = Channel(config.profile(args.profile), config)
     with Database.open_writer() as db:
@@ -242,7 +243,7 @@ def _cmd_resend(args: argparse.Namespace) -> int:
             print(json.dumps({"channel": channel.name, "reserved": [], "poll": None}))
         else:
             print(f"no failed delivery on {channel.name}")
-        return EXIT_OK
+        return ExitCode.OK
     if not args.json:
         return _run_poll(config, poll.PollOptions(profile=args.profile), args.verbose)
     with contextlib.redirect_stdout(io.StringIO()) as polled:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from channels.errors import ChannelsError
-from state.exit_codes import EXIT_CONFIG, EXIT_PERMISSION, EXIT_TEMPORARY
+from state.exit_codes import ExitCode
 
 __all__ = [
     "SETUP_HINT", "ConfigError", "ConfigInvalid", "ConfigMissing", "ConfigPermission",
@@ -35,7 +35,7 @@ class ConfigError(ChannelsError):
     """Root of every private-configuration error."""
 
     code: ClassVar[str] = "config_error"
-    exit_code: ClassVar[int] = EXIT_CONFIG
+    exit_code: ClassVar[int] = ExitCode.CONFIG
 
     def __init__(
         self,
@@ -56,25 +56,25 @@ class ConfigMissing(ConfigError):
     """There is no channels.json, so no channel other than Pi is configured."""
 
     code = "config_missing"
-    exit_code = EXIT_CONFIG
+    exit_code = ExitCode.CONFIG
 
 
 class ConfigInvalid(ConfigError):
     """A configuration file or a setup value breaks a rule; nothing was written."""
 
     code = "config_invalid"
-    exit_code = EXIT_CONFIG
+    exit_code = ExitCode.CONFIG
 
 
 class ConfigPermission(ConfigError):
     """A file or the directory is readable or writable by others, or cannot be read."""
 
     code = "config_permission"
-    exit_code = EXIT_PERMISSION
+    exit_code = ExitCode.PERMISSION
 
 
 class ConfigUnavailable(ConfigError):
     """Reading or writing a configuration file failed for a reason other than its content."""
 
     code = "config_unavailable"
-    exit_code = EXIT_TEMPORARY
+    exit_code = ExitCode.TEMPORARY

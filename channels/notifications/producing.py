@@ -29,7 +29,7 @@ from state.clock import Entropy
 from state.database import Database
 from state.effects import OwnerScope
 from state.errors import WriteRejected
-from state.exit_codes import EXIT_USAGE
+from state.exit_codes import ExitCode
 from state.leases import OwnerType
 from state.resources import Actor, ActorType, current_revision
 
@@ -56,7 +56,7 @@ class NotificationRefused(WriteRejected):
     """A notification that cannot be written as asked (exit 2): nothing was written."""
 
     code: ClassVar[str] = "notification_refused"
-    exit_code: ClassVar[int] = EXIT_USAGE
+    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from channels.telegram.alerts import Alert
-from state.exit_codes import EXIT_OK, EXIT_TEMPORARY
+from state.exit_codes import ExitCode
 
 __all__ = ["conditions", "exit_code"]
 
@@ -47,7 +47,7 @@ def conditions(report: Mapping[str, Any], profiles: Sequence[str],
 
 def exit_code(items: Sequence[Mapping[str, Any]]) -> int:
     """The highest exit code of the conditions (0: nothing needs attention)."""
-    return max((int(i["exit_code"]) for i in items), default=EXIT_OK)
+    return max((int(i["exit_code"]) for i in items), default=ExitCode.OK)
 
 
 def _stale_pollers(report: Mapping[str, Any], profiles: Sequence[str],
@@ -58,12 +58,12 @@ def _stale_pollers(report: Mapping[str, Any], profiles: Sequence[str],
     for profile in profiles:
         last = passes.get(profile)
         if last is None:
-            found.append({"kind": "stale", "profile": profile, "exit_code": EXIT_TEMPORARY,
+            found.append({"kind": "stale", "profile": profile, "exit_code": ExitCode.TEMPORARY,
                           "since": None, "message": f"telegram:{profile}: never polled; add"
                           " the cron line (README: Set up Telegram), or run: piw-channels"
                           f" poll --once -v --profile {profile}"})
         elif now - int(last["at"]) > _STALE_PASS_MS:
-            found.append({"kind": "stale", "profile": profile, "exit_code": EXIT_TEMPORARY,
+            found.append({"kind": "stale", "profile": profile, "exit_code": ExitCode.TEMPORARY,
                           "since": int(last["at"]), "message": None})
     return found
 
@@ -72,5 +72,5 @@ def _ambiguous_effects(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Ambiguous effects other than deliveries (those are listed by their decision): an
     outcome post or a prompt that may or may not have arrived, for a day after it happened
     (there is nothing to resend: it is never posted twice; check the chat)."""
-    return [{"kind": "ambiguous_effect", "exit_code": EXIT_TEMPORARY, "message": None, **e}
+    return [{"kind": "ambiguous_effect", "exit_code": ExitCode.TEMPORARY, "message": None, **e}
             for e in report.get("ambiguous_effects") or []]

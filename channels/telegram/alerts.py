@@ -26,7 +26,7 @@ from channels.telegram import config_failures, holds, notifying, reservations
 from channels.telegram.ended import PassStatus
 from channels.telegram.identity import Channel
 from state import blobs, effects
-from state.exit_codes import EXIT_CONFIG, EXIT_OK, EXIT_TEMPORARY
+from state.exit_codes import ExitCode
 
 __all__ = [
     "DEFAULT_ALERT_AFTER_MS", "Alert", "AlertReport", "PassResult", "decision_conditions",
@@ -43,9 +43,10 @@ _Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rej
 
 # What each kind exits with (README table): 78 needs a configuration change, 75 may pass.
 _EXIT_CODES: Final[Mapping[str, int]] = {
-    "token": EXIT_CONFIG, "rejected": EXIT_CONFIG, "migrated": EXIT_CONFIG,
-    "conflict": EXIT_TEMPORARY, "webhook": EXIT_TEMPORARY, "unreachable": EXIT_TEMPORARY,
-    "ambiguous": EXIT_TEMPORARY, "held": EXIT_TEMPORARY,
+    "token": ExitCode.CONFIG, "rejected": ExitCode.CONFIG, "migrated": ExitCode.CONFIG,
+    "conflict": ExitCode.TEMPORARY, "webhook": ExitCode.TEMPORARY,
+    "unreachable": ExitCode.TEMPORARY,
+    "ambiguous": ExitCode.TEMPORARY, "held": ExitCode.TEMPORARY,
     # A pass that failed ("pass") and a delivery that cannot be made ("failed") carry their
     # own exit code in their facts (exitCode): a token file 77/78, a bug 1.
 }
@@ -88,7 +89,7 @@ class Alert:
         own = self.facts.get("exitCode")
         if isinstance(own, int) and not isinstance(own, bool):
             return own
-        return _EXIT_CODES.get(self.kind, EXIT_TEMPORARY)
+        return _EXIT_CODES.get(self.kind, ExitCode.TEMPORARY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ class AlertReport:
 
     @property
     def exit_code(self) -> int:
-        return max((a.exit_code for a in [*self.reported, *self.ongoing]), default=EXIT_OK)
+        return max((a.exit_code for a in [*self.reported, *self.ongoing]), default=ExitCode.OK)
 
 
 def last_pass(conn: apsw.Connection, channel_id: str) -> _PassState | None:

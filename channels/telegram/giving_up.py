@@ -16,7 +16,7 @@ from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StateError
-from state.exit_codes import EXIT_TEMPORARY
+from state.exit_codes import ExitCode
 from state.leases import OwnerType
 
 __all__ = ["give_up", "give_up_unbegun", "lost_post"]
@@ -64,4 +64,4 @@ def lost_post(decision_id: str, chat: str, res: ProviderResult) -> list[Failure]
         return []
     return [Failure(f"{decision_id}: its outcome post to chat {chat} may not have arrived (its"
                     f" answer was lost: {describe(res).get('description')}); check that chat:"
-                    " it is never posted twice", EXIT_TEMPORARY)]
+                    " it is never posted twice", ExitCode.TEMPORARY)]

@@ -13,7 +13,7 @@ from channels.config.model import CHANNELS_FILE
 from channels.failures import Failure
 from channels.telegram.identity import Channel
 from channels.telegram.ignored import Ignored, ignored
-from state.exit_codes import EXIT_CONFIG
+from state.exit_codes import ExitCode
 
 __all__ = ["alert_for"]
 
@@ -30,8 +30,8 @@ def alert_for(channel: Channel, result: Mapping[str, Any]) -> Failure | None:
         new = result.get("migrateToChatId")
         return Failure(f"group {chat} became supergroup {new}; replace {chat} with {new} in"
                        f" {where}, then run: piw-channels resend --all-failed --profile"
-                       f" {profile.name}", EXIT_CONFIG)
+                       f" {profile.name}", ExitCode.CONFIG)
     if result.get("result") == ignored(Ignored.BOT_REMOVED)["result"]:
         return Failure(f"the bot was removed from (or blocked in) chat {chat}; add it back"
-                       f" (or unblock it), or remove {chat} from {where}", EXIT_CONFIG)
+                       f" (or unblock it), or remove {chat} from {where}", ExitCode.CONFIG)
     return None

@@ -18,7 +18,7 @@ from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
 from state import effects
 from state.effects import OwnerScope
-from state.exit_codes import EXIT_INTERNAL, EXIT_USAGE
+from state.exit_codes import ExitCode
 from state.leases import Lease
 from state.resources import Actor, current_revision
 
@@ -331,7 +331,7 @@ def delivery_failure(conn: apsw.Connection, channel_id: str,
         return None
     internal = "internal" in error
     return {"description": str(error.get("internal") or error.get("description") or "failed"),
-            "exitCode": EXIT_INTERNAL if internal else EXIT_USAGE}
+            "exitCode": ExitCode.INTERNAL if internal else ExitCode.USAGE}
 
 
 def ambiguous_chats(conn: apsw.Connection, channel_id: str, decision_id: str,

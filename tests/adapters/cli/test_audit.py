@@ -22,7 +22,7 @@ from channels.decisions.context import Context, with_context
 from channels.pi.answers import AnswerEvent, answer_locally
 from channels.reports import audit as approvals
 from state.database import Database
-from state.exit_codes import EXIT_USAGE
+from state.exit_codes import ExitCode
 from tests.channels.telegram.helpers import (
     CHOICES,
     TOKEN,
@@ -83,12 +83,12 @@ def test_since_refuses_anything_else_with_the_forms_it_takes(text: str) -> None:
 
 def test_a_bad_since_is_one_line_and_exit_2_with_or_without_a_database(home: Path) -> None:
     missing = run(home, "audit", "--since", "yesterday")
-    assert (missing.returncode, missing.stdout) == (EXIT_USAGE, "")
+    assert (missing.returncode, missing.stdout) == (ExitCode.USAGE, "")
     assert missing.stderr.startswith("Error: --since 'yesterday': give an ISO date or time")
     assert missing.stderr.count("\n") == 1
     assert run(home, "init").returncode == 0
     again = run(home, "audit", "--since", "3 days", "--json")
-    assert (again.returncode, again.stdout, again.stderr.count("\n")) == (EXIT_USAGE, "", 1)
+    assert (again.returncode, again.stdout, again.stderr.count("\n")) == (ExitCode.USAGE, "", 1)
 
 
 def test_audit_without_a_database_is_empty(home: Path) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from channels.decisions import records, resolution
 from channels.decisions.resolution import HumanAnswer
-from state import exit_codes
 from state.database import Database
+from state.exit_codes import ExitCode
 from state.version import VERSION
 from tests.adapters.cli.test_decisions_cli import CLI, cli, wait_for_open_decision
 from tests.channels.telegram.helpers import open_decision
@@ -190,10 +190,10 @@ def test_the_top_level_help_lists_every_exit_code(home: Path) -> None:
     result = cli(home, "--help")
     assert result.returncode == 0
     epilog = " ".join(result.stdout.split("Exit codes:")[1].split())
-    codes = sorted(v for k, v in vars(exit_codes).items() if k.startswith("EXIT_"))
-    assert codes == sorted(exit_codes.MEANINGS)
+    codes = list(ExitCode)
+    assert len({code.meaning for code in codes}) == len(codes)
     for code in codes:
-        assert f"{code} {exit_codes.MEANINGS[code]}" in epilog
+        assert f"{code} {code.meaning}" in epilog
 
 
 def test_ask_help_says_a_choice_is_required(home: Path) -> None:

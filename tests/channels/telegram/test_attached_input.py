@@ -163,7 +163,7 @@ def test_a_refused_upload_is_an_alert_not_a_silent_success(bot: Bot, fault: Faul
     handle = gate(GatedCall("bash", {"command": HEREDOC}, "/w/app"))
     bot.fake.inject("sendDocument", fault)
     code, err = bot.poll()
-    assert code == 78, (code, err)  # EXIT_CONFIG, as for any refused recipient
+    assert code == 78, (code, err)  # ExitCode.CONFIG, as for any refused recipient
     error = "HTTP 400: Bad Request: file must be non-empty" if fault.status == 400 else \
         "HTTP 413: Request Entity Too Large"
     assert f"its attached file was refused for chat {USER} ({error})" in err, err
