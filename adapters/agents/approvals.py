@@ -26,18 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import apsw
-
 from channels.config import gate as gate_config
 from channels.config import loading
 from channels.config.errors import ConfigError
 from channels.config.gate import GatePolicy
 from channels.config.model import PI_CHANNEL, audience_routes
-from channels.decisions import context, records, runs, views, workflows
-from channels.decisions.choices import text_input
+from channels.decisions import records, runs, workflows
 from channels.errors import ChannelsError
 from channels.gate.policy import Judgement, Protected, judge
-from channels.pi import gating
+from channels.pi import gate_decisions
 from channels.pi.gating import GatedCall
 from state import leases
 from state.database import Database
@@ -52,10 +49,6 @@ __all__ = ["Opened", "Verdict", "allowed_just_now", "cancel_call", "judge_call",
 # the same call (Codex asks its PermissionRequest hook right after its PreToolUse hook).
 _JUST_NOW_MS: Final = 120_000
 _POLL_SECONDS = 0.1  # how often a waiting call looks for an answer (no lock, no write)
-# Pi's choices, but the reason's prompt names no agent (the model of any agent is told).
-_CHOICES = {**gating.CHOICES, gating.DENY_REASON: {
-    **gating.CHOICES[gating.DENY_REASON],
-    "input": text_input(gating.REASON_INPUT, "Why not? (the agent is told)", 1, 500)}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +56,7 @@ class Verdict:
     """What the agent is told about its call."""
 
     allow: bool
-    message: str  # gating.outcome_text, or the judge's reason
+    message: str  # what gate_decisions.told says, or the judge's reason
     choice: str | None  # the person's choice id; None when nobody chose (policy, timeout)
     decision_id: str | None  # None when no decision was opened (the policy decided)
     rule: str | None
@@ -115,12 +108,11 @@ def open_call(db: Database, call: GatedCall, *, session_id: str, owner_id: str,
                        found.rule)
     if found.action != "ask" or policy is None:
         return Verdict(False, found.reason, None, None, found.rule)
-    granted = db.read(lambda c: views.accepted_with_subject(
-        c, gating.subject_prefix(session_id, call), call.subject_hash, gating.ALLOW_SESSION))
-    if granted:
-        fingerprint = db.read(lambda c: views.fingerprint_of(c, granted[0]))
+    granted = gate_decisions.session_grant(db, session_id, call)
+    if granted is not None:
         return Verdict(True, "Allowed: this exact input was allowed for this session"
-                       f" (decision {fingerprint})", gating.ALLOW_SESSION, granted[0], found.rule)
+                       f" (decision {granted.fingerprint})", granted.choice, granted.decision_id,
+                       found.rule)
     nobody = nobody_to_ask(config_dir, policy.audience)
     if nobody is not None:
         return Verdict(False, f"Denied: nobody can be asked ({nobody})", None, None, found.rule)
@@ -130,25 +122,11 @@ def open_call(db: Database, call: GatedCall, *, session_id: str, owner_id: str,
 def allowed_just_now(db: Database, call: GatedCall, session_id: str) -> Verdict | None:
     """An allow when a person allowed exactly `call` (once or for the session) in this
     session within the last _JUST_NOW_MS; None otherwise."""
-    prefix = gating.subject_prefix(session_id, call)
-    since = db.clock.now_ms() - _JUST_NOW_MS
-
-    def newest(conn: apsw.Connection) -> tuple[str, str, str] | None:
-        for choice in gating.ALLOWING:
-            for decision_id in reversed(views.accepted_with_subject(
-                    conn, prefix, call.subject_hash, choice)):
-                decided = records.resolution_of(conn, decision_id)
-                if decided is not None and decided.provenance == "human" \
-                        and decided.resolved_at >= since:
-                    return decision_id, choice, views.fingerprint_of(conn, decision_id)
-        return None
-
-    found = db.read(newest)
+    found = gate_decisions.recent_allow(db, session_id, call, db.clock.now_ms() - _JUST_NOW_MS)
     if found is None:
         return None
-    decision_id, choice, fingerprint = found
-    return Verdict(True, f"Allowed on Telegram moments ago (decision {fingerprint})", choice,
-                   decision_id, None)
+    return Verdict(True, f"Allowed on Telegram moments ago (decision {found.fingerprint})",
+                   found.choice, found.decision_id, None)
 
 
 def nobody_to_ask(config_dir: Path, audience: str) -> str | None:
@@ -165,22 +143,12 @@ def nobody_to_ask(config_dir: Path, audience: str) -> str | None:
 
 def _open(db: Database, call: GatedCall, shown: GatedCall, rule: str | None,
           policy: GatePolicy, session_id: str, owner_id: str) -> Verdict | Opened:
-    cwd = Path(call.cwd)
-    where = context.Context(context.clean(context.project_name(cwd)),
-                            context.clean(session_id), context.automatic(cwd).host)
-    try:
-        presentation = gating.presentation(shown, rule, where)
-    except gating.TooLong as exc:
-        return Verdict(False, f"Denied without asking: {exc}; split it into smaller steps",
-                       None, None, rule)
     minutes = float(policy.timeout_minutes)
-    spec = workflows.AskSpec(
-        title=gating.title(shown), presentation=presentation, choices=_CHOICES,
-        audience=policy.audience, timeout_ms=int(minutes * 60_000),
-        default_choice=gating.DENY, origin_session_id=session_id, subject=call.subject,
-        workflow=workflows.GATE_WORKFLOW,
-        run_id=gating.run_id(session_id, call, db.entropy.token_bytes(8).hex()))
-    handle = workflows.create_ask(db, spec, owner_id)
+    handle = gate_decisions.open_decision(
+        db, call, shown=shown, rule=rule, audience=policy.audience, timeout_minutes=minutes,
+        session_id=session_id, session_label=session_id, owner_id=owner_id, agent_is_pi=False)
+    if isinstance(handle, gate_decisions.Refusal):
+        return Verdict(False, handle.message, None, None, rule)
     return Opened(handle.decision_id, handle, minutes, rule)
 
 
@@ -242,19 +210,12 @@ def _hold(db: Database, opened: Opened) -> Lease | None:
 
 def _verdict(db: Database, opened: Opened) -> Verdict:
     decision_id = opened.decision_id
-    decided = db.read(lambda c: records.resolution_of(c, decision_id))
-    if decided is None:  # a cancel that could not be written: still never an allow
+    told = gate_decisions.told(db, decision_id, opened.timeout_minutes)
+    if told is None:  # a cancel that could not be written: still never an allow
         return Verdict(False, "Denied: the wait for an answer stopped", None, decision_id,
                        opened.rule)
-    channel, terminal = db.read(lambda c: views.winner_source(c, decision_id))
-    entered = (decided.response or {}).get("input") or {}
-    text = gating.outcome_text(decided.outcome, decided.provenance, decided.choice,
-                               entered.get(gating.REASON_INPUT),
-                               gating.where_answered(channel, terminal), decided.reason,
-                               opened.timeout_minutes)
-    allow = decided.outcome == records.Outcome.ACCEPTED and decided.choice in gating.ALLOWING
-    chosen = decided.choice if decided.provenance == "human" else None
-    return Verdict(allow, text, chosen, decision_id, opened.rule)
+    return Verdict(told.allow, told.message, told.choice if told.by_person else None,
+                   decision_id, opened.rule)
 
 
 def cancel_call(db: Database, opened: Opened, reason: str, owner_id: str) -> Verdict:

@@ -35,13 +35,13 @@ from channels.config.errors import ConfigError
 from channels.config.files import prepare_directory
 from channels.config.gate import GatePolicy, SandboxMode
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
-from channels.decisions import context, records, views, workflows
+from channels.decisions import records, views, workflows
 from channels.decisions.resolution import Cancellation, resolve
 from channels.errors import ChannelsError, DecisionRefused
 from channels.gate import confinement
 from channels.gate.confinement import Confinement, Probe
 from channels.gate.policy import Judgement, Protected, judge
-from channels.pi import gating
+from channels.pi import gate_decisions
 from channels.pi.answers import load_open
 from channels.pi.gating import GatedCall
 from state import leases
@@ -55,11 +55,6 @@ __all__ = ["ESCAPE", "GateDesk"]
 ESCAPE = "cancelled in Pi (Escape)"
 _CLOSED = "Pi closed before an answer came"
 _TOLD = {ESCAPE: "you pressed Escape", _CLOSED: _CLOSED}
-
-
-def _one_line(text: str, limit: int = 120) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 @dataclass
@@ -169,12 +164,10 @@ class GateDesk:
     def _ask(self, event_id: str, call: GatedCall, rule: str | None, policy: GatePolicy,
              sandbox: Confinement, session_id: str, message: dict[str, Any],
              config: ChannelsConfig | None, here: bool) -> None:
-        granted = self.db.read(lambda c: views.accepted_with_subject(
-            c, gating.subject_prefix(session_id, call), call.subject_hash, gating.ALLOW_SESSION))
-        if granted:
-            fingerprint = self.db.read(lambda c: views.fingerprint_of(c, granted[0]))
+        granted = gate_decisions.session_grant(self.db, session_id, call)
+        if granted is not None:
             self._reply(event_id, "allow", "Allowed: this exact input was allowed for this"
-                        f" session (decision {fingerprint})", rule, sandbox)
+                        f" session (decision {granted.fingerprint})", rule, sandbox)
             return
         routes = audience_routes(config, policy.audience)
         ask_here = here and bool(message.get("ui")) and PI_CHANNEL in routes
@@ -184,24 +177,15 @@ class GateDesk:
                         " dialog it can use)", rule)
             return
         name = message.get("session_name")
-        where = context.Context(
-            context.clean(context.project_name(Path(call.cwd))),
-            context.clean(name if isinstance(name, str) and name.strip() else session_id),
-            context.automatic(Path(call.cwd)).host)
-        try:
-            presentation = gating.presentation(call, rule, where)
-        except gating.TooLong as exc:
-            self._reply(event_id, "block", f"Denied without asking: {exc}; split it into"
-                        " smaller steps", rule)
-            return
         minutes = float(policy.timeout_minutes)
-        spec = workflows.AskSpec(
-            title=gating.title(call), presentation=presentation, choices=gating.CHOICES,
-            audience=policy.audience, timeout_ms=int(minutes * 60_000),
-            default_choice=gating.DENY, origin_session_id=session_id, subject=call.subject,
-            workflow=workflows.GATE_WORKFLOW,
-            run_id=gating.run_id(session_id, call, self.db.entropy.token_bytes(8).hex()))
-        handle = workflows.create_ask(self.db, spec, self.owner_id)
+        handle = gate_decisions.open_decision(
+            self.db, call, shown=call, rule=rule, audience=policy.audience,
+            timeout_minutes=minutes, session_id=session_id,
+            session_label=name if isinstance(name, str) and name.strip() else session_id,
+            owner_id=self.owner_id, agent_is_pi=True)
+        if isinstance(handle, gate_decisions.Refusal):
+            self._reply(event_id, "block", handle.message, rule)
+            return
         assert self.waiting is not None and handle.request.expires_at_ms is not None
         self.waiting[handle.decision_id] = _Waiting(event_id, handle.decision_id,
                                                    handle.run.lease,
@@ -230,12 +214,7 @@ class GateDesk:
             policy = gate_config.load_gate_policy(directory)
         except ConfigError as exc:
             policy, problem = gate_config.DEFAULT_POLICY, str(exc)
-        found = self.db.read(lambda c: [
-            (views.fingerprint_of(c, d), subject) for d, subject in views.accepted_subjects(
-                c, gating.session_prefix(session_id), gating.ALLOW_SESSION)])
-        allowed = [f"{subject['tool']}: {_one_line(_shown(subject))}"
-                   f" (in {subject['cwd']}, decision {fingerprint})"
-                   for fingerprint, subject in found]
+        allowed = gate_decisions.session_grants(self.db, session_id)
         self.out.send({"type": "gate_state", "event_id": event_id, "enabled": policy.enabled,
                        "problem": problem, "audience": policy.audience,
                        "timeout_minutes": policy.timeout_minutes,
@@ -283,18 +262,11 @@ class GateDesk:
             workflows.release_run(self.db, waiting.lease)
         assert self.waiting is not None
         del self.waiting[waiting.decision_id]
-        channel, terminal = self.db.read(lambda c: views.winner_source(c, waiting.decision_id))
-        choice = decided.choice
-        entered = (decided.response or {}).get("input") or {}
-        reason = _TOLD.get(decided.reason or "", decided.reason)
-        text = gating.outcome_text(decided.outcome, decided.provenance, choice,
-                                   entered.get(gating.REASON_INPUT),
-                                   gating.where_answered(channel, terminal), reason,
-                                   waiting.timeout_minutes)
-        allow = decided.outcome == records.Outcome.ACCEPTED and choice in gating.ALLOWING
+        told = gate_decisions.told(self.db, waiting.decision_id, waiting.timeout_minutes, _TOLD)
+        assert told is not None  # resolved above: a resolution is never removed
         self.out.send({"type": "gate_result", "event_id": waiting.event_id,
-                       "decision_id": waiting.decision_id, "allow": allow, "choice": choice,
-                       "message": text})
+                       "decision_id": waiting.decision_id, "allow": told.allow,
+                       "choice": told.choice, "message": told.message})
 
     def close(self) -> None:
         """Pi is going away: no call waits any more; cancel what is still open."""
@@ -307,8 +279,3 @@ class GateDesk:
         for waiting in list(self.waiting.values()):  # could not finish: do not block others
             with contextlib.suppress(StateError):
                 workflows.release_run(self.db, waiting.lease)
-
-
-def _shown(subject: dict[str, Any]) -> str:
-    return gating.shown_input(GatedCall(str(subject["tool"]), subject["input"],
-                                        str(subject["cwd"])))

@@ -2,4 +2,5 @@
 answers and settled views (settle_view). The bridge process that talks to Pi lives in
 `adapters.pi`."""
 
-__all__ = ["answers", "deliveries", "gating", "notes", "sessions", "settle_view", "turns"]
+__all__ = ["answers", "deliveries", "gate_decisions", "gating", "notes", "sessions",
+           "settle_view", "turns"]
