@@ -20,10 +20,10 @@ from channels.config.loading import load_config
 from channels.config.model import audience_routes
 from channels.decisions import askers, context, history, records, views, workflows
 from channels.decisions.choices import text_input
+from channels.decisions.errors import DecisionRefused
 from channels.decisions.fields import NAME_PATTERN, NAME_RULE
 from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.resolution import Verdict
-from channels.errors import DecisionRefused
 from channels.failures import expiry_failure
 from state.database import Database
 from state.errors import DatabaseMissing, StateError

@@ -13,9 +13,9 @@ from typing import Any
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
 from channels.decisions import context, workflows
 from channels.decisions.choices import text_input
+from channels.decisions.errors import InvalidRequest
 from channels.decisions.presentation import SCHEMA
 from channels.decisions.workflows import AskSpec
-from channels.errors import InvalidRequest
 
 __all__ = ["ask_spec", "delivered_to"]
 

@@ -36,8 +36,9 @@ from channels.config.files import prepare_directory
 from channels.config.gate import GatePolicy, SandboxMode
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
 from channels.decisions import records, views, workflows
+from channels.decisions.errors import DecisionRefused
 from channels.decisions.resolution import Cancellation, resolve
-from channels.errors import ChannelsError, DecisionRefused
+from channels.errors import ChannelsError
 from channels.gate import confinement
 from channels.gate.confinement import Confinement, Probe
 from channels.gate.policy import Judgement, Protected, judge

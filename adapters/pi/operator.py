@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from channels.decisions.choices import validate_response
+from channels.decisions.errors import DecisionError
 from channels.decisions.records import Outcome
-from channels.errors import DecisionError
 from channels.pi.answers import AnswerReport, OpenDecision
 from state.errors import PermissionProblem
 

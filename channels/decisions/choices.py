@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, NotRequired, TypedDict
 
+from channels.decisions.errors import InvalidRequest, InvalidResponse
 from channels.decisions.fields import (
     NAME_RE,
     as_integer,
@@ -13,10 +14,6 @@ from channels.decisions.fields import (
     require_name,
     require_presentable,
     require_string,
-)
-from channels.errors import (
-    InvalidRequest,
-    InvalidResponse,
 )
 from channels.text import utf16_len
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from channels.errors import InvalidDigest
+from channels.decisions.errors import InvalidDigest
 from state.canonical import JsonValue, canonical_json
 
 __all__ = [

@@ -6,9 +6,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from channels.errors import (
-    InvalidRequest,
-)
+from channels.decisions.errors import InvalidRequest
 from channels.text import has_control_character, is_blank
 from state.canonical import CanonicalJsonError, canonical_json
 

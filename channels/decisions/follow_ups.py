@@ -11,6 +11,7 @@ from typing import Any
 import apsw
 
 from channels.decisions import runs, turn_intents
+from channels.decisions.errors import DecisionRefused
 from channels.decisions.presentation import fingerprint
 from channels.decisions.records import (
     Outcome,
@@ -19,7 +20,6 @@ from channels.decisions.records import (
     load,
     resolution_of,
 )
-from channels.errors import DecisionRefused
 from state import effects
 from state.effects import OwnerScope
 from state.leases import Lease

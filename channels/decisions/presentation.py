@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypedDict, TypeVar
 
 from channels.decisions.deadline import dated_deadline_line
-from channels.errors import InvalidPresentation
+from channels.decisions.errors import InvalidPresentation
 from channels.text import (
     TERMINAL_CONTROL_RE,
     has_control_character,

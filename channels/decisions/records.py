@@ -14,11 +14,11 @@ import apsw
 
 from channels.decisions import runs
 from channels.decisions.digests import digest_to_bytes
+from channels.decisions.errors import DecisionRefused
 from channels.decisions.request import (
     DecisionRequest,
     load_request,
 )
-from channels.errors import DecisionRefused
 from state import blobs, resources
 from state.leases import Lease
 from state.resources import ResourceType

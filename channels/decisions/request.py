@@ -14,6 +14,14 @@ from typing import Any, TypedDict
 from channels.decisions.choices import Choice, Response, validate_choices, validate_response
 from channels.decisions.dates import iso_from_ms, ms_from_iso
 from channels.decisions.digests import digest_canonical, digest_plain, digest_plain_hex, is_digest
+from channels.decisions.errors import (
+    DecisionError,
+    ExpiredRequest,
+    IncompatibleRequest,
+    InvalidRequest,
+    InvalidResponse,
+    StaleAnswer,
+)
 from channels.decisions.fields import (
     CHANNEL_RE,
     as_integer,
@@ -24,14 +32,6 @@ from channels.decisions.fields import (
     require_string,
 )
 from channels.decisions.presentation import Presentation, normalize_presentation
-from channels.errors import (
-    DecisionError,
-    ExpiredRequest,
-    IncompatibleRequest,
-    InvalidRequest,
-    InvalidResponse,
-    StaleAnswer,
-)
 from channels.text import is_blank
 from state.canonical import CanonicalJsonError, JsonValue, canonical_json
 

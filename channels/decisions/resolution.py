@@ -18,6 +18,7 @@ import apsw
 from channels.decisions import follow_ups, runs
 from channels.decisions.choices import validate_response
 from channels.decisions.digests import digest_to_bytes
+from channels.decisions.errors import DecisionError, DecisionRefused, InvalidDigest
 from channels.decisions.records import (
     Outcome,
     Provenance,
@@ -31,7 +32,6 @@ from channels.decisions.request import (
     human_attempt_id,
     timeout_answer_digest,
 )
-from channels.errors import DecisionError, DecisionRefused, InvalidDigest
 from state import blobs, resources
 from state.canonical import canonical_bytes, sha256
 from state.leases import Lease

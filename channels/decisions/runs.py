@@ -13,7 +13,7 @@ from typing import Literal
 
 import apsw
 
-from channels.errors import DecisionRefused
+from channels.decisions.errors import DecisionRefused
 from state import blobs, leases, resources
 from state.canonical import JsonValue, canonical_bytes
 from state.clock import Entropy

@@ -18,9 +18,9 @@ import apsw
 
 from channels.decisions import follow_ups, records, runs, views
 from channels.decisions.dates import iso_from_ms
+from channels.decisions.errors import UnknownDecision
 from channels.decisions.records import Resolution
 from channels.decisions.request import DecisionRequest, OnTimeout, build_request
-from channels.errors import UnknownDecision
 from state import leases
 from state.database import Database, savepoint
 from state.errors import LeaseHeld, StateError, WriteRejected

@@ -18,8 +18,8 @@ from typing import Any
 
 from channels.decisions import context
 from channels.decisions.deadline import deadline_line
+from channels.decisions.errors import TooManyParts
 from channels.decisions.presentation import Block, fingerprint
-from channels.errors import TooManyParts
 from channels.telegram.limits import MAX_TELEGRAM_PARTS, TELEGRAM_TEXT_LIMIT
 from channels.text import from_units, operator_safe_text, to_units
 

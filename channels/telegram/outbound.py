@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from channels import messages
 from channels.decisions import records
+from channels.decisions.errors import DecisionError
 from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
-from channels.errors import DecisionError
 from channels.failures import Failure
 from channels.messages import MessageStatus, Purpose
 from channels.telegram import notifying, reactions, reminders

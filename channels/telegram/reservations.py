@@ -98,7 +98,7 @@ def reserve_resend(
 ) -> str:
     """An operator's explicit resend of an ambiguous or failed delivery (it may duplicate a
     part that did arrive: that is the operator's call, never the worker's)."""
-    from channels.errors import DecisionRefused
+    from channels.decisions.errors import DecisionRefused
 
     resource_id = records.decision_resource(decision_id)
     if records.resolution_of(conn, decision_id) is not None:

@@ -18,7 +18,7 @@ from channels.decisions.digests import (
     is_digest,
     text_sha256_hex,
 )
-from channels.errors import InvalidDigest
+from channels.decisions.errors import InvalidDigest
 from state.canonical import canonical_json
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from channels.decisions.choices import text_input
 from channels.decisions.dates import ms_from_iso
+from channels.decisions.errors import InvalidPresentation
 from channels.decisions.presentation import (
     SCHEMA,
     decision_segments,
@@ -19,7 +20,6 @@ from channels.decisions.presentation import (
     render_person_text,
 )
 from channels.decisions.request import DecisionRequest, OnTimeout, build_request
-from channels.errors import InvalidPresentation
 from channels.telegram.buttons import callback_token
 from channels.text import operator_safe_text
 

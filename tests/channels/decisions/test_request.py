@@ -15,6 +15,15 @@ from channels import errors
 from channels.decisions.choices import text_input, validate_choices, validate_response
 from channels.decisions.dates import iso_from_ms, ms_from_iso
 from channels.decisions.digests import digest_canonical, digest_plain
+from channels.decisions.errors import (
+    DecisionError,
+    ExpiredRequest,
+    IncompatibleRequest,
+    InvalidPresentation,
+    InvalidRequest,
+    InvalidResponse,
+    StaleAnswer,
+)
 from channels.decisions.request import (
     CHANNEL_SCHEMA,
     INCOMPATIBLE_MESSAGE,
@@ -28,14 +37,6 @@ from channels.decisions.request import (
     timeout_answer_digest,
     validate_source,
     validate_submission,
-)
-from channels.errors import (
-    ExpiredRequest,
-    IncompatibleRequest,
-    InvalidPresentation,
-    InvalidRequest,
-    InvalidResponse,
-    StaleAnswer,
 )
 
 CREATED_MS = ms_from_iso("2026-08-19T00:00:00.000Z")
@@ -700,4 +701,4 @@ def test_every_error_class_has_a_unique_code_and_a_docstring() -> None:
     codes = [cls.code for cls in classes]
     assert len(codes) == len(set(codes))
     assert all(cls.__doc__ for cls in classes)
-    assert issubclass(errors.DecisionError, ValueError)
+    assert issubclass(DecisionError, ValueError)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from channels.decisions import follow_ups, records, resolution, views, workflows
+from channels.decisions.errors import DecisionRefused
 from channels.decisions.resolution import Cancellation, DeadlinePolicy, Result
-from channels.errors import DecisionRefused
 from state import effects
 from state.clock import ManualClock
 from state.database import Database
