@@ -7,15 +7,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any, Protocol
 
-__all__ = ["AMBIGUOUS", "NOT_SENT", "OK", "REJECTED", "BotApi", "ProviderResult", "describe"]
+__all__ = ["BotApi", "CallOutcome", "ProviderResult", "describe"]
 
 
-OK = "ok"
-NOT_SENT = "not_sent"
-AMBIGUOUS = "ambiguous"
-REJECTED = "rejected"
+class CallOutcome(StrEnum):
+    """What a Bot API call provably did."""
+
+    OK = "ok"
+    NOT_SENT = "not_sent"
+    AMBIGUOUS = "ambiguous"
+    REJECTED = "rejected"
 
 
 class ProviderResult(Protocol):

@@ -18,13 +18,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Final
 
 import httpx
 
 from adapters.telegram.body import Scrub, load_body
 from adapters.telegram.http import PoolClosed
+from channels.transport import CallOutcome
 
 __all__ = [
     "MAX_DESCRIPTION", "CallOutcome", "CallResult", "JSONDict", "classify_exception",
@@ -42,15 +42,6 @@ _MAX_ID: Final = 2**53 - 1  # Bot API integers have at most 52 significant bits
 
 # httpx failures that happen before any request byte leaves (facts C).
 _NOT_SENT_ERRORS: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-
-
-class CallOutcome(StrEnum):
-    """What a Bot API call provably did."""
-
-    OK = "ok"
-    NOT_SENT = "not_sent"
-    AMBIGUOUS = "ambiguous"
-    REJECTED = "rejected"
 
 
 @dataclass(frozen=True, slots=True)

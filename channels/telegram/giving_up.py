@@ -11,7 +11,7 @@ from channels.failures import Failure, failure
 from channels.messages import MessageStatus
 from channels.telegram.reservations import messages_of_effect
 from channels.telegram.settle_rules import maybe_acted
-from channels.transport import OK, ProviderResult, describe
+from channels.transport import CallOutcome, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
@@ -60,7 +60,7 @@ def give_up_unbegun(db: Database, channel_id: str, effect: Effect, owner_id: str
 
 def lost_post(decision_id: str, chat: str, res: ProviderResult) -> list[Failure]:
     """The line for an outcome post whose answer was lost (it may have arrived), if it was."""
-    if not maybe_acted(res) or (res.outcome == OK and res.message_id is not None):
+    if not maybe_acted(res) or (res.outcome == CallOutcome.OK and res.message_id is not None):
         return []
     return [Failure(f"{decision_id}: its outcome post to chat {chat} may not have arrived (its"
                     f" answer was lost: {describe(res).get('description')}); check that chat:"

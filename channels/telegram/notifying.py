@@ -29,7 +29,7 @@ from channels.notifications import records
 from channels.notifications.producing import TELEGRAM_NOTIFY
 from channels.telegram.identity import Channel
 from channels.telegram.settle_rules import maybe_acted, token_rejected
-from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
+from channels.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
@@ -267,7 +267,7 @@ class _Sender:
     def _sent(self, r: int, index: int, chat: str, res: ProviderResult) -> str:
         """Record one send: confirmed, ambiguous (the intent stays), or the intent removed
         (not_sent and rate_limited end the attempt, to be tried again; rejected goes on)."""
-        if res.outcome == OK and res.message_id is not None:
+        if res.outcome == CallOutcome.OK and res.message_id is not None:
             ref = str(res.message_id)
             self.out.db.write(lambda c: messages.confirm_part(c, self.message_id, r, index, chat,
                                                               ref))
@@ -280,7 +280,7 @@ class _Sender:
 
     def _retry(self, res: ProviderResult) -> str | None:
         """A provably unsent try, or a 429: the attempt ends, due again later."""
-        if res.outcome == NOT_SENT or token_rejected(res):
+        if res.outcome == CallOutcome.NOT_SENT or token_rejected(res):
             self.out.unauthorized = self.out.unauthorized or token_rejected(res)
             _finish(self.out, self.attempt, AttemptOutcome.REJECTED, error=describe(res),
                     retry_in_ms=0 if token_rejected(res) else _NOT_SENT_BACKOFF_MS)
@@ -348,7 +348,8 @@ class _Sender:
         self._close(report, touched=True)
 
     def _edited(self, res: ProviderResult) -> str:
-        if res.outcome == OK or res.is_message_not_modified or res.is_message_to_edit_not_found:
+        if res.outcome == CallOutcome.OK or res.is_message_not_modified \
+                or res.is_message_to_edit_not_found:
             return "edited"  # the same text again, or a card the person deleted: done
         self.out.errors.append({"method": "editMessageText", **describe(res)})
         if maybe_acted(res):  # an edit is idempotent: done again later, never a duplicate

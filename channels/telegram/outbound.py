@@ -45,7 +45,7 @@ from channels.telegram.settle_rules import (
     maybe_acted,
     token_rejected,
 )
-from channels.transport import NOT_SENT, OK, BotApi, ProviderResult, describe
+from channels.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
@@ -305,7 +305,7 @@ class Outbound:
     def _part_result(self, attempt: Attempt, message_id: str, r: int, p: int, chat: str,
                      res: ProviderResult, method: str = "sendMessage") -> dict[str, Any] | None:
         """Record one send; None to go on with the next part, else the recipient's status."""
-        if res.outcome == OK and res.message_id is not None:
+        if res.outcome == CallOutcome.OK and res.message_id is not None:
             ref = str(res.message_id)
             self.db.write(lambda c: messages.confirm_part(c, message_id, r, p, chat, ref))
             return None
@@ -313,7 +313,7 @@ class Outbound:
         if maybe_acted(res):  # the caller records it (a delivery goes on to other chats)
             return {"status": "ambiguous", "recipient": r, "part": p, **describe(res)}
         self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, p))
-        if res.outcome == NOT_SENT or token_rejected(res):
+        if res.outcome == CallOutcome.NOT_SENT or token_rejected(res):
             # Provably not sent: due again; after a refused token at once, since this pass
             # sends nothing more and the next one starts only if the token works again.
             self.unauthorized = self.unauthorized or token_rejected(res)

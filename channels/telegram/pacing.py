@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from channels.telegram.holds import BOT, Hold
-from channels.transport import REJECTED, BotApi, ProviderResult
+from channels.transport import BotApi, CallOutcome, ProviderResult
 
 __all__ = [
     "BOT_PER_SECOND", "CHAT_BURST", "CHAT_INTERVAL_MS", "FRESH", "GROUP_PER_MINUTE", "NORMAL",
@@ -233,7 +233,7 @@ class _Held:
 
     retry_after: float
     description: str
-    outcome: str = REJECTED
+    outcome: str = CallOutcome.REJECTED
     error_code: int | None = 429
     result: Any = None
     migrate_to_chat_id: int | None = None

@@ -44,7 +44,7 @@ from channels.telegram.ignored import Ignored, ignored
 from channels.telegram.outbound import LEASE_MARGIN_S, Outbound
 from channels.telegram.reports import ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
-from channels.transport import OK, REJECTED, BotApi, ProviderResult, describe
+from channels.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects, errors, leases
 from state.database import Database, savepoint
 from state.leases import Lease
@@ -366,13 +366,13 @@ class ChannelPoll:
             return False  # unconfirmed, the updates it would have brought wait for the next pass
         finally:
             self._listening = None
-        if res.outcome == OK:
+        if res.outcome == CallOutcome.OK:
             self.report.updates_ok_at, self.report.updates_error = self._now(), None
         else:
             self.report.updates_error = {"method": "getUpdates", **describe(res)}
         if res.is_conflict:
             return self._conflict(res)
-        if res.outcome == REJECTED and res.error_code in (401, 404):
+        if res.outcome == CallOutcome.REJECTED and res.error_code in (401, 404):
             self.report.status = ended.PassStatus.UNAUTHORIZED
             self.report.errors.append({"method": "getUpdates", **describe(res)})
             self.report.message = (f"the Bot API rejected the token (HTTP {res.error_code});"
@@ -380,7 +380,7 @@ class ChannelPoll:
             return False
         if res.malformed:
             return self._refuse(res, offset)
-        if res.outcome != OK:
+        if res.outcome != CallOutcome.OK:
             self.report.errors.append({"method": "getUpdates", **describe(res)})
             if not self.options.once:
                 await asyncio.sleep(1)  # a brief pause, then the loop tries again
@@ -478,7 +478,7 @@ class ChannelPoll:
     async def _answer(self, api: BotApi, callback_id: str, text: str) -> None:
         async with self._answer_slots:
             res = await api.answer_callback_query(callback_id, text, deadline=self._until())
-        if res.outcome != OK:  # the person sees a spinner; nothing to retry
+        if res.outcome != CallOutcome.OK:  # the person sees a spinner; nothing to retry
             self.report.errors.append({"method": "answerCallbackQuery", **describe(res)})
 
     async def _answered(self) -> None:

@@ -14,7 +14,7 @@ import apsw
 
 from channels.decisions import records
 from channels.telegram.identity import Channel
-from channels.transport import AMBIGUOUS, NOT_SENT, OK, BotApi, ProviderResult, describe
+from channels.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, OwnerScope
@@ -76,12 +76,12 @@ def _outcome(res: ProviderResult, attempt_number: int) -> tuple[AttemptOutcome, 
     """Applied; tried again later, while tries are left, when it did nothing (not sent, a
     429, a refused token) or a server error left it unknown (setting the same reaction again
     changes nothing); ambiguous when the answer was lost; else refused for good."""
-    if res.outcome == OK:
+    if res.outcome == CallOutcome.OK:
         return AttemptOutcome.APPLIED, None
-    if res.outcome == AMBIGUOUS:
+    if res.outcome == CallOutcome.AMBIGUOUS:
         return AttemptOutcome.AMBIGUOUS, None
     code = res.error_code or 0
-    transient = res.outcome == NOT_SENT or res.is_rate_limited or code in (401, 404) \
+    transient = res.outcome == CallOutcome.NOT_SENT or res.is_rate_limited or code in (401, 404) \
         or code >= 500
     if transient and attempt_number < _RETRIES:
         wait = int(float(res.retry_after or 0) * 1000) or _BACKOFF_MS * attempt_number

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 from channels import messages
-from channels.transport import AMBIGUOUS, OK, REJECTED, ProviderResult, describe
+from channels.transport import CallOutcome, ProviderResult, describe
 
 __all__ = ["maybe_acted", "record_post", "retry_in_ms", "settle_outcome", "token_rejected"]
 
@@ -29,8 +29,8 @@ def _refused_for_good(res: ProviderResult) -> bool:
     """An error response that trying again cannot change (not a 429, a refused token or a
     server error)."""
     code = res.error_code or 0
-    return res.outcome == REJECTED and not res.is_rate_limited and code not in (401, 404) \
-        and code < 500
+    return res.outcome == CallOutcome.REJECTED and not res.is_rate_limited \
+        and code not in (401, 404) and code < 500
 
 
 def settle_outcome(failures: Sequence[ProviderResult]) -> tuple[_Outcome, dict[str, Any] | None]:
@@ -55,7 +55,7 @@ def retry_in_ms(failures: Sequence[ProviderResult], attempt_number: int) -> int:
 def record_post(c: Any, message_id: str, r: int, chat: str, res: ProviderResult) -> bool:
     """Record one outcome post in the confirm transaction; True when it was not posted (to
     be tried again, or refused for good)."""
-    if res.outcome == OK and res.message_id is not None:
+    if res.outcome == CallOutcome.OK and res.message_id is not None:
         messages.confirm_part(c, message_id, r, 0, chat, str(res.message_id))
         return False
     if maybe_acted(res):
@@ -67,12 +67,12 @@ def record_post(c: Any, message_id: str, r: int, chat: str, res: ProviderResult)
 def token_rejected(res: ProviderResult) -> bool:
     """401 (or 404, what the Bot API answers for an unknown token): the request was refused
     before anything was done, so nothing was sent."""
-    return res.outcome == REJECTED and res.error_code in (401, 404)
+    return res.outcome == CallOutcome.REJECTED and res.error_code in (401, 404)
 
 
 def maybe_acted(res: ProviderResult) -> bool:
     """The provider may have sent the message: a lost answer, an answer without the message,
     or a server error (5xx), which can come after the message went out."""
-    if res.outcome in (AMBIGUOUS, OK):
+    if res.outcome in (CallOutcome.AMBIGUOUS, CallOutcome.OK):
         return True
-    return res.outcome == REJECTED and (res.error_code or 0) >= 500
+    return res.outcome == CallOutcome.REJECTED and (res.error_code or 0) >= 500

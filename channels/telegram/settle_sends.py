@@ -24,7 +24,7 @@ from channels.telegram.identity import Channel
 from channels.telegram.plans import Settlement
 from channels.telegram.sent import delivered_recipients, keyboard_messages
 from channels.telegram.settle_rules import record_post, retry_in_ms, settle_outcome, token_rejected
-from channels.transport import OK, BotApi, ProviderResult
+from channels.transport import BotApi, CallOutcome, ProviderResult
 from state import effects
 from state.database import Database
 from state.effects import Attempt
@@ -96,7 +96,7 @@ async def settle(out: _Sender, attempt: Attempt, s: Settlement) -> None:
         res = await out.api.edit_message_reply_markup(chat, int(message_ref),
                                                       reply_markup=s.markup,
                                                       deadline=out.until(attempt))
-        if not (res.outcome == OK or res.is_message_not_modified
+        if not (res.outcome == CallOutcome.OK or res.is_message_not_modified
                 or res.is_message_to_edit_not_found):
             out.note_error("editMessageReplyMarkup", res)
             out.unauthorized = out.unauthorized or token_rejected(res)
@@ -109,7 +109,7 @@ async def settle(out: _Sender, attempt: Attempt, s: Settlement) -> None:
         res = await out.api.send_message(
             chat, s.post.text, entities=s.post.entities,
             reply_to=None if card is None else int(card), deadline=out.until(attempt))
-        if not (res.outcome == OK and res.message_id is not None):
+        if not (res.outcome == CallOutcome.OK and res.message_id is not None):
             out.note_error("sendMessage", res)
             out.unauthorized = out.unauthorized or token_rejected(res)
         sent.append((r, chat, res))
