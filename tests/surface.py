@@ -262,3 +262,13 @@ def top_level_imports(tree: ast.Module) -> set[str]:
     """Names a module binds by `from … import` at its top level: what it could re-export."""
     return {alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
             for alias in node.names}
+
+
+def crossing(usage: Usage, modules: dict[str, Path]) -> set[tuple[str, str]]:
+    """(module, name) pairs a product module of another package uses: a package's surface as
+    the rest of the product meets it (tests and benches left out). A module, reached as a
+    name, is a way in, not a name of the surface."""
+    return {(module, name) for (module, name), users in usage.names.items()
+            if f"{module}.{name}" not in modules
+            and any(user in modules and package_of(user, modules) != package_of(module, modules)
+                    for user in users)}
