@@ -23,9 +23,9 @@ from state.resources import ResourceType
 
 __all__ = [
     "GATE_WORKFLOW", "AttemptStatus", "ExecutionMode", "RunHandle", "RunOwner", "RunSpec",
-    "RunStatus", "SourceType", "TerminalStatus", "attempt_id_for", "create_waiting_run",
-    "finish_run", "latest_attempt", "new_run_id", "origin_session", "run_output",
-    "run_resource", "touch", "turn_session", "updated_since", "verify_owner",
+    "RunStatus", "SourceType", "TerminalStatus", "attempt_id_for", "create_finished_run",
+    "create_waiting_run", "finish_run", "latest_attempt", "new_run_id", "origin_session",
+    "run_output", "run_resource", "touch", "turn_session", "updated_since", "verify_owner",
 ]
 
 
@@ -239,6 +239,16 @@ def verify_owner(conn: apsw.Connection, lease: Lease, run_id: str, now: int,
     """The lease must be the live lease of this run (checked again in this transaction)."""
     permit = leases.WritePermit(run_resource(run_id), operation, lease.actor, None, lease)
     leases.check_permit(conn, permit, now)
+
+
+def create_finished_run(conn: apsw.Connection, spec: RunSpec, owner_id: str, now: int,
+                        entropy: Entropy) -> str:
+    """A run that is over once written (a notification's own run: nothing to wait for):
+    created, its attempt and the run completed, its lease let go. Its attempt id."""
+    handle = create_waiting_run(conn, spec, OwnerType.HOST, owner_id, now, entropy)
+    finish_run(conn, handle.lease, spec.run_id, handle.attempt_id, RunStatus.COMPLETED, now)
+    leases.release(conn, handle.lease, now)
+    return handle.attempt_id
 
 
 def finish_run(

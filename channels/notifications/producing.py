@@ -24,13 +24,12 @@ from channels.decisions import runs
 from channels.notifications import records
 from channels.notifications.records import NO_SESSION, Notification, NotificationType
 from channels.text import is_blank, utf16_len
-from state import blobs, effects, leases
+from state import blobs, effects
 from state.clock import Entropy
 from state.database import Database
 from state.effects import OwnerScope
 from state.errors import WriteRejected
 from state.exit_codes import ExitCode
-from state.leases import OwnerType
 from state.resources import Actor, ActorType, current_revision
 
 __all__ = [
@@ -201,9 +200,5 @@ def _run(conn: apsw.Connection, spec: NotifySpec, owner_id: str, now: int,
         definition={"name": _NOTIFY_WORKFLOW, "nodes": [{"id": _NOTIFY_NODE, "type": "notify"}]},
         input={"title": spec.title}, node_id=_NOTIFY_NODE, node_type="notify", title=spec.title,
         source_ref=_NOTIFY_WORKFLOW)
-    handle = runs.create_waiting_run(conn, run_spec, OwnerType.HOST, owner_id, now, entropy)
     # The one-off run has nothing to wait for: it is over once it said what it had to say.
-    runs.finish_run(conn, handle.lease, run_id, handle.attempt_id, runs.RunStatus.COMPLETED,
-                    now)
-    leases.release(conn, handle.lease, now)
-    return run_id, handle.attempt_id, spec.title
+    return run_id, runs.create_finished_run(conn, run_spec, owner_id, now, entropy), spec.title
