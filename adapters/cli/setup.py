@@ -19,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from adapters.cli.bot_checks import VerifiedBot, prepare_polling, print_notes, verify_token
+from adapters.cli.bot_checks import prepare_polling, print_notes
 from adapters.cli.errors import UsageError
+from adapters.telegram.setup_steps import VerifiedBot, verify_token
 from channels.config import install, loading
 from channels.config.model import DEFAULT_API_BASE_URL, InstallResult
 from state.exit_codes import ExitCode
