@@ -1,4 +1,5 @@
-"""Read-only verification, WAL-aware backup and a privacy-safe diagnostics report."""
+"""Read-only verification, WAL-aware backup, what `status` checks of the database file, and a
+privacy-safe diagnostics report."""
 
 from __future__ import annotations
 
@@ -10,9 +11,16 @@ from typing import Any
 import apsw
 
 from state.database import Database
-from state.errors import IncompatibleDatabase, PermissionProblem
+from state.errors import (
+    CORRUPT_INSTRUCTION,
+    DatabaseCorrupt,
+    IncompatibleDatabase,
+    PermissionProblem,
+    StateError,
+)
+from state.files import corrupt, lost
 
-__all__ = ["backup", "diagnostics", "integrity_problems", "verify"]
+__all__ = ["backup", "damage", "diagnostics", "missing_problems", "verify"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +36,14 @@ class _VerifyReport:
     def ok(self) -> bool:
         return self.schema == "ok" and self.integrity == "ok" and self.foreign_keys == "ok"
 
+    @property
+    def problem(self) -> str:
+        """The line for a report that is not ok: what the checks found, and what to do."""
+        return (f"{self.path}: integrity {self.integrity}; foreign keys {self.foreign_keys}."
+                f" {CORRUPT_INSTRUCTION}")
 
-def integrity_problems(conn: apsw.Connection, *, quick: bool = False) -> list[str]:
+
+def _integrity_problems(conn: apsw.Connection, *, quick: bool = False) -> list[str]:
     """Rows of `PRAGMA integrity_check` other than 'ok' (a page too damaged to read counts).
     `quick` runs `quick_check` instead (every page and row, but not whether each index
     matches its table): several times faster on a large database, for `status`."""
@@ -38,6 +52,31 @@ def integrity_problems(conn: apsw.Connection, *, quick: bool = False) -> list[st
         return [str(r[0]) for r in conn.execute(f"PRAGMA {pragma}") if r[0] != "ok"]
     except (apsw.CorruptError, apsw.NotADBError) as exc:
         return [f"corrupt: {exc}"]
+
+
+def damage(db: Database) -> DatabaseCorrupt | None:
+    """The malformed-file error when `PRAGMA quick_check` (the fast check `status` runs)
+    finds damage in the open database, else None."""
+    found = _integrity_problems(db.conn, quick=True)
+    return corrupt(db.path, found[0]) if found else None
+
+
+def missing_problems(path: Path) -> list[StateError]:
+    """Why the missing database at `path` needs attention: one existed there (deleted or
+    moved), or no command could create it (its directory is not writable by this user)."""
+    gone = lost(path)
+    return ([] if gone is None else [gone]) + _uncreatable(path)
+
+
+def _uncreatable(path: Path) -> list[StateError]:
+    probe = path.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if os.access(probe, os.W_OK | os.X_OK):
+        return []
+    return [PermissionProblem(
+        f"{path} cannot be created: {probe} is not writable by this user; fix its owner or"
+        f" mode (for example: chmod u+rwx {probe}), then run: piw-channels init")]
 
 
 def _foreign_key_problems(conn: apsw.Connection) -> list[str]:
@@ -59,7 +98,7 @@ def _one_line(problems: list[str]) -> str:
 def verify(path: Path | None = None) -> _VerifyReport:
     """Open read-only and run the full checks. Raises when the schema is incompatible."""
     with Database.open_reader(path) as db:
-        integrity = integrity_problems(db.conn)
+        integrity = _integrity_problems(db.conn)
         foreign = _foreign_key_problems(db.conn)
         return _VerifyReport(
             path=str(db.path),
@@ -121,7 +160,7 @@ def _remove_partial(dest: Path) -> None:
 
 def _verify_copy(dest: Path) -> _VerifyReport:
     with Database.open_reader(dest, private_directory=False) as copy:
-        integrity = integrity_problems(copy.conn)
+        integrity = _integrity_problems(copy.conn)
         foreign = _foreign_key_problems(copy.conn)
     return _VerifyReport(
         path=str(dest),
@@ -156,7 +195,7 @@ def diagnostics(db: Database, *, full_checks: bool = True) -> _Diagnostics:
         for s in ("", "-wal")
         if Path(f"{db.path}{s}").exists()
     )
-    integrity = integrity_problems(conn) if full_checks else []
+    integrity = _integrity_problems(conn) if full_checks else []
     foreign = _foreign_key_problems(conn) if full_checks else []
     leases = {
         str(kind): int(count)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,9 @@ import apsw
 
 from adapters.cli.errors import UsageError
 from state.database import Database
-from state.errors import CORRUPT_INSTRUCTION, DatabaseMissing, StateError
+from state.errors import DatabaseMissing, StateError
 from state.exit_codes import ExitCode
-from state.files import corrupt, default_path, disk_full, lost, translate
+from state.files import default_path, disk_full, translate
 
 __all__ = ["register"]
 
@@ -45,8 +44,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         _print_json({"ok": report.ok, "path": report.path, "schema": report.schema,
                      "integrity": report.integrity, "foreign_keys": report.foreign_keys})
     elif not report.ok:
-        print(f"Error: {report.path}: integrity {report.integrity}; "
-              f"foreign keys {report.foreign_keys}. {CORRUPT_INSTRUCTION}", file=sys.stderr)
+        print(f"Error: {report.problem}", file=sys.stderr)
     else:
         print(f"{report.path}: ok")
     return ExitCode.OK if report.ok else ExitCode.INCOMPATIBLE
@@ -87,10 +85,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
     try:
         db = Database.open_reader()
     except DatabaseMissing:
-        gone = lost(default_path())
-        items = config_item + ([] if gone is None else [
-            {"kind": "database", "exit_code": gone.exit_code, "message": str(gone)}])
-        items += _uncreatable(default_path())
+        problems = maintenance.missing_problems(default_path())
+        gone = any(isinstance(p, DatabaseMissing) for p in problems)  # it existed there
+        items = config_item + [_item(p) for p in problems]
         if args.json:
             _print_json({"database": "missing", "path": str(default_path()),
                         "needs_attention": items})
@@ -104,7 +101,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     try:
         with db:
             report = status_report(db)
-            damage = maintenance.integrity_problems(db.conn, quick=True)
+            damage = maintenance.damage(db)
     except StateError as exc:
         return _database_problem(args, config_item, exc)
     except apsw.Error as exc:
@@ -112,8 +109,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
         if error is None:
             raise
         return _database_problem(args, config_item, error)
-    if damage:
-        return _database_problem(args, config_item, corrupt(default_path(), damage[0]))
+    if damage is not None:
+        return _database_problem(args, config_item, damage)
     items = health.conditions(report, profiles, config_problem) + _disk(default_path())
     report = {**report, "needs_attention": items}
     if args.json:
@@ -141,7 +138,7 @@ def _database_problem(args: argparse.Namespace, before: list[dict[str, Any]],
                       exc: StateError) -> int:
     from channels.reports import health
 
-    items = [*before, {"kind": "database", "exit_code": exc.exit_code, "message": str(exc)}]
+    items = [*before, _item(exc)]
     if args.json:
         _print_json({"database": "unusable", "path": str(default_path()),
                     "needs_attention": items})
@@ -151,16 +148,9 @@ def _database_problem(args: argparse.Namespace, before: list[dict[str, Any]],
     return health.exit_code(items)
 
 
-def _uncreatable(path: Path) -> list[dict[str, Any]]:
-    """A missing database that no command could create (its directory is not writable)."""
-    probe = path.parent
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if os.access(probe, os.W_OK | os.X_OK):
-        return []
-    return [{"kind": "database", "exit_code": ExitCode.PERMISSION, "message": (
-        f"{path} cannot be created: {probe} is not writable by this user; fix its owner or"
-        f" mode (for example: chmod u+rwx {probe}), then run: piw-channels init")}]
+def _item(problem: StateError) -> dict[str, Any]:
+    """A database problem as `status` lists what needs attention."""
+    return {"kind": "database", "exit_code": problem.exit_code, "message": str(problem)}
 
 
 def _disk(path: Path) -> list[dict[str, Any]]:

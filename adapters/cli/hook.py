@@ -1,7 +1,9 @@
 """`piw-channels hook claude-code` and `piw-channels hook codex`: an agent's PreToolUse hook
 (and Codex's PermissionRequest hook: its own approval prompt, answered from the phone).
 
-    stdin   the hook's JSON (adapters.agents.hooks names each agent's contract)
+    stdin   the hook's JSON (adapters.agents.hooks names each agent's contract;
+            adapters.agents.hook_run judges, asks and answers: this module names the agent
+            and turns SIGTERM into a stop)
     stdout  Claude Code: its decision JSON (allow after a person's allow, deny with the
             reason), or nothing when the gate has nothing to say; Codex: nothing, but for
             a PermissionRequest its decision JSON (allow, or deny with the reason)
@@ -24,99 +26,18 @@ from __future__ import annotations
 
 import argparse
 import signal
-import socket
 import sys
 from typing import Any
 
-from adapters.agents import approvals, hooks
-from adapters.agents.approvals import Opened, Verdict
+from adapters.agents import hook_run, hooks
 from adapters.cli.errors import Terminated, raise_terminated
-from channels.config.errors import ConfigError
-from channels.config.loading import resolve_config_dir
-from channels.decisions import workflows
-from channels.errors import ChannelsError
-from state import crashes
-from state.database import Database
-from state.errors import StateError
 
 __all__ = ["register"]
 
 
-_NAMES = {hooks.CLAUDE_CODE: "Claude Code", hooks.CODEX: "Codex"}
-
-
 def _cmd_hook(args: argparse.Namespace) -> int:
-    agent: str = args.agent
-    try:
-        hook = hooks.parse(_read_stdin(), agent)
-    except hooks.BadInput as exc:
-        return _emit(hooks.Answer("", f"Error: {exc}; the call was not run\n", hooks.BLOCKING))
-    try:
-        verdict = _decide(agent, hook)
-    except (KeyboardInterrupt, Terminated):
-        return _emit(hooks.Answer("", "Denied: the hook was stopped before a person answered"
-                                  " (the decision is cancelled)\n", hooks.BLOCKING))
-    except Exception as exc:  # a bug: never let the call through (exit 1 would)
-        line = crashes.report_line(exc, f"running hook {agent}")
-        return _emit(hooks.Answer("", f"Error: {line}; the call was not run\n",
-                                  hooks.BLOCKING))
-    return _emit(hooks.answer(agent, verdict, hook.event))
-
-
-def _read_stdin() -> str:
-    data = sys.stdin.read(hooks.MAX_INPUT_BYTES + 1)
-    if len(data) > hooks.MAX_INPUT_BYTES:
-        raise hooks.BadInput(f"the hook input is longer than {hooks.MAX_INPUT_BYTES:,}"
-                             " characters")
-    return data
-
-
-def _decide(agent: str, hook: hooks.HookCall) -> Verdict:
-    """Judge, ask, wait: a Verdict in every case but an interruption."""
-    signal.signal(signal.SIGTERM, raise_terminated)
-    host = socket.gethostname()
-    subject, judged = hooks.calls(hook, agent, host)
-    try:
-        db = Database.open_writer()
-    except (StateError, OSError) as exc:
-        return _unusable(exc)
-    try:
-        owner_id = workflows.new_owner_id(db, "hook")
-        prompt = hook.event == hooks.PERMISSION_REQUEST  # the agent's own approval prompt
-        try:
-            if prompt:
-                earlier = approvals.allowed_just_now(db, hooks.pre_tool_use_form(
-                    hook, agent, host), hook.session_id)
-                if earlier is not None:
-                    return earlier
-            found = approvals.open_call(db, subject, session_id=hook.session_id,
-                                        owner_id=owner_id, config_dir=resolve_config_dir(),
-                                        judged=judged, always_ask=prompt)
-            if isinstance(found, Verdict):
-                return found
-            return _wait(db, found, owner_id, _NAMES[agent])
-        except (StateError, ChannelsError, ConfigError) as exc:
-            return _unusable(exc)
-    finally:
-        db.close()
-
-
-def _wait(db: Database, opened: Opened, owner_id: str, name: str) -> Verdict:
-    try:
-        verdict = approvals.wait_call(db, opened)
-    except (KeyboardInterrupt, Terminated):
-        approvals.cancel_call(db, opened, f"{name} stopped waiting for the answer", owner_id)
-        raise
-    assert verdict is not None  # no `until_ms`: it waits for the answer or the deadline
-    return verdict
-
-
-def _unusable(exc: Exception) -> Verdict:
-    reason = " ".join(str(exc).split())
-    return Verdict(False, f"Denied: the gate could not be used ({reason})", None, None, None)
-
-
-def _emit(answer: hooks.Answer) -> int:
+    signal.signal(signal.SIGTERM, raise_terminated)  # a stop while it waits cancels the ask
+    answer = hook_run.run(args.agent, sys.stdin, stops=(KeyboardInterrupt, Terminated))
     sys.stdout.write(answer.stdout)
     sys.stderr.write(answer.stderr)
     return answer.exit_code

@@ -21,12 +21,11 @@ from typing import Any
 
 from adapters.cli.arguments import DECISION_ID_HELP
 from adapters.cli.errors import UsageError
-from adapters.pi import binding, operator, serving
+from adapters.pi import operator, serving
 from channels.config.loading import load_config
-from channels.config.model import ChannelsConfig
 from channels.decisions import views, workflows
 from channels.pi import answers
-from channels.pi.answers import AnswerEvent, AnswerReport, OpenDecision
+from channels.pi.answers import AnswerReport, OpenDecision
 from state.database import Database
 from state.errors import DatabaseMissing
 from state.exit_codes import ExitCode
@@ -95,42 +94,11 @@ def _read_text(args: argparse.Namespace) -> str | None:
     return text[:-1] if text.endswith("\n") else text
 
 
-def _choice_id(decision: OpenDecision, given: str) -> str:
-    """A choice id, or its number as `pi show` prints it."""
-    ids = [str(c["id"]) for c in decision.choices]
-    if given not in ids and given.isdigit() and 1 <= int(given) <= len(ids):
-        return ids[int(given) - 1]
-    return given
-
-
-def _needs_text(decision: OpenDecision, choice: str) -> bool:
-    return any(c["id"] == choice and c["input"] is not None for c in decision.choices)
-
-
 def _cmd_answer(args: argparse.Namespace) -> int:
     """Answer one decision as the local operator (a person at a terminal only)."""
     os.close(operator.open_terminal())  # checked before anything touches the database
-    text = _read_text(args)
-    config = load_config()
-    with Database.open_writer() as db:
-        operator.require_owner(db.path)
-        decision_id = workflows.resolve_id(db, args.decision_id)
-        decision = db.read(lambda c: answers.load_open(c, decision_id))
-        choice = _choice_id(decision, args.choice)
-        if text is None and _needs_text(decision, choice):
-            raise UsageError(f"choice {choice} asks for text: give --text or --text-file")
-        report = _submit(db, decision, choice, text, config)
+    report = operator.answer(args.decision_id, args.choice, _read_text(args))
     return _print_report(report, as_json=args.json)
-
-
-def _submit(db: Database, decision: OpenDecision, choice: str, text: str | None,
-            config: ChannelsConfig | None) -> AnswerReport:
-    event = AnswerEvent(
-        decision_id=decision.decision_id, request_digest=decision.request_digest, choice=choice,
-        entered=text, actor_id=operator.local_actor(), event_key=operator.new_event_key(),
-        details={"source": "terminal"},
-    )
-    return answers.answer_locally(db, event, workflows.new_owner_id(db, "pi-local"), config)
 
 
 def _print_report(report: AnswerReport, *, as_json: bool) -> int:
@@ -143,23 +111,10 @@ def _print_report(report: AnswerReport, *, as_json: bool) -> int:
 
 def _cmd_interactive(args: argparse.Namespace) -> int:
     """List open decisions, let the person pick one and a choice, prompt for text, submit."""
-    term = operator.Terminal(operator.open_terminal())
-    try:
-        config = load_config()
-        with Database.open_writer() as db:
-            operator.require_owner(db.path)
-            found = db.read(lambda c: answers.open_for_pi(c, config, now=db.clock.now_ms()))
-            if not found:
-                print("no open decisions")
-                return ExitCode.OK
-            # The person takes their time here: no transaction is open while they choose.
-            picked = operator.pick(term, found)
-            if picked is None:
-                print("nothing answered")
-                return ExitCode.OK
-            report = _submit(db, picked.decision, picked.choice, picked.text, config)
-    finally:
-        term.close()
+    report = operator.answer_interactively()
+    if isinstance(report, str):  # nothing to answer, or nothing answered
+        print(report)
+        return ExitCode.OK
     return _print_report(report, as_json=False)
 
 
@@ -171,15 +126,7 @@ def _cmd_extension_path(args: argparse.Namespace) -> int:
 
 def _cmd_bridge(args: argparse.Namespace) -> int:
     """Serve one Pi session over JSON lines on stdin/stdout until stdin closes."""
-    # The secret pipe is read first, while the extension that made it is surely still there.
-    found = binding.read_binding(args.secret_fd)
-    with Database.open_writer() as db:
-        # Bound to the Pi (the extension) that spawned it: that window keeps the session while
-        # it lives. Only a parent that says it is Pi is taken as one (other parents: as before).
-        pi_parent = os.environ.get("PIW_PI_WINDOW") == str(os.getppid())
-        window = os.getppid() if found.secret is not None and pi_parent else None
-        return serving.run(db, workflows.new_owner_id(db, "pi-bridge", window), found,
-                          tick_seconds=args.tick)
+    return serving.serve(args.secret_fd, tick_seconds=args.tick)
 
 
 def register(sub: Any) -> None:

@@ -15,60 +15,40 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from adapters.cli.bot_checks import VerifiedBot, prepare_polling, print_notes, verify_token
+from adapters.cli.bot_checks import prepare_polling, print_notes
 from adapters.cli.errors import UsageError
-from channels.config import install, loading, model, parsing
+from adapters.telegram.setup_steps import VerifiedBot, verify_token
+from channels.config import install, loading
 from channels.config.model import DEFAULT_API_BASE_URL, InstallResult
 from state.exit_codes import ExitCode
 
 __all__ = ["audience_argument", "id_argument", "name_argument", "register", "url_argument"]
 
 
-# config.py's own rules (names, audiences, IDs), applied here too so that a bad argument is
-# a usage error naming the option, before any request; install_telegram_profile checks
-# everything again before it writes.
-_NUMERIC_ID: Final = model.ID_PATTERN
-_NAME: Final = model.NAME_PATTERN
-_AUDIENCE: Final = model.AUDIENCE_PATTERN
-
-
 # --- argument types ------------------------------------------------------------------------
 
 
-def id_argument(text: str) -> str:
-    """A numeric Telegram user or chat ID (negative for groups), kept as a string."""
-    value = text.strip()
-    if not _NUMERIC_ID.fullmatch(value):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a numeric Telegram ID (like 123456789 or -1001234567890)"
-        )
-    return value
+def _argument(check: Callable[[str], str]) -> Callable[[str], str]:
+    """An argparse type from one of channels.config's setup rules (a bad value is a usage
+    error naming the option, before any request)."""
+
+    def argument(text: str) -> str:
+        try:
+            return check(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return argument
 
 
-def _matching(pattern: re.Pattern[str], what: str, rule: str) -> Callable[[str], str]:
-    """An argparse type that accepts only values matching pattern."""
-
-    def check(text: str) -> str:
-        if not pattern.fullmatch(text):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a valid {what}: {rule}")
-        return text
-
-    return check
-
-
-name_argument = _matching(
-    _NAME, "name", "use letters, digits, '.', '_' or '-', starting with a letter or digit "
-    "(at most 200 characters)",
-)  # fmt: skip
-audience_argument = _matching(
-    _AUDIENCE, "audience", "use letters, digits, '_' or '-', starting with a letter or '_' "
-    "(at most 128 characters)",
-)  # fmt: skip
+id_argument = _argument(lambda text: install.setup_argument("id", text))
+name_argument = _argument(lambda text: install.setup_argument("name", text))
+audience_argument = _argument(lambda text: install.setup_argument("audience", text))
+url_argument = _argument(lambda text: install.setup_argument("url", text))
 
 
 def _absolute_path_argument(text: str) -> Path:
@@ -80,29 +60,7 @@ def _absolute_path_argument(text: str) -> Path:
     return path
 
 
-def url_argument(text: str) -> str:
-    """An absolute http(s) URL with a host and no query, fragment or credentials."""
-    problem = parsing.url_problem(text)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
-    return text.rstrip("/")
-
-
 # --- the steps -----------------------------------------------------------------------------
-
-
-def _read_token_file(token_file: Path, credential: str) -> str:
-    """The trimmed token, after channels.config's checks: absolute, regular, private, non-empty.
-
-    The check runs through `ChannelsConfig.read_token`, the very code the poller uses, so setup
-    cannot accept a token file that the poller would later refuse.
-    """
-    entry = model.TelegramCredential(name=credential, token_file=token_file)
-    # A stand-in profile: read_token only follows its credential reference.
-    profile = model.TelegramProfile(
-        name="setup", credential=credential, allowed_user_ids=(), allowed_chat_ids=()
-    )
-    return model.ChannelsConfig({}, {}, {credential: entry}).read_token(profile)
 
 
 def _summary(installed: InstallResult, bot: VerifiedBot) -> str:
@@ -152,7 +110,7 @@ def _cmd_setup_telegram(args: argparse.Namespace) -> int:
                if not value]
     if missing:
         raise UsageError(f"setup telegram needs {', '.join(missing)} (or --remove PROFILE)")
-    token = _read_token_file(args.token_file, args.credential or args.profile)
+    token = install.setup_token(args.token_file, args.credential or args.profile)
     api_base_url = args.api_base_url or DEFAULT_API_BASE_URL
     bot = verify_token(token, api_base_url)
     bot = prepare_polling(token, api_base_url, bot, delete_webhook=args.delete_webhook)
@@ -187,7 +145,7 @@ def _find_chat(args: argparse.Namespace) -> int:
     if not 1 <= args.find_chat <= 3600:
         raise UsageError("--find-chat waits between 1 and 3600 seconds")
     api_base_url = args.api_base_url or DEFAULT_API_BASE_URL
-    token = _read_token_file(args.token_file, "find-chat")
+    token = install.setup_token(args.token_file, "find-chat")
     bot = verify_token(token, api_base_url)
     bot = prepare_polling(token, api_base_url, bot, delete_webhook=args.delete_webhook)
     print_notes(bot)

@@ -1,4 +1,5 @@
-"""The local operator view: who may answer from this machine, and the terminal menus.
+"""The local operator view: who may answer from this machine, the terminal menus, and their
+answers from the decision to the channel's report (`piw-channels pi answer` and `pi`).
 
 The actor is the local OS user (`local:<uid>`). An answer is accepted only from a person at a
 terminal: stdin must be a TTY and `/dev/tty` must open. Pi's bash tool runs commands detached
@@ -22,15 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from channels.config.loading import load_config
+from channels.config.model import ChannelsConfig
+from channels.decisions import workflows
 from channels.decisions.choices import validate_response
 from channels.decisions.errors import DecisionError
 from channels.decisions.records import Outcome
-from channels.pi.answers import AnswerReport, OpenDecision
+from channels.pi import answers
+from channels.pi.answers import AnswerEvent, AnswerReport, OpenDecision
+from state.database import Database
 from state.errors import PermissionProblem
+from state.exit_codes import ExitCode
 
 __all__ = [
-    "Key", "Terminal", "describe", "local_actor", "menu_step", "new_event_key",
-    "open_terminal", "parse_key", "pick", "require_owner", "split_keys",
+    "Key", "TextRequired", "answer", "answer_interactively", "describe", "menu_step",
+    "open_terminal", "parse_key", "split_keys",
 ]
 
 
@@ -46,12 +53,18 @@ class _TerminalRequired(PermissionProblem):
     code = "terminal_required"
 
 
-def local_actor() -> str:
+class TextRequired(ValueError):
+    """The choice asks for text and none was given (exit 2, a usage error)."""
+
+    exit_code = ExitCode.USAGE
+
+
+def _local_actor() -> str:
     """The operator's actor id: `local:<uid>`."""
     return f"local:{os.getuid()}"
 
 
-def new_event_key() -> str:
+def _new_event_key() -> str:
     """A fresh answer event id; also the idempotency key (`pi:<uuid4 hex>`)."""
     return f"pi:{uuid.uuid4().hex}"
 
@@ -75,12 +88,71 @@ def open_terminal(stdin: TextIO | None = None) -> int:
         raise _TerminalRequired(_NO_TERMINAL_HINT.format(why=why)) from None
 
 
-def require_owner(db_path: Path) -> None:
+def _require_owner(db_path: Path) -> None:
     """Only the user who owns the state database answers as the local operator."""
     owner = db_path.stat().st_uid
     if owner != os.getuid():
         raise PermissionProblem(
             f"{db_path} belongs to uid {owner}; only its owner answers as the local operator")
+
+
+# -- answering ---------------------------------------------------------------------------------
+
+
+def answer(decision_id: str, choice: str, text: str | None) -> AnswerReport:
+    """Answer one decision (an id or its prefix) as the local operator: `choice` is a choice
+    id or its number as `pi show` prints it. The caller has checked the terminal first."""
+    config = load_config()
+    with Database.open_writer() as db:
+        _require_owner(db.path)
+        full_id = workflows.resolve_id(db, decision_id)
+        decision = db.read(lambda c: answers.load_open(c, full_id))
+        chosen = _choice_id(decision, choice)
+        if text is None and _needs_text(decision, chosen):
+            raise TextRequired(f"choice {chosen} asks for text: give --text or --text-file")
+        return _submit(db, decision, chosen, text, config)
+
+
+def answer_interactively() -> AnswerReport | str:
+    """List the open decisions on the terminal, let the person pick one and a choice, prompt
+    for its text, submit: the report, or the line that says why nothing was answered."""
+    term = _Terminal(open_terminal())
+    try:
+        config = load_config()
+        with Database.open_writer() as db:
+            _require_owner(db.path)
+            found = db.read(lambda c: answers.open_for_pi(c, config, now=db.clock.now_ms()))
+            if not found:
+                return "no open decisions"
+            # The person takes their time here: no transaction is open while they choose.
+            picked = _pick(term, found)
+            if picked is None:
+                return "nothing answered"
+            return _submit(db, picked.decision, picked.choice, picked.text, config)
+    finally:
+        term.close()
+
+
+def _choice_id(decision: OpenDecision, given: str) -> str:
+    """A choice id, or its number as `pi show` prints it."""
+    ids = [str(c["id"]) for c in decision.choices]
+    if given not in ids and given.isdigit() and 1 <= int(given) <= len(ids):
+        return ids[int(given) - 1]
+    return given
+
+
+def _needs_text(decision: OpenDecision, choice: str) -> bool:
+    return any(c["id"] == choice and c["input"] is not None for c in decision.choices)
+
+
+def _submit(db: Database, decision: OpenDecision, choice: str, text: str | None,
+            config: ChannelsConfig | None) -> AnswerReport:
+    event = AnswerEvent(
+        decision_id=decision.decision_id, request_digest=decision.request_digest, choice=choice,
+        entered=text, actor_id=_local_actor(), event_key=_new_event_key(),
+        details={"source": "terminal"},
+    )
+    return answers.answer_locally(db, event, workflows.new_owner_id(db, "pi-local"), config)
 
 
 # -- printing results --------------------------------------------------------------------------
@@ -156,7 +228,7 @@ def menu_step(index: int, count: int, key: Key) -> _MenuStep:
     return _MenuStep(index)
 
 
-class Terminal:
+class _Terminal:
     """Menus and line input on the `/dev/tty` descriptor; restores its mode on close."""
 
     def __init__(self, fd: int) -> None:
@@ -237,7 +309,7 @@ class _Picked:
     text: str | None
 
 
-def pick(term: Terminal, open_decisions: Sequence[OpenDecision]) -> _Picked | None:
+def _pick(term: _Terminal, open_decisions: Sequence[OpenDecision]) -> _Picked | None:
     """Decision, choice and (when the choice asks for it) text; None when cancelled."""
     chosen = term.choose("Open decisions:", [d.title for d in open_decisions])
     if chosen is None:
@@ -254,7 +326,7 @@ def pick(term: Terminal, open_decisions: Sequence[OpenDecision]) -> _Picked | No
     return None if text is None else _Picked(decision, str(choice["id"]), text)
 
 
-def _ask_text(term: Terminal, decision: OpenDecision, choice: dict[str, Any]) -> str | None:
+def _ask_text(term: _Terminal, decision: OpenDecision, choice: dict[str, Any]) -> str | None:
     """Prompt until the text fits the choice's input rules (checked locally first, so a typo
     costs no submission); None when the person gives up (Ctrl-D)."""
     spec = choice["input"]

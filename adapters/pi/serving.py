@@ -9,13 +9,14 @@ import select
 import signal
 from types import FrameType
 
-from adapters.pi.binding import Binding
+from adapters.pi.binding import Binding, read_binding
 from adapters.pi.bridge import Bridge, ConfigLoader
 from adapters.pi.framing import MAX_LINE_BYTES, LineWriter
 from channels.config import loading
+from channels.decisions import workflows
 from state.database import Database
 
-__all__ = ["TICK_SECONDS", "run"]
+__all__ = ["TICK_SECONDS", "serve"]
 
 
 # A tick reads PRAGMA data_version (no lock, no write): often enough that an answer made
@@ -52,7 +53,7 @@ def _serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = TICK_SECONDS)
         bridge.error("truncated", "stdin closed in the middle of a line; it was ignored")
 
 
-def run(db: Database, owner_id: str, binding: Binding, *, stdin_fd: int = 0,
+def _run(db: Database, owner_id: str, binding: Binding, *, stdin_fd: int = 0,
         stdout_fd: int = 1, tick_seconds: float = TICK_SECONDS,
         load_config: ConfigLoader | None = None) -> int:
     """The `pi bridge` process: serve until stdin closes, then release the lease."""
@@ -67,3 +68,17 @@ def run(db: Database, owner_id: str, binding: Binding, *, stdin_fd: int = 0,
         bridge.close()
         signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def serve(secret_fd: int | None, *, tick_seconds: float = TICK_SECONDS) -> int:
+    """`piw-channels pi bridge`: read the extension's secret (from the inherited pipe
+    `secret_fd`), then serve the session until stdin closes."""
+    # The secret pipe is read first, while the extension that made it is surely still there.
+    found = read_binding(secret_fd)
+    with Database.open_writer() as db:
+        # Bound to the Pi (the extension) that spawned it: that window keeps the session while
+        # it lives. Only a parent that says it is Pi is taken as one (other parents: as before).
+        pi_parent = os.environ.get("PIW_PI_WINDOW") == str(os.getppid())
+        window = os.getppid() if found.secret is not None and pi_parent else None
+        return _run(db, workflows.new_owner_id(db, "pi-bridge", window), found,
+                    tick_seconds=tick_seconds)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, Literal
 
 from channels.config.errors import ConfigError, ConfigInvalid
 from channels.config.files import (
@@ -17,13 +19,17 @@ from channels.config.files import (
     write_private_json,
 )
 from channels.config.model import (
+    AUDIENCE_PATTERN,
     CHANNELS_FILE,
     CHANNELS_SCHEMA,
     CREDENTIALS_FILE,
     CREDENTIALS_SCHEMA,
     DEFAULT_API_BASE_URL,
+    ID_PATTERN,
+    NAME_PATTERN,
     PI_CHANNEL,
     Audience,
+    ChannelsConfig,
     InstallResult,
     TelegramCredential,
     TelegramProfile,
@@ -38,9 +44,53 @@ from channels.config.parsing import (
     parse_channels,
     parse_credentials,
     parse_json,
+    url_problem,
 )
 
-__all__ = ["install_telegram_profile", "remove_telegram_profile"]
+__all__ = ["install_telegram_profile", "remove_telegram_profile", "setup_argument",
+           "setup_token"]
+
+# The rules of a name and an audience as `setup telegram` states them.
+_WORDS: Final[dict[str, tuple[re.Pattern[str], str]]] = {
+    "name": (NAME_PATTERN, "use letters, digits, '.', '_' or '-', starting with a letter or"
+             " digit (at most 200 characters)"),
+    "audience": (AUDIENCE_PATTERN, "use letters, digits, '_' or '-', starting with a letter"
+                 " or '_' (at most 128 characters)"),
+}
+
+
+def setup_argument(kind: Literal["id", "name", "audience", "url"], text: str) -> str:
+    """One `setup telegram` argument (a Telegram user or chat ID, a profile or credential
+    name, an audience, a Bot API URL) checked by the rules install_telegram_profile applies
+    again before it writes, so that a bad one is refused before any request: the value to
+    install (an ID trimmed, a URL without its final '/'), or ValueError saying why (one line)."""
+    if kind == "id":
+        value = text.strip()
+        if not ID_PATTERN.fullmatch(value):
+            raise ValueError(f"{text!r} is not a numeric Telegram ID (like 123456789 or"
+                             " -1001234567890)")
+        return value
+    if kind == "url":
+        problem = url_problem(text)
+        if problem is not None:
+            raise ValueError(f"{text!r} {problem}")
+        return text.rstrip("/")
+    pattern, rule = _WORDS[kind]
+    if not pattern.fullmatch(text):
+        raise ValueError(f"{text!r} is not a valid {kind}: {rule}")
+    return text
+
+
+def setup_token(token_file: Path, credential: str) -> str:
+    """The trimmed token, after the checks the poller makes (absolute, regular, private,
+    non-empty): they run through `ChannelsConfig.read_token`, the very code the poller uses,
+    so that setup cannot accept a token file that the poller would later refuse."""
+    entry = TelegramCredential(name=credential, token_file=token_file)
+    # A stand-in profile: read_token only follows its credential reference.
+    profile = TelegramProfile(
+        name="setup", credential=credential, allowed_user_ids=(), allowed_chat_ids=()
+    )
+    return ChannelsConfig({}, {}, {credential: entry}).read_token(profile)
 
 
 def install_telegram_profile(

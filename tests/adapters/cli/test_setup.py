@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from adapters.cli import setup as setup_cli
-from adapters.cli.bot_checks import BotApiUnavailable, verify_token
 from adapters.cli.main import build_parser, run
 from adapters.telegram.fake import FakeBotApi, Fault, unused_port_url
+from adapters.telegram.setup_steps import BotApiUnavailable, verify_token
 from channels.config.errors import ConfigInvalid
 from channels.config.install import install_telegram_profile
 from channels.config.loading import load_config

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.cli.bot_checks import BotApiUnavailable, verify_token
 from adapters.telegram.fake import FakeBotApi, Fault
 from adapters.telegram.setup_bot import SetupBot
+from adapters.telegram.setup_steps import BotApiUnavailable, verify_token
 from channels.config.errors import ConfigInvalid
 from tests.adapters.cli.test_setup import (
     SECRET_PART,
