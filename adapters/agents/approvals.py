@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from channels.config import gate as gate_config
 from channels.config import loading
 from channels.config.errors import ConfigError
 from channels.config.gate import GatePolicy
 from channels.config.model import PI_CHANNEL, audience_routes
 from channels.decisions import records, runs, workflows
 from channels.errors import ChannelsError
-from channels.gate.policy import Judgement, Protected, judge
+from channels.gate import judging
+from channels.gate.policy import Judgement
 from channels.pi import gate_decisions
 from channels.pi.gating import GatedCall
 from state import leases
@@ -77,18 +77,9 @@ def judge_call(call: GatedCall, *, config_dir: Path, home: Path
     """The guard, then the policy (no sandbox: see above); a broken policy file fails closed
     inside `judge` and comes back as None, and then nothing is asked: what it would ask about
     is blocked."""
-    policy: GatePolicy | ConfigError
-    try:
-        policy = gate_config.load_gate_policy(config_dir)
-    except ConfigError as exc:
-        policy = exc
-    protected = Protected.discover(home, config_dir, Path(call.cwd))
-    found = judge(policy, call.tool, call.input, cwd=Path(call.cwd), home=home,
-                  protected=protected)
-    rules = policy if isinstance(policy, GatePolicy) else None
-    if found.action == "ask" and rules is None:  # judge never asks without a policy
-        found = dataclasses.replace(found, action="block")
-    return found, rules
+    judged = judging.judge_call(call.tool, call.input, Path(call.cwd), config_dir=config_dir,
+                                home=home)
+    return judged.found, judged.policy
 
 
 def open_call(db: Database, call: GatedCall, *, session_id: str, owner_id: str,

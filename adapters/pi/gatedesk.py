@@ -22,7 +22,6 @@ and grep run (channels.gate.confinement).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,16 +31,14 @@ from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, tex
 from channels.config import gate as gate_config
 from channels.config import loading
 from channels.config.errors import ConfigError
-from channels.config.files import prepare_directory
-from channels.config.gate import GatePolicy, SandboxMode
+from channels.config.gate import GatePolicy
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
 from channels.decisions import records, views, workflows
 from channels.decisions.errors import DecisionRefused
 from channels.decisions.resolution import Cancellation, resolve
 from channels.errors import ChannelsError
-from channels.gate import confinement
+from channels.gate import confinement, judging
 from channels.gate.confinement import Confinement, Probe
-from channels.gate.policy import Judgement, Protected, judge
 from channels.pi import gate_decisions
 from channels.pi.answers import load_open
 from channels.pi.gating import GatedCall
@@ -67,16 +64,6 @@ class _Waiting:
     lease: Lease
     deadline_at: int
     timeout_minutes: float
-
-
-@dataclass(frozen=True)
-class _Judged:
-    """The judgement on one call, the policy it was judged by (None: broken) and where it
-    would run."""
-
-    found: Judgement
-    policy: GatePolicy | None
-    confinement: Confinement
 
 
 @dataclass
@@ -114,8 +101,13 @@ class GateDesk:
         if session_gate not in (None, "on", "off"):
             raise ProtocolError("malformed", "gate.session_gate must be on, off or null")
         call = GatedCall(tool, tool_input, cwd)
-        judged = self._judge(call, session_gate)
+        # The guard, the policy (this session's `/gate on|off` overrides its `enabled`),
+        # then the sandbox (channels.gate.judging).
+        judged = judging.judge_call(
+            call.tool, call.input, Path(call.cwd), config_dir=self.config_dir(),
+            home=Path.home(), session_gate=session_gate, sandbox=self._probe())
         found, policy, sandbox = judged.found, judged.policy, judged.confinement
+        assert sandbox is not None  # given a probe, every call is confined
         if found.action == "allow":
             # The model is told nothing extra; the extension learns where the call runs.
             self._reply(event_id, "allow", None, None, sandbox)
@@ -129,38 +121,6 @@ class GateDesk:
             return
         self._ask(event_id, call, found.rule, policy, sandbox, session_id, message, config,
                   here)
-
-    def _judge(self, call: GatedCall, session_gate: str | None) -> _Judged:
-        """The guard first, then the policy (this session's `/gate on|off` overrides its
-        `enabled`), then the sandbox; a broken policy file fails closed inside `judge`."""
-        directory = self.config_dir()
-        home = Path.home()
-        policy: GatePolicy | ConfigError
-        try:
-            policy = gate_config.load_gate_policy(directory)
-        except ConfigError as exc:
-            policy = exc
-        if isinstance(policy, GatePolicy) and session_gate is not None:
-            policy = dataclasses.replace(policy, enabled=session_gate == "on")
-        rules = policy if isinstance(policy, GatePolicy) else None
-        confining = rules or gate_config.DEFAULT_POLICY  # a broken policy still confines bash
-        if confining.sandbox is not SandboxMode.OFF and not directory.exists():
-            # Made now, empty and private, so the sandbox can hide it: else the agent could
-            # create the configuration (a gate.json of its own) before a person does.
-            with contextlib.suppress(ConfigError):
-                prepare_directory(directory)
-        cwd = Path(call.cwd)
-        protected = Protected.discover(home, directory, cwd)
-        sandbox = confinement.confine(confining, self._probe(), protected, cwd=cwd, home=home)
-        found = judge(policy, call.tool, call.input, cwd=cwd, home=home, protected=protected)
-        if found.action == "allow" and call.tool == "bash":
-            found = sandbox.refusal() or found
-        elif found.action == "allow":
-            found = confinement.outside(sandbox, call.tool, call.input, cwd=cwd, home=home,
-                                        enabled=rules is not None and rules.enabled) or found
-        if found.action == "ask" and rules is None:  # judge never asks without a policy
-            found = dataclasses.replace(found, action="block")
-        return _Judged(found, rules, sandbox)
 
     def _ask(self, event_id: str, call: GatedCall, rule: str | None, policy: GatePolicy,
              sandbox: Confinement, session_id: str, message: dict[str, Any],
