@@ -20,7 +20,7 @@ from adapters.pi import asking
 from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, text_field
 from adapters.pi.lines import deliver_message, settle_message
 from channels.config.model import ChannelsConfig
-from channels.decisions import views, workflows
+from channels.decisions import turn_intents, views, workflows
 from channels.pi import answers, deliveries, settle_view, turns
 from channels.pi.answers import AnswerEvent
 from channels.pi.settle_view import Settlement
@@ -154,7 +154,7 @@ class DecisionDesk:
         # Offered until the extension reports the entry: it looks in the session first, so
         # offering again (a new bridge, a lost line) never adds a second turn.
         session_id = owner[2]
-        for item in self.db.read(lambda c: turns.due_turns(c, session_id, self._now())):
+        for item in self.db.read(lambda c: turn_intents.due_turns(c, session_id, self._now())):
             if item.turn_intent_id not in self.offered:
                 self.offered.add(item.turn_intent_id)
                 self.out.send({"type": "turn", "turn_intent_id": item.turn_intent_id,

@@ -9,9 +9,9 @@ import apsw
 
 from channels import messages, store
 from channels.config.model import ChannelsConfig
-from channels.decisions import records
+from channels.decisions import records, turn_intents
 from channels.messages import MessageStatus, Purpose
-from channels.pi import notes, turns
+from channels.pi import notes
 from channels.pi.answers import OpenDecision, load_open, open_rows
 from channels.pi.sessions import routes_to_pi
 from state.errors import WriteRejected
@@ -85,7 +85,8 @@ def has_work(
     """Is there anything for this session to show (an open decision routed to `pi`, when
     `deliver`) or to receive (a pending turn, a notification)? Until there is, it needs no
     channel row."""
-    if turns.pending_count(conn, session_id) > 0 or notes.pending_count(conn, session_id) > 0:
+    if turn_intents.pending_count(conn, session_id) > 0 \
+            or notes.pending_count(conn, session_id) > 0:
         return True
     return deliver and any(routes_to_pi(config, audience)
                            for _, audience in open_rows(conn, session_id, now))

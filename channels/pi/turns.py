@@ -8,15 +8,9 @@ import apsw
 
 from channels import store
 from channels.decisions import turn_intents
-from channels.decisions.turn_intents import (
-    due_turns,
-    pending_count,
-    turn_entry,
-    turn_intent_id_for,
-)
 from state.leases import Lease
 
-__all__ = ["confirm_turn", "due_turns", "pending_count", "turn_entry", "turn_intent_id_for"]
+__all__ = ["confirm_turn"]
 
 
 def confirm_turn(

@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from channels import inbox, messages, store
-from channels.decisions import records, resolution, views
+from channels.decisions import records, resolution, turn_intents, views
 from channels.decisions.resolution import HumanAnswer
 from channels.decisions.workflows import AskHandle
-from channels.pi import deliveries, sessions, settle_view, turns
+from channels.pi import deliveries, sessions, settle_view
 from state import effects, leases
 from state.clock import ManualClock
 from state.database import Database
@@ -338,7 +338,7 @@ def test_ask_opens_a_bound_decision_and_its_answer_comes_back_as_a_turn(
         kinds = {m["type"]: m for m in got if m is not None}
         assert set(kinds) == {"result", "settle", "turn"}
         turn = kinds["turn"]
-        assert turn["turn_intent_id"] == turns.turn_intent_id_for(decision_id)
+        assert turn["turn_intent_id"] == turn_intents.turn_intent_id_for(decision_id)
         assert 'Text input (exact JSON): {"text": "Tests are red"}' in turn["content"]
         bridge.send({"type": "turned", "turn_intent_id": turn["turn_intent_id"],
                      "entry_id": "0badc0de"})
@@ -346,7 +346,7 @@ def test_ask_opens_a_bound_decision_and_its_answer_comes_back_as_a_turn(
         assert bridge.wait() == 0
     finally:
         bridge.kill()
-    assert db.read(lambda c: turns.turn_entry(c, turns.turn_intent_id_for(decision_id))) \
+    assert db.read(lambda c: turn_intents.turn_entry(c, turn_intents.turn_intent_id_for(decision_id))) \
         == "0badc0de"
     for raw in bridge.lines:
         assert_wire_format(raw)

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.telegram.fake import FakeBotApi
-from channels.decisions import records, resolution, views, workflows
+from channels.decisions import records, resolution, turn_intents, views, workflows
 from channels.decisions.resolution import HumanAnswer
-from channels.pi import turns
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from tests.adapters.pi.helpers import count
@@ -72,11 +71,11 @@ def turns_in(requests: list[dict[str, Any]], decision_id: str) -> int:
 
 
 def turn_state(db: Database, decision_id: str) -> tuple[str, str | None]:
-    turn_id = turns.turn_intent_id_for(decision_id)
+    turn_id = turn_intents.turn_intent_id_for(decision_id)
     status = str(db.conn.execute(
         "SELECT e.status FROM turn_intents t JOIN effects e USING (effect_id)"
         " WHERE t.turn_intent_id = ?", (turn_id,)).get)
-    return status, db.read(lambda c: turns.turn_entry(c, turn_id))
+    return status, db.read(lambda c: turn_intents.turn_entry(c, turn_id))
 
 
 def test_the_agent_asks_a_person_answers_in_pi_and_the_next_turn_has_the_answer(
@@ -95,7 +94,7 @@ def test_the_agent_asks_a_person_answers_in_pi_and_the_next_turn_has_the_answer(
         answer_in_pi(client, "Deploy to production?")
         shown = client.wait_for(is_turn, "the answer as a follow-up message")
         content = shown["message"]["content"]
-        assert shown["message"]["details"]["turnIntentId"] == turns.turn_intent_id_for(decision_id)
+        assert shown["message"]["details"]["turnIntentId"] == turn_intents.turn_intent_id_for(decision_id)
         assert "Outcome: accepted (answered)" in content
         assert "Choice: hold (Hold)" in content
         assert 'Text input (exact JSON): {"text": "Too risky today"}' in content
@@ -190,7 +189,7 @@ def test_a_closed_session_gets_its_answer_on_continue_exactly_once(
         db.write(lambda c: c.execute(
             "UPDATE effects SET status = 'pending', settled_at = NULL WHERE effect_id ="
             " (SELECT effect_id FROM turn_intents WHERE turn_intent_id = ?)",
-            (turns.turn_intent_id_for(decision_id),)))
+            (turn_intents.turn_intent_id_for(decision_id),)))
         client.send({"id": "reload", "type": "prompt", "message": "/test-reload"})
         wait_until(lambda: turn_state(db, decision_id)[0] == "applied",
                    "the receipt after /reload", timeout=30)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from channels import store
-from channels.decisions import workflows
-from channels.pi import sessions, turns
+from channels.decisions import turn_intents, workflows
+from channels.pi import sessions
 from state.database import Database
 from tests.adapters.pi.helpers import BridgeProcess, ask, count
 
@@ -91,7 +91,7 @@ def test_a_session_that_asked_gets_its_answer_after_reopening(home: Path,
         first.kill()
     decision_id = str(asked["decision_id"])
     workflows.cancel_decision(db, decision_id, "not needed", "operator-1")
-    assert db.read(lambda c: turns.pending_count(c, session_id)) == 1
+    assert db.read(lambda c: turn_intents.pending_count(c, session_id)) == 1
     for other in SESSIONS[3:]:  # closed sessions with nothing open add nothing meanwhile
         bridge = BridgeProcess(home)
         try:
@@ -107,7 +107,7 @@ def test_a_session_that_asked_gets_its_answer_after_reopening(home: Path,
         assert set(kinds) == {"settle", "turn"}, kinds
         assert kinds["settle"]["decision_id"] == decision_id
         got = kinds["turn"]
-        assert got["turn_intent_id"] == turns.turn_intent_id_for(decision_id)
+        assert got["turn_intent_id"] == turn_intents.turn_intent_id_for(decision_id)
         assert "Outcome: cancelled (not needed)" in got["content"]
         again.send({"type": "turned", "turn_intent_id": got["turn_intent_id"],
                     "entry_id": "0badc0de"})
@@ -115,7 +115,7 @@ def test_a_session_that_asked_gets_its_answer_after_reopening(home: Path,
         assert again.wait() == 0
     finally:
         again.kill()
-    assert db.read(lambda c: turns.pending_count(c, session_id)) == 0
+    assert db.read(lambda c: turn_intents.pending_count(c, session_id)) == 0
     channel_id = sessions.session_channel_id(session_id)
     assert [r[0] for r in db.conn.execute("SELECT channel_id FROM channels")] == [channel_id]
     assert store.channel_row(db.conn, channel_id) == ("pi", session_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from channels import store
-from channels.decisions import views, workflows
+from channels.decisions import turn_intents, views, workflows
 from channels.decisions.resolution import HumanAnswer, resolve
 from channels.decisions.workflows import AskHandle, AskSpec
 from channels.pi import sessions, turns
@@ -37,10 +37,10 @@ def test_the_winning_answer_reserves_one_turn_for_the_origin_session(db: Databas
     assert answer(db, handle, {"choice": "replan", "input": {"text": "  keep  spaces "}},
                   "k1") == "won"
     assert answer(db, handle, {"choice": "stop"}, "k2") == "already_resolved"
-    [due] = db.read(lambda c: turns.due_turns(c, SESSION, db.clock.now_ms()))
+    [due] = db.read(lambda c: turn_intents.due_turns(c, SESSION, db.clock.now_ms()))
     fingerprint = db.read(lambda c: views.fingerprint_of(c, handle.decision_id))
     assert due.by_person
-    assert due.turn_intent_id == turns.turn_intent_id_for(handle.decision_id)
+    assert due.turn_intent_id == turn_intents.turn_intent_id_for(handle.decision_id)
     assert due.content.splitlines() == [
         f'[piw-channels] Answer to your question "Deploy?" (decision {fingerprint}):',
         "Outcome: accepted (answered)",
@@ -50,7 +50,7 @@ def test_the_winning_answer_reserves_one_turn_for_the_origin_session(db: Databas
         "Continue the task with this answer.",
     ]
     assert "local:1000" not in due.content
-    assert db.read(lambda c: turns.due_turns(c, "another-session", db.clock.now_ms())) == []
+    assert db.read(lambda c: turn_intents.due_turns(c, "another-session", db.clock.now_ms())) == []
     assert count(db, "SELECT count(*) FROM turn_intents") == 1
 
 
@@ -68,7 +68,7 @@ def test_a_timeout_default_and_a_cancellation_are_told_as_such(db: Database,
     cancelled = bound_ask(db)
     workflows.cancel_decision(db, cancelled.decision_id, "withdrawn", "control-1")
     texts = {t.decision_id: t.content
-             for t in db.read(lambda c: turns.due_turns(c, SESSION, clock.now_ms()))}
+             for t in db.read(lambda c: turn_intents.due_turns(c, SESSION, clock.now_ms()))}
     assert "Outcome: accepted (timed out; the default was taken)" in texts[timed.decision_id]
     assert "Decided by: the timeout; nobody answered" in texts[timed.decision_id]
     assert texts[cancelled.decision_id].splitlines()[1:] == [
@@ -86,7 +86,7 @@ def test_the_receipt_settles_the_turn_once_and_only_for_its_session(db: Database
     channel_id = db.write(lambda c: sessions.register_session(c, SESSION, db.clock.now_ms()))
     lease = db.write(lambda c: store.claim(c, channel_id, "bridge-1", db.clock.now_ms(),
                                            db.entropy))
-    turn_id = turns.turn_intent_id_for(handle.decision_id)
+    turn_id = turn_intents.turn_intent_id_for(handle.decision_id)
     with pytest.raises(KeyError):
         db.write(lambda c: turns.confirm_turn(c, lease, channel_id, "another-session", turn_id,
                                               "a1b2c3d4", db.clock.now_ms()))
@@ -94,5 +94,5 @@ def test_the_receipt_settles_the_turn_once_and_only_for_its_session(db: Database
                                                  "a1b2c3d4", db.clock.now_ms())) is True
     assert db.write(lambda c: turns.confirm_turn(c, lease, channel_id, SESSION, turn_id,
                                                  "ffffffff", db.clock.now_ms())) is False
-    assert db.read(lambda c: turns.turn_entry(c, turn_id)) == "a1b2c3d4"
-    assert db.read(lambda c: turns.due_turns(c, SESSION, db.clock.now_ms())) == []
+    assert db.read(lambda c: turn_intents.turn_entry(c, turn_id)) == "a1b2c3d4"
+    assert db.read(lambda c: turn_intents.due_turns(c, SESSION, db.clock.now_ms())) == []
