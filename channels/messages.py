@@ -6,6 +6,7 @@ confirmed send. A row without a reference is ambiguous and never re-sent automat
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -56,11 +57,28 @@ def stored_id(conn: apsw.Connection, message_id: str) -> str:
     gave the same message, which begins with it (the same digest, 40 hex digits long); a
     message not stored yet keeps `message_id`. Every function here takes either and finds the
     row, so messages of a database written before keep their rows: never a second one (a
-    part that may have been sent would be sent again). One search of the primary key."""
+    part that may have been sent would be sent again). One search of the primary key, once
+    per connection for a stored message: a message row is never deleted or renamed, so the
+    id found stays its id (a settlement looks its message up seven times)."""
+    known = _STORED.get(conn)
+    if known is None:
+        known = _STORED[conn] = {}
+    elif (cached := known.get(message_id)) is not None:
+        return cached
     found = conn.execute(
         "SELECT message_id FROM channel_messages WHERE message_id >= ?1"
         " AND message_id < ?1 || 'g' ORDER BY message_id LIMIT 1", (message_id,)).get
-    return message_id if found is None else str(found)
+    if found is None:  # not stored yet: looked up again until it is
+        return message_id
+    if len(known) >= _STORED_MAX:
+        known.clear()
+    known[message_id] = str(found)
+    return str(found)
+
+
+# The ids `stored_id` found, per connection (bounded: a long `poll --for` sees many messages).
+_STORED: weakref.WeakKeyDictionary[apsw.Connection, dict[str, str]] = weakref.WeakKeyDictionary()
+_STORED_MAX = 4096
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import apsw
 
+from state import blobs
 from state.clock import Clock, Entropy, SystemClock, SystemEntropy
 from state.ddl import DDL
 from state.errors import (
@@ -71,6 +72,7 @@ def savepoint(conn: apsw.Connection, name: str = "unit") -> Iterator[None]:
     except BaseException:
         conn.execute(f"ROLLBACK TO {name}")
         conn.execute(f"RELEASE {name}")
+        blobs.forget(conn)  # what the unit stored is gone
         raise
     conn.execute(f"RELEASE {name}")
 
@@ -362,8 +364,9 @@ class Database:
     def _write_once(self, command: Callable[[apsw.Connection], _T]) -> _T:
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            self._check_schema_cookie()
-            result = command(self.conn)
+            with blobs.remembering(self.conn):
+                self._check_schema_cookie()
+                result = command(self.conn)
             self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.txn_state() != apsw.SQLITE_TXN_NONE:
@@ -388,7 +391,8 @@ class Database:
         try:
             self.conn.execute("BEGIN DEFERRED")
             try:
-                yield self.conn
+                with blobs.remembering(self.conn):
+                    yield self.conn
             finally:
                 self.conn.execute("COMMIT")
         except apsw.Error as exc:

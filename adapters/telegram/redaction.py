@@ -9,6 +9,7 @@ python-telegram-bot, which log request URLs; ``Secret`` holds it so that no
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Final
@@ -39,18 +40,19 @@ _URL_LOGGERS: Final = (
 _MIN_SECRET: Final = 8
 
 
-def _secret_forms(token: str) -> list[str]:
+@functools.lru_cache(maxsize=8)  # a response's every string is scrubbed: a dozen calls a call
+def _secret_forms(token: str) -> tuple[str, ...]:
     """Every spelling of the token to scrub, longest first: raw, URL-quoted (either case of
     the hex), and the secret part after the colon on its own. JSON escapes are undone before
     scrubbing (the text is scrubbed after decoding), and the secret part's characters are
     URL-safe, so these cover every encoding a provider text can carry."""
     if not token:
-        return []
+        return ()
     forms = {token, quote(token, safe=""), token.replace(":", "%3a")}
     secret = token.partition(":")[2]
     if len(secret) >= _MIN_SECRET:
         forms.add(secret)
-    return sorted(forms, key=len, reverse=True)
+    return tuple(sorted(forms, key=len, reverse=True))
 
 
 def redact(text: str, token: str) -> str:

@@ -6,6 +6,7 @@ against its digests.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -148,11 +149,12 @@ def load(conn: apsw.Connection, decision_id: str) -> StoredDecision:
     ).fetchone()
     if row is None:
         raise KeyError(decision_id)
-    document = blobs.get_json(conn, bytes(row[5]))
-    order = [str(c["id"]) for c in blobs.get_json(conn, bytes(row[8]))]
+    stored = blobs.get_bytes(conn, bytes(row[5])), blobs.get_bytes(conn, bytes(row[8]))
+    document = json.loads(stored[0])
+    order = [str(c["id"]) for c in json.loads(stored[1])]
     if isinstance(document.get("choices"), dict) and set(order) == set(document["choices"]):
         document["choices"] = {cid: document["choices"][cid] for cid in order}
-    request = load_request(document)
+    request = load_request(document, stored)
     return StoredDecision(row[0], row[1], row[2], row[3], row[4], request, row[6], row[7])
 
 

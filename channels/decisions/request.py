@@ -317,10 +317,40 @@ def _identify(basis: dict[str, Any], created_at: str) -> DecisionRequest:
     )
 
 
-def load_request(document: Mapping[str, Any]) -> DecisionRequest:
-    """Check a stored request document against its digests and return it as a record."""
+def load_request(document: Mapping[str, Any], stored: object = None) -> DecisionRequest:
+    """Check a stored request document against its digests and return it as a record.
+    `stored`: what the document was read from (its bytes), when the caller has them: a
+    document whose bytes were checked already is not canonicalized and hashed again (a press
+    reads its decision three times; the check is a function of the bytes alone)."""
     if document.get("schema") != _SCHEMA or any(key not in document for key in _REQUIRED_FIELDS):
         raise IncompatibleRequest(INCOMPATIBLE_MESSAGE)
+    checked = None if stored is None else _CHECKED.get(stored)
+    if checked is None:
+        checked = _checked(document)
+        if stored is not None:
+            if len(_CHECKED) >= _CHECKED_MAX:
+                _CHECKED.clear()
+            _CHECKED[stored] = checked
+    digests, created_at_ms, expires_at_ms = checked
+    return DecisionRequest(
+        document=json_copy(document),
+        decision_id=document["decisionId"],
+        request_digest=digests["request"],
+        subject_digest=digests["subject"],
+        presentation_digest=digests["presentation"],
+        created_at_ms=created_at_ms,
+        expires_at_ms=expires_at_ms,
+    )
+
+
+# Stored request bytes whose check passed -> (digests, created at, expires at), bounded.
+_CHECKED: dict[object, tuple[dict[str, str], int, int | None]] = {}
+_CHECKED_MAX = 256
+
+
+def _checked(document: Mapping[str, Any]) -> tuple[dict[str, str], int, int | None]:
+    """The document's digests recomputed and compared, and its times; IncompatibleRequest
+    when they do not match."""
     try:
         digests = _recomputed_digests(document)
         created_at_ms = ms_from_iso(document["createdAt"])
@@ -336,15 +366,7 @@ def load_request(document: Mapping[str, Any]) -> DecisionRequest:
     ids = (document["runId"], document["nodeId"], document["attemptId"])
     if _decision_id_for(*ids, digests["request"]) != document["decisionId"]:
         raise IncompatibleRequest("Human decision id does not match its durable request")
-    return DecisionRequest(
-        document=json_copy(document),
-        decision_id=document["decisionId"],
-        request_digest=digests["request"],
-        subject_digest=digests["subject"],
-        presentation_digest=digests["presentation"],
-        created_at_ms=created_at_ms,
-        expires_at_ms=expires_at_ms,
-    )
+    return digests, created_at_ms, expires_at_ms
 
 
 def _recomputed_digests(document: Mapping[str, Any]) -> dict[str, str]:

@@ -49,10 +49,12 @@ def shorten(text: str, limit: int) -> str:
     return from_units(units[:end]) + "…"
 
 
-def _answered_by(conn: apsw.Connection, channel: Channel, decision_id: str) -> str | None:
+def _answered_by(conn: apsw.Connection, channel: Channel, decision_id: str,
+                 winner: history.Winner | None = None) -> str | None:
     """The name of the person whose answer won, as Telegram showed it (None when the answer
-    did not come from a person on Telegram, or the name is not known)."""
-    winner = history.winner(conn, decision_id)
+    did not come from a person on Telegram, or the name is not known); `winner`: the
+    decision's, when the caller has read it already."""
+    winner = winner or history.winner(conn, decision_id)
     if winner is None or winner.channel is None or not winner.channel.startswith("telegram:"):
         return None
     event = history.winning_event(conn, decision_id)
@@ -74,17 +76,16 @@ def _how(channel_name: str | None) -> str:
 
 
 def _outcome_line(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
-                 now: int) -> str:
+                 resolution: records.Resolution | None, now: int) -> str:
     """One line: "Ada chose Replan on Telegram at 16:05 UTC", "No answer by 16:22 UTC: Stop
     (the default)", "Cancelled at 16:05 UTC: superseded"."""
     winner = history.winner(conn, decision.decision_id)
-    resolution = records.resolution_of(conn, decision.decision_id)
     if winner is None or resolution is None:
         return "Settled"
     at = clock_time(winner.resolved_at, now)
     label = _label(decision, resolution.choice)
     if winner.provenance == "human":
-        who = _answered_by(conn, channel, decision.decision_id) or "A person"
+        who = _answered_by(conn, channel, decision.decision_id, winner) or "A person"
         return f"{who} chose {label} {_how(winner.channel)} at {at}".replace("  ", " ")
     if winner.provenance == "timeout_policy":
         return f"No answer by {at}: {label} (the default)"
@@ -94,10 +95,11 @@ def _outcome_line(conn: apsw.Connection, channel: Channel, decision: records.Sto
 
 
 def outcome_post(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
-                 now: int) -> Styled:
-    """The outcome message posted in reply to the card."""
-    resolution = records.resolution_of(conn, decision.decision_id)
-    lines = [_safe(_outcome_line(conn, channel, decision, now))]
+                 now: int, resolution: records.Resolution | None = None) -> Styled:
+    """The outcome message posted in reply to the card (`resolution`: the decision's, when
+    the caller has read it already)."""
+    resolution = resolution or records.resolution_of(conn, decision.decision_id)
+    lines = [_safe(_outcome_line(conn, channel, decision, resolution, now))]
     entered = None if resolution is None or resolution.response is None else \
         resolution.response.get("input")
     if isinstance(entered, dict):

@@ -9,30 +9,34 @@ import apsw
 from channels import messages
 from channels.messages import Purpose
 
-__all__ = ["delivered_recipients", "keyboard_messages"]
+__all__ = ["cards_and_recipients", "delivered_recipients", "keyboard_messages"]
 
 
 def keyboard_messages(conn: apsw.Connection, channel_id: str,
                       decision_id: str) -> list[tuple[str, str]]:
     """(chat, message) of each recipient's last delivered part (the one with the keyboard)."""
-    found: list[tuple[str, str]] = []
-    for message in messages.messages_for_decision(conn, channel_id, decision_id,
-                                                  [Purpose.DELIVERY]):
-        last: dict[int, messages.PartRow] = {}
-        for part in messages.parts(conn, message.message_id):
-            last[part.recipient_index] = part
-        found.extend((p.conversation_ref, p.message_ref) for p in last.values()
-                     if p.conversation_ref is not None and p.message_ref is not None)
-    return found
+    return cards_and_recipients(conn, channel_id, decision_id)[0]
 
 
 def delivered_recipients(conn: apsw.Connection, channel_id: str,
                          decision_id: str) -> list[tuple[int, str]]:
     """(recipient index, chat) of every recipient with at least one confirmed part."""
-    found: dict[int, str] = {}
+    return cards_and_recipients(conn, channel_id, decision_id)[1]
+
+
+def cards_and_recipients(conn: apsw.Connection, channel_id: str, decision_id: str
+                         ) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
+    """`keyboard_messages` and `delivered_recipients` from one read of the delivery parts (a
+    settlement needs both)."""
+    keyboards: list[tuple[str, str]] = []
+    recipients: dict[int, str] = {}
     for message in messages.messages_for_decision(conn, channel_id, decision_id,
                                                   [Purpose.DELIVERY]):
+        last: dict[int, messages.PartRow] = {}
         for part in messages.parts(conn, message.message_id):
+            last[part.recipient_index] = part
             if part.conversation_ref is not None:
-                found.setdefault(part.recipient_index, part.conversation_ref)
-    return sorted(found.items())
+                recipients.setdefault(part.recipient_index, part.conversation_ref)
+        keyboards.extend((p.conversation_ref, p.message_ref) for p in last.values()
+                         if p.conversation_ref is not None and p.message_ref is not None)
+    return keyboards, sorted(recipients.items())

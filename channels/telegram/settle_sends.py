@@ -22,7 +22,7 @@ from channels.telegram import giving_up, outcomes
 from channels.telegram.buttons import settled_keyboard
 from channels.telegram.identity import Channel
 from channels.telegram.plans import Settlement
-from channels.telegram.sent import delivered_recipients, keyboard_messages
+from channels.telegram.sent import cards_and_recipients
 from channels.telegram.settle_rules import record_post, retry_in_ms, settle_outcome, token_rejected
 from channels.transport import BotApi, CallOutcome, ProviderResult
 from state import effects
@@ -56,18 +56,17 @@ def intents(c: apsw.Connection, channel: Channel, attempt: Attempt, now: int) ->
     channel_id = channel.channel_id
     # Telegram's own outcome post (who answered, how, when), not the channel-neutral text.
     decision = records.load(c, decision_id)
-    post = outcomes.outcome_post(c, channel, decision, now)
     resolution = records.resolution_of(c, decision_id)
+    post = outcomes.outcome_post(c, channel, decision, now, resolution)
     markup = settled_keyboard(decision.request, None if resolution is None else resolution.choice)
     message_id = messages.message_id_for(channel_id, Purpose.SETTLEMENT, decision_id)
     messages.ensure_message(c, message_id, channel_id, decision_id, Purpose.SETTLEMENT, post.text,
                             now)
     done = {part.recipient_index for part in messages.parts(c, message_id)}
-    keyboards = keyboard_messages(c, channel_id, decision_id)
+    keyboards, recipients = cards_and_recipients(c, channel_id, decision_id)
     cards = dict(keyboards)  # the post replies to the card it settles, in each chat
     removed = _removed_before(c, attempt, keyboards)
-    posts = [(r, chat, cards.get(chat)) for r, chat
-             in delivered_recipients(c, channel_id, decision_id)
+    posts = [(r, chat, cards.get(chat)) for r, chat in recipients
              if r not in done]  # posted, or ambiguous: never posted twice
     for r, _, _ in posts:
         messages.write_part_intent(c, message_id, r, 0, post.text, now)
