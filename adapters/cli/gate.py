@@ -16,16 +16,9 @@ import json
 from typing import Any
 
 from channels.config.errors import ConfigError
-from channels.config.gate import (
-    DEFAULT_POLICY,
-    GATE_FILE,
-    GatePolicy,
-    gate_path,
-    load_gate_policy,
-    write_gate_policy,
-)
+from channels.config.gate import GATE_FILE, GatePolicy, load_gate_policy, write_gate_policy
 from channels.config.loading import resolve_config_dir
-from channels.gate import confinement
+from channels.gate import judging
 from state.exit_codes import ExitCode
 
 __all__ = ["register"]
@@ -45,28 +38,23 @@ def _cmd_switch(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     """`gate show [--json]`."""
-    directory = resolve_config_dir()
-    path = gate_path(directory)
-    try:
-        policy = load_gate_policy(directory)
-    except ConfigError as exc:
-        return _show_broken(args, str(path), exc)
-    exists = path.exists()
-    sandbox = confinement.status(policy.sandbox, confinement.probe())
+    found = judging.gate_state(resolve_config_dir())
+    path = str(found.path)
+    if found.problem is not None:
+        return _show_broken(args, path, found.problem, found.sandbox)
     if args.json:
-        print(json.dumps({"path": str(path), "exists": exists, "broken": None,
-                          "policy": policy.to_json(), "sandbox": sandbox},
+        print(json.dumps({"path": path, "exists": found.exists, "broken": None,
+                          "policy": found.policy.to_json(), "sandbox": found.sandbox},
                          indent=2, ensure_ascii=False))
         return ExitCode.OK
-    for line in _describe(policy, str(path), exists=exists):
+    for line in _describe(found.policy, path, exists=found.exists):
         print(line)
-    print(sandbox)
+    print(found.sandbox)
     return ExitCode.OK
 
 
-def _show_broken(args: argparse.Namespace, path: str, exc: ConfigError) -> int:
+def _show_broken(args: argparse.Namespace, path: str, exc: ConfigError, sandbox: str) -> int:
     message = " ".join(str(exc).split())
-    sandbox = confinement.status(DEFAULT_POLICY.sandbox, confinement.probe())
     if args.json:
         print(json.dumps({"path": path, "exists": True, "policy": None,
                           "broken": {"code": exc.code, "error": message}, "sandbox": sandbox},

@@ -28,9 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, text_field
-from channels.config import gate as gate_config
 from channels.config import loading
-from channels.config.errors import ConfigError
 from channels.config.gate import GatePolicy
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
 from channels.decisions import records, views, workflows
@@ -169,18 +167,13 @@ class GateDesk:
     def state(self, message: dict[str, Any], session_id: str) -> None:
         """For `/gate`: the policy's state and the inputs allowed for this session."""
         event_id = identifier_field(message, "event_id")
-        directory = self.config_dir()
-        problem = None
-        try:
-            policy = gate_config.load_gate_policy(directory)
-        except ConfigError as exc:
-            policy, problem = gate_config.DEFAULT_POLICY, str(exc)
+        found = judging.gate_state(self.config_dir(), self._probe())
+        policy, problem = found.policy, found.problem
         allowed = gate_decisions.session_grants(self.db, session_id)
         self.out.send({"type": "gate_state", "event_id": event_id, "enabled": policy.enabled,
-                       "problem": problem, "audience": policy.audience,
-                       "timeout_minutes": policy.timeout_minutes,
-                       "file": str(gate_config.gate_path(directory)), "allowed": allowed,
-                       "sandbox": confinement.status(policy.sandbox, self._probe())})
+                       "problem": None if problem is None else str(problem),
+                       "audience": policy.audience, "timeout_minutes": policy.timeout_minutes,
+                       "file": str(found.path), "allowed": allowed, "sandbox": found.sandbox})
 
     # -- waiting -------------------------------------------------------------------------------
 

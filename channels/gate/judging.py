@@ -28,7 +28,7 @@ from channels.gate.policy import judge
 from channels.gate.protected import Protected
 from channels.gate.verdict import Judgement
 
-__all__ = ["judge_call"]
+__all__ = ["gate_state", "judge_call"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,32 @@ class _Judged:
     found: Judgement
     policy: GatePolicy | None
     confinement: Confinement | None
+
+
+@dataclass(frozen=True, slots=True)
+class _GateState:
+    """The gate as `gate show` and Pi's `/gate` report it: the policy file and whether it
+    exists, the policy in force (the default while the file is broken), why the file is
+    broken, and the one-line sandbox status."""
+
+    path: Path
+    exists: bool
+    policy: GatePolicy
+    problem: ConfigError | None
+    sandbox: str
+
+
+def gate_state(config_dir: Path, sandbox: Probe | None = None) -> _GateState:
+    """The gate's state on disk; `sandbox` is a probe already made (one is made if not)."""
+    path = gate_config.gate_path(config_dir)
+    problem = None
+    try:
+        policy = gate_config.load_gate_policy(config_dir)
+    except ConfigError as exc:
+        policy, problem = gate_config.DEFAULT_POLICY, exc
+    found = confinement.probe() if sandbox is None else sandbox
+    return _GateState(path, path.exists(), policy, problem,
+                     confinement.status(policy.sandbox, found))
 
 
 def judge_call(tool: str, tool_input: Mapping[str, Any], cwd: Path, *, config_dir: Path,
