@@ -27,7 +27,7 @@ from channels.failures import ExpiryFailures, expiry_failure
 from channels.telegram import config_failures, poll, reservations
 from channels.telegram.ended import PassStatus
 from channels.telegram.identity import Channel
-from channels.transport import BotApi
+from channels.telegram.transport import BotApi
 from state.database import Database
 from state.errors import StateError
 from state.exit_codes import ExitCode

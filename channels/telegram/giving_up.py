@@ -11,7 +11,7 @@ from channels.failures import Failure, failure
 from channels.messages import MessageStatus
 from channels.telegram.reservations import messages_of_effect
 from channels.telegram.settle_rules import maybe_acted
-from channels.transport import CallOutcome, ProviderResult, describe
+from channels.telegram.transport import CallOutcome, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect

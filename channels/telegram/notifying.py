@@ -29,7 +29,7 @@ from channels.notifications import records
 from channels.notifications.producing import TELEGRAM_NOTIFY
 from channels.telegram.identity import Channel
 from channels.telegram.settle_rules import maybe_acted, token_rejected
-from channels.transport import BotApi, CallOutcome, ProviderResult, describe
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect

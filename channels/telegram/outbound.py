@@ -45,7 +45,7 @@ from channels.telegram.settle_rules import (
     maybe_acted,
     token_rejected,
 )
-from channels.transport import BotApi, CallOutcome, ProviderResult, describe
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect

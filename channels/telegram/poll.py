@@ -44,7 +44,7 @@ from channels.telegram.ignored import Ignored, ignored
 from channels.telegram.outbound import LEASE_MARGIN_S, Outbound
 from channels.telegram.reports import ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
-from channels.transport import BotApi, CallOutcome, ProviderResult, describe
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects, errors, leases
 from state.database import Database, savepoint
 from state.leases import Lease

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 from channels import messages
-from channels.transport import CallOutcome, ProviderResult, describe
+from channels.telegram.transport import CallOutcome, ProviderResult, describe
 
 __all__ = ["maybe_acted", "record_post", "retry_in_ms", "settle_outcome", "token_rejected"]
 

@@ -24,7 +24,7 @@ from channels.telegram.identity import Channel
 from channels.telegram.plans import Settlement
 from channels.telegram.sent import cards_and_recipients
 from channels.telegram.settle_rules import record_post, retry_in_ms, settle_outcome, token_rejected
-from channels.transport import BotApi, CallOutcome, ProviderResult
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult
 from state import effects
 from state.database import Database
 from state.effects import Attempt
