@@ -7,8 +7,8 @@ import contextlib
 from typing import Any
 
 from channels import messages
-from channels.failures import Failure, failure
 from channels.messages import MessageStatus
+from channels.telegram.failures import Failure, failure
 from channels.telegram.reservations import messages_of_effect
 from channels.telegram.settle_rules import maybe_acted
 from channels.telegram.transport import CallOutcome, ProviderResult, describe

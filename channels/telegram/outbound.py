@@ -21,11 +21,11 @@ from channels.decisions import records
 from channels.decisions.errors import DecisionError
 from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
-from channels.failures import Failure
 from channels.messages import MessageStatus, Purpose
 from channels.telegram import notifying, reactions, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.effect_kinds import EFFECT_TYPES, LEVELS
+from channels.telegram.failures import Failure
 from channels.telegram.identity import Channel
 from channels.telegram.notifying import NOTIFY
 from channels.telegram.pacing import Pacer, sending_as

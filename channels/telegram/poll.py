@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from channels import inbox, messages, store
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
-from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
 from channels.telegram import (
     alerts,
     ended,
@@ -39,6 +38,7 @@ from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.deliverer import Deliverer
 from channels.telegram.effect_kinds import EFFECT_TYPES, URGENT_TYPES
+from channels.telegram.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
 from channels.telegram.identity import Channel
 from channels.telegram.ignored import Ignored, ignored
 from channels.telegram.outbound import LEASE_MARGIN_S, Outbound

@@ -16,10 +16,10 @@ import apsw
 
 from channels import messages
 from channels.decisions import records, views
-from channels.failures import Failure
 from channels.messages import MessageStatus, Purpose
 from channels.telegram import giving_up, outcomes
 from channels.telegram.buttons import settled_keyboard
+from channels.telegram.failures import Failure
 from channels.telegram.identity import Channel
 from channels.telegram.plans import Settlement
 from channels.telegram.sent import cards_and_recipients
