@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-import struct
 
 __all__ = [
-    "TERMINAL_CONTROL_RE", "from_units", "has_control_character", "is_blank",
-    "operator_safe_text", "to_units", "utf16_len",
+    "TERMINAL_CONTROL_RE", "has_control_character", "is_blank", "operator_safe_text",
+    "utf16_len",
 ]
 
 
@@ -21,25 +20,10 @@ _CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
 
 TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
-_NON_BMP_RE = re.compile("[\U00010000-\U0010ffff]")
-
 
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units (JavaScript `.length`)."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def to_units(text: str) -> str:
-    """A string with one character per UTF-16 code unit, so slicing behaves as in JavaScript."""
-    if _NON_BMP_RE.search(text) is None:
-        return text
-    data = text.encode("utf-16-le", "surrogatepass")
-    return "".join(map(chr, struct.unpack(f"<{len(data) // 2}H", data)))
-
-
-def from_units(units: str) -> str:
-    """Undo `to_units`: rejoin surrogate pairs into single characters."""
-    return units.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def is_blank(text: str) -> bool:
