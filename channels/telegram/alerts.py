@@ -298,8 +298,8 @@ def _notification_conditions(conn: apsw.Connection, channel_id: str,
         since = int(entry["since"])
         if effect.status.value == "ambiguous":
             recipients = [str(r) for r in payload.get("recipients", [])]
-            unknown = sorted({p.recipient_index for p in messages.parts(
-                conn, notifying.message_of(channel_id, payload)) if p.is_intent})
+            unknown = sorted({p.recipient_index for p in messages.Message(
+                notifying.message_of(channel_id, payload)).parts(conn) if p.is_intent})
             found[f"ambiguous:{n.notification_id}"] = ("ambiguous", since, {
                 **base, "chats": [recipients[r] for r in unknown if r < len(recipients)]})
         from channels.notifications import views as notification_views  # only with a trouble

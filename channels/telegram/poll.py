@@ -306,11 +306,11 @@ class ChannelPoll:
         now, channel_id = self._now(), self.channel.channel_id
         for effect in self._abandoned(conn):
             written = reservations.messages_of_effect(conn, channel_id, effect)
-            maybe_sent = [m for m in written if messages.message_has_intents(conn, m)]
+            maybe_sent = [m for m in written if m.has_intents(conn)]
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
             notifying.interrupted(conn, self.lease, channel_id, effect, bool(maybe_sent), now)
-            for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
-                messages.set_message_status(conn, message_id, _AMBIGUOUS, now)
+            for message in maybe_sent:  # surfaces agree: the message is ambiguous too
+                message.set_status(conn, _AMBIGUOUS, now)
 
     def _due_deliveries(self, conn: Any) -> bool:
         return bool(effects.list_due(conn, (reservations.DELIVER,), self._now(),

@@ -301,8 +301,13 @@ def failed_deliveries(conn: apsw.Connection, channel: Channel) -> list[str]:
 
 
 def messages_of_effect(conn: apsw.Connection, channel_id: str,
-                       effect: effects.Effect) -> list[str]:
+                       effect: effects.Effect) -> list[messages.Message]:
     """The channel messages an effect writes (to check for intent rows)."""
+    return [messages.Message(m) for m in _message_ids_of_effect(conn, channel_id, effect)]
+
+
+def _message_ids_of_effect(conn: apsw.Connection, channel_id: str,
+                           effect: effects.Effect) -> list[str]:
     p = effects.payload(conn, effect)
     if effect.effect_type == notifying.NOTIFY:
         return [notifying.message_of(channel_id, p)]
@@ -344,5 +349,6 @@ def ambiguous_chats(conn: apsw.Connection, channel_id: str, decision_id: str,
     payload = effects.payload(conn, mine[-1])
     recipients = [str(r) for r in payload.get("recipients", [])]
     message_id = delivery_message_id(channel_id, decision_id, payload)
-    unknown = sorted({p.recipient_index for p in messages.parts(conn, message_id) if p.is_intent})
+    unknown = sorted({p.recipient_index for p in messages.Message(message_id).parts(conn)
+                      if p.is_intent})
     return [recipients[r] for r in unknown if r < len(recipients)]
