@@ -79,8 +79,8 @@ def _note_trouble(conn: apsw.Connection, lease: Lease, channel_id: str, effect_i
     kept = [e for e in troubles(conn, channel_id, now) if e.get("effectId") != effect_id]
     value = json.dumps([*kept, {"effectId": effect_id, "since": now}][-_MAX_TROUBLES:],
                        separators=(",", ":"))
-    write = store.set_cursor if channel_lease else store.set_cursor_for_effect
-    write(conn, lease, channel_id, _TROUBLE_CURSOR, value, now)
+    store.set_cursor(conn, lease, channel_id, _TROUBLE_CURSOR, value, now,
+                     by_effect=not channel_lease)
 
 
 def interrupted(conn: apsw.Connection, lease: Lease, channel_id: str, effect: Effect,

@@ -178,8 +178,8 @@ class ChannelPoll:
         now = self._now()
         store.ensure_channel(conn, self.channel.channel_id, store.AdapterType.TELEGRAM,
                              self.channel.profile.name, now)
-        return store.claim_or_take_over(conn, self.channel.channel_id, self.owner_id, now,
-                                        self.db.entropy, workflows.owner_process_gone)
+        return store.claim(conn, self.channel.channel_id, self.owner_id, now, self.db.entropy,
+                           owner_gone=workflows.owner_process_gone)
 
     def _release(self) -> None:
         """Release the lease; its event records the pass state the alerts are derived from."""

@@ -16,7 +16,7 @@ from channels.messages import Purpose
 from channels.telegram import notifying, reminders
 from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
-from state import effects
+from state import effects, resources
 from state.effects import OwnerScope
 from state.exit_codes import ExitCode
 from state.leases import Lease
@@ -89,8 +89,19 @@ def reserve_deliveries(
         )
         reserved.append(reservation.effect_id)
     if reserved:
-        store.record_reservations(conn, lease, channel.channel_id, reserved, now)
+        _record_reservations(conn, lease, channel.channel_id, reserved, now)
     return reserved
+
+
+def _record_reservations(conn: apsw.Connection, lease: Lease, channel_id: str,
+                         effect_ids: list[str], now: int) -> None:
+    """One channel event records the effects its owner reserved in this transaction (each
+    starts at revision 0, as a follow-up does): one event for a pass's new deliveries, not
+    one per delivery."""
+    store.verify(conn, lease, channel_id, now)
+    resources.bump_current(conn, store.channel_resource(channel_id), "channel.effects_reserved",
+                           lease.actor, now, payload={"effects": sorted(effect_ids)},
+                           lease_generation=lease.generation)
 
 
 def reserve_resend(
