@@ -119,9 +119,8 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
         follow_ups.apply_continue_locally(conn, decision_id, handle.run.lease, now)
         leases.release(conn, handle.run.lease, now)
     inbox.ingest(conn, channel_lease, channel.channel_id, events, now)
-    for event in events:
-        inbox.mark_processed(conn, channel.channel_id, event.external_event_id,
-                             {"result": "won"}, now)
+    for row in inbox.unprocessed(conn, channel.channel_id, len(events)):
+        row.mark_processed(conn, {"result": "won"}, now)
     leases.release(conn, channel_lease, now)
 
 

@@ -71,7 +71,7 @@ def process(
         extra = {k: v for k, v in row.payload.items() if k != "kind"}
         kind = str(row.payload.get("kind", "unsupported"))
         processed = Processed({**ignored(kind), **extra})
-    inbox.mark_processed(conn, channel.channel_id, row.external_event_id, processed.result, now)
+    row.mark_processed(conn, processed.result, now)
     return processed
 
 

@@ -471,7 +471,7 @@ class ChannelPoll:
             Failure(f"update {row.external_event_id}: {found.line}", found.exit_code,
                     found.internal))
         result = {**ignored(Ignored.ERROR), "message": found.line[:200]}
-        inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id, result, now)
+        row.mark_processed(conn, result, now)
         from channels.telegram import inbound  # loaded by _process_batch already
         return inbound.failed(row, result)
 
