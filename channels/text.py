@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
-    "TERMINAL_CONTROL_RE", "has_control_character", "is_blank", "operator_safe_text",
-    "utf16_len",
+    "has_control_character", "is_blank", "operator_safe_text", "utf16_len",
 ]
 
 
@@ -18,7 +17,7 @@ _JS_WHITESPACE = frozenset(
 
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
 
-TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+_TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def utf16_len(text: str) -> int:
@@ -31,11 +30,12 @@ def is_blank(text: str) -> bool:
     return all(ch in _JS_WHITESPACE for ch in text)
 
 
-def has_control_character(text: str) -> bool:
-    """Whether `text` has a code point at or below 31, or 127."""
-    return _CONTROL_RE.search(text) is not None
+def has_control_character(text: str, *, multiline: bool = False) -> bool:
+    """Whether `text` has a code point at or below 31, or 127 (`multiline`: TAB and LF are
+    text, not control characters)."""
+    return (_TERMINAL_CONTROL_RE if multiline else _CONTROL_RE).search(text) is not None
 
 
 def operator_safe_text(text: str) -> str:
     """Line ends to LF and terminal control characters to U+FFFD (TAB, LF and C1 kept)."""
-    return TERMINAL_CONTROL_RE.sub("\ufffd", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return _TERMINAL_CONTROL_RE.sub("\ufffd", text.replace("\r\n", "\n").replace("\r", "\n"))
