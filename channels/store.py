@@ -1,4 +1,4 @@
-"""The `channels`, `channel_cursors` and provider-error records every channel shares.
+"""The `channels` and `channel_cursors` records every channel shares.
 
 Each channel is a `channel` resource with its own lease; every write re-checks that lease
 inside the caller's transaction.
@@ -9,11 +9,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
 
 import apsw
 
-from state import blobs, leases, resources
+from state import leases, resources
 from state.clock import Entropy
 from state.errors import WriteRejected
 from state.leases import Lease, OwnerType
@@ -21,8 +20,7 @@ from state.resources import ResourceType
 
 __all__ = [
     "AdapterType", "advance_numeric_cursor", "all_channels", "channel_resource", "channel_row",
-    "claim", "cursor", "ensure_channel", "hex40", "last_provider_error", "record_provider_error",
-    "set_cursor", "telegram_channel_id", "verify",
+    "claim", "cursor", "ensure_channel", "hex40", "set_cursor", "telegram_channel_id", "verify",
 ]
 
 
@@ -141,24 +139,3 @@ def all_channels(conn: apsw.Connection) -> list[tuple[str, AdapterType, str]]:
     return [(str(a), AdapterType(b), str(c)) for a, b, c in conn.execute(
         "SELECT channel_id, adapter_type, profile_key FROM channels ORDER BY adapter_type,"
         " profile_key")]
-
-
-def record_provider_error(
-    conn: apsw.Connection, lease: Lease, channel_id: str, error: dict[str, Any], now: int
-) -> None:
-    """Keep the last provider error as a channel event (codes and descriptions, no ids)."""
-    verify(conn, lease, channel_id, now)
-    resources.bump_current(conn, channel_resource(channel_id), "channel.provider_error",
-                           lease.actor, now, payload=error, lease_generation=lease.generation)
-
-
-def last_provider_error(conn: apsw.Connection, channel_id: str) -> dict[str, Any] | None:
-    """The most recent recorded provider error, with its time."""
-    row = conn.execute(
-        "SELECT payload_hash, recorded_at FROM events WHERE resource_id = ?"
-        " AND event_type = 'channel.provider_error' ORDER BY resource_revision DESC LIMIT 1",
-        (channel_resource(channel_id),),
-    ).fetchone()
-    if row is None or row[0] is None:
-        return None
-    return {**blobs.get_json(conn, bytes(row[0])), "at": row[1]}

@@ -246,7 +246,7 @@ class ChannelPoll:
             last = self.report.errors[-1]
             self._renew()
             lease = self.lease
-            self.db.write(lambda c: store.record_provider_error(
+            self.db.write(lambda c: alerts.record_provider_error(
                 c, lease, self.channel.channel_id, last, self._now()))
 
     def _held(self, key: str, hold: holds.Hold) -> None:
