@@ -94,11 +94,11 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
                                           effects.scoped_key(channel.channel_id))
         attempt = effects.begin_attempt(conn, effect_id, OwnerType.CHANNEL, owner, now, db.entropy)
         message_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY, decision_id)
-        messages.ensure_message(conn, message_id, channel.channel_id, decision_id, Purpose.DELIVERY,
-                                "decision", now)
-        messages.write_part_intent(conn, message_id, 0, 0, "decision", now)
-        messages.confirm_part(conn, message_id, 0, 0, chat, ref)
-        messages.set_message_status(conn, message_id, MessageStatus.CONFIRMED, now)
+        card = messages.ensure_message(conn, message_id, channel.channel_id, decision_id,
+                                       Purpose.DELIVERY, "decision", now)
+        card.write_intent(conn, 0, 0, "decision", now)
+        card.confirm(conn, 0, 0, chat, ref)
+        card.set_status(conn, MessageStatus.CONFIRMED, now)
         effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now,
                                result={"recipients": []})
         events.append(inbox.InboundEvent(f"u{ref}", "callback", {"callbackId": f"c{ref}"}))
@@ -110,18 +110,17 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
                                        effects.scoped_key(channel.channel_id))
         attempt = effects.begin_attempt(conn, settle, OwnerType.CHANNEL, owner, now, db.entropy)
         outcome = messages.message_id_for(channel.channel_id, Purpose.SETTLEMENT, decision_id)
-        messages.ensure_message(conn, outcome, channel.channel_id, decision_id, Purpose.SETTLEMENT,
-                                "Accepted: Continue", now)
-        messages.write_part_intent(conn, outcome, 0, 0, "Accepted: Continue", now)
-        messages.confirm_part(conn, outcome, 0, 0, chat, str(first_ref + 2 * k + 1))
-        messages.set_message_status(conn, outcome, MessageStatus.CONFIRMED, now)
+        post = messages.ensure_message(conn, outcome, channel.channel_id, decision_id,
+                                       Purpose.SETTLEMENT, "Accepted: Continue", now)
+        post.write_intent(conn, 0, 0, "Accepted: Continue", now)
+        post.confirm(conn, 0, 0, chat, str(first_ref + 2 * k + 1))
+        post.set_status(conn, MessageStatus.CONFIRMED, now)
         effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now)
         follow_ups.apply_continue_locally(conn, decision_id, handle.run.lease, now)
         leases.release(conn, handle.run.lease, now)
     inbox.ingest(conn, channel_lease, channel.channel_id, events, now)
-    for event in events:
-        inbox.mark_processed(conn, channel.channel_id, event.external_event_id,
-                             {"result": "won"}, now)
+    for row in inbox.unprocessed(conn, channel.channel_id, len(events)):
+        row.mark_processed(conn, {"result": "won"}, now)
     leases.release(conn, channel_lease, now)
 
 

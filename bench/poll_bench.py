@@ -67,7 +67,7 @@ from channels.config.model import TelegramProfile
 from channels.decisions import workflows
 from channels.telegram import poll
 from channels.telegram.outbound import Outbound
-from channels.transport import BotApi
+from channels.telegram.transport import BotApi
 from state.database import Database
 
 PARSER_ONLY = [sys.executable, "-c", "from adapters.cli.main import build_parser; build_parser()"]

@@ -3,13 +3,12 @@
 Subpackages hold one capability each (`decisions`, `telegram`, `pi`, `config`, `gate`,
 `notifications`, and `reports`: the status report, its health check and the approval audit);
 the modules at this level are what every channel shares: the channel and cursor records
-(`store`), the inbox, messages and their parts, the Bot API seam (`transport`), text
-measurement, errors and failing alone (`failures`).
+(`store`), the inbox, messages and their parts, text measurement and errors.
 Imports point down only: `channels` uses `state`, never `adapters`."""
 
 __all__ = [
-    "PIW_CHANNELS_PACKAGE", "config", "decisions", "errors", "failures", "gate", "notifications",
-    "pi", "reports", "store", "telegram", "transport",
+    "PIW_CHANNELS_PACKAGE", "config", "decisions", "errors", "gate", "notifications",
+    "pi", "reports", "store", "telegram",
 ]
 
 

@@ -20,7 +20,7 @@ from state.leases import Lease
 
 __all__ = [
     "EventType", "InboundEvent", "InboxRow", "get_inbox", "inbox_counts", "inbox_result",
-    "ingest", "mark_processed", "unprocessed",
+    "ingest", "unprocessed",
 ]
 
 
@@ -44,7 +44,7 @@ class InboundEvent:
 
 @dataclass(frozen=True, slots=True)
 class InboxRow:
-    """An inbox row with its payload."""
+    """An inbox row with its payload (and, once processed, its result)."""
 
     channel_id: str
     external_event_id: str
@@ -52,6 +52,19 @@ class InboxRow:
     payload: dict[str, Any]
     received_at: int
     processed_at: int | None
+    result: Any = None
+
+    def mark_processed(self, conn: apsw.Connection, result: dict[str, Any], now: int) -> None:
+        """Record the result; a row is processed exactly once."""
+        conn.execute(
+            "UPDATE channel_inbox SET processed_at = :now, result_hash = :result"
+            " WHERE channel_id = :c AND external_event_id = :e AND processed_at IS NULL",
+            {"now": now, "result": blobs.put_json(conn, result, now), "c": self.channel_id,
+             "e": self.external_event_id},
+        )
+        if conn.changes() != 1:
+            raise WriteRejected(
+                f"inbox event {self.external_event_id} is already processed or unknown")
 
 
 def ingest(
@@ -99,12 +112,14 @@ def unprocessed(conn: apsw.Connection, channel_id: str, limit: int = 1000) -> li
 
 
 _INBOX_COLUMNS = (
-    "channel_id, external_event_id, event_type, payload_hash, received_at, processed_at"
+    "channel_id, external_event_id, event_type, payload_hash, received_at, processed_at,"
+    " result_hash"
 )
 
 
 def _inbox_row(conn: apsw.Connection, r: Any) -> InboxRow:
-    return InboxRow(r[0], r[1], r[2], blobs.get_json(conn, bytes(r[3])), r[4], r[5])
+    return InboxRow(r[0], r[1], r[2], blobs.get_json(conn, bytes(r[3])), r[4], r[5],
+                    None if r[6] is None else blobs.get_json(conn, bytes(r[6])))
 
 
 def get_inbox(conn: apsw.Connection, channel_id: str, external_event_id: str) -> InboxRow | None:
@@ -124,21 +139,6 @@ def inbox_result(conn: apsw.Connection, channel_id: str, external_event_id: str)
         (channel_id, external_event_id),
     ).get
     return None if h is None else blobs.get_json(conn, bytes(h))
-
-
-def mark_processed(
-    conn: apsw.Connection, channel_id: str, external_event_id: str, result: dict[str, Any],
-    now: int,
-) -> None:
-    """Record the result; a row is processed exactly once."""
-    conn.execute(
-        "UPDATE channel_inbox SET processed_at = :now, result_hash = :result"
-        " WHERE channel_id = :c AND external_event_id = :e AND processed_at IS NULL",
-        {"now": now, "result": blobs.put_json(conn, result, now), "c": channel_id,
-         "e": external_event_id},
-    )
-    if conn.changes() != 1:
-        raise WriteRejected(f"inbox event {external_event_id} is already processed or unknown")
 
 
 def inbox_counts(conn: apsw.Connection, channel_id: str) -> tuple[int, int]:

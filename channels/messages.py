@@ -18,11 +18,9 @@ from channels.store import hex40
 from state import blobs
 
 __all__ = [
-    "ID_HEX", "MessageRow", "MessageStatus", "PartRow", "Purpose", "confirm_part",
-    "delivery_counts", "ensure_message", "find_message_by_part_ref", "find_message_by_ref",
-    "get_message", "message_has_intents", "message_id_for", "messages_for_decision", "parts",
-    "remove_part_intent", "set_message_status", "stored_id", "unconfirmed_text",
-    "write_part_intent",
+    "ID_HEX", "Message", "MessageRow", "MessageStatus", "Purpose", "delivery_counts",
+    "ensure_message", "find_message_by_part_ref", "find_message_by_ref", "get_message",
+    "message_id_for", "messages_for_decision",
 ]
 
 
@@ -43,7 +41,7 @@ class MessageStatus(StrEnum):
     AMBIGUOUS = "ambiguous"
 
 
-ID_HEX = 20  # 80 bits; earlier versions wrote 40 hex digits (see `stored_id`)
+ID_HEX = 20  # 80 bits; earlier versions wrote 40 hex digits (see `_stored_id`)
 
 
 def message_id_for(channel_id: str, purpose: Purpose, *parts: str) -> str:
@@ -52,7 +50,7 @@ def message_id_for(channel_id: str, purpose: Purpose, *parts: str) -> str:
     return f"{purpose}-" + hex40("\0".join([channel_id, *parts]))[:ID_HEX]
 
 
-def stored_id(conn: apsw.Connection, message_id: str) -> str:
+def _stored_id(conn: apsw.Connection, message_id: str) -> str:
     """The id a message is stored under: `message_id` itself, or the id an earlier version
     gave the same message, which begins with it (the same digest, 40 hex digits long); a
     message not stored yet keeps `message_id`. Every function here takes either and finds the
@@ -76,30 +74,13 @@ def stored_id(conn: apsw.Connection, message_id: str) -> str:
     return str(found)
 
 
-# The ids `stored_id` found, per connection (bounded: a long `poll --for` sees many messages).
+# The ids `_stored_id` found, per connection (bounded: a long `poll --for` sees many messages).
 _STORED: weakref.WeakKeyDictionary[apsw.Connection, dict[str, str]] = weakref.WeakKeyDictionary()
 _STORED_MAX = 4096
 
 
 @dataclass(frozen=True, slots=True)
-class MessageRow:
-    """A channel message (delivery, prompt or settlement)."""
-
-    message_id: str
-    channel_id: str
-    decision_id: str | None
-    purpose: Purpose
-    status: MessageStatus
-    conversation_ref: str | None
-    message_ref: str | None
-
-    @classmethod
-    def from_row(cls, r: Sequence[Any]) -> MessageRow:
-        return cls(r[0], r[1], r[2], Purpose(r[3]), MessageStatus(r[4]), r[5], r[6])
-
-
-@dataclass(frozen=True, slots=True)
-class PartRow:
+class _PartRow:
     """One part to one recipient; refs are None while it is only an intent."""
 
     message_id: str
@@ -113,6 +94,100 @@ class PartRow:
         return self.message_ref is None
 
 
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A channel message by its id (a deterministic `message_id_for`, or a stored row's): its
+    parts, written as intents before their sends and confirmed after, and its status. Each
+    method finds the row under the id an earlier version gave it too (`_stored_id`)."""
+
+    message_id: str
+
+    def stored_id(self, conn: apsw.Connection) -> str:
+        """The id this message is stored under (see `_stored_id`)."""
+        return _stored_id(conn, self.message_id)
+
+    def parts(self, conn: apsw.Connection) -> list[_PartRow]:
+        """All part rows of the message, by recipient then part."""
+        rows = conn.execute(
+            "SELECT message_id, recipient_index, part_index, external_conversation_ref,"
+            " external_message_ref FROM channel_message_parts WHERE message_id = ?"
+            " ORDER BY recipient_index, part_index",
+            (self.stored_id(conn),),
+        )
+        return [_PartRow(*r) for r in rows]
+
+    def placed_parts(self, conn: apsw.Connection) -> dict[tuple[int, int], _PartRow]:
+        """The part rows by (recipient, part): what a send looks up before each part."""
+        return {(p.recipient_index, p.part_index): p for p in self.parts(conn)}
+
+    def has_intents(self, conn: apsw.Connection) -> bool:
+        """Whether any part of the message is an unconfirmed intent (maybe sent)."""
+        return any(p.is_intent for p in self.parts(conn))
+
+    def write_intent(self, conn: apsw.Connection, recipient: int, part: int, text: str,
+                     now: int) -> None:
+        """A part's intent row, committed before its send."""
+        conn.execute(
+            "INSERT INTO channel_message_parts (message_id, recipient_index, part_index,"
+            " content_hash) VALUES (?, ?, ?, ?)",
+            (self.stored_id(conn), recipient, part, blobs.put_text(conn, text, now)),
+        )
+
+    def confirm(self, conn: apsw.Connection, recipient: int, part: int, conversation_ref: str,
+                message_ref: str) -> None:
+        """Record the provider references of a sent part (also used to reconcile one)."""
+        conn.execute(
+            "UPDATE channel_message_parts SET external_conversation_ref = ?,"
+            " external_message_ref = ? WHERE message_id = ? AND recipient_index = ?"
+            " AND part_index = ?",
+            (conversation_ref, message_ref, self.stored_id(conn), recipient, part),
+        )
+
+    def unsend(self, conn: apsw.Connection, recipient: int, part: int) -> None:
+        """The part's send provably did not happen: its intent goes, the part is unsent again."""
+        conn.execute(
+            "DELETE FROM channel_message_parts WHERE message_id = ? AND recipient_index = ?"
+            " AND part_index = ? AND external_message_ref IS NULL",
+            (self.stored_id(conn), recipient, part),
+        )
+
+    def set_status(self, conn: apsw.Connection, status: MessageStatus, now: int, *,
+                   conversation_ref: str | None = None, message_ref: str | None = None) -> None:
+        """Move the message to a new status (refs are kept when not given)."""
+        conn.execute(
+            "UPDATE channel_messages SET status = :status, updated_at = :now,"
+            " external_conversation_ref = coalesce(:conv, external_conversation_ref),"
+            " external_message_ref = coalesce(:msg, external_message_ref) WHERE message_id = :id",
+            {"status": status, "now": now, "conv": conversation_ref, "msg": message_ref,
+             "id": self.stored_id(conn)},
+        )
+
+    def unconfirmed_text(self, conn: apsw.Connection) -> str | None:
+        """The text of a single-part message whose part is still an intent (else None)."""
+        row = conn.execute(
+            "SELECT m.content_hash FROM channel_messages m JOIN channel_message_parts p"
+            " USING (message_id) WHERE m.message_id = ? AND p.external_message_ref IS NULL",
+            (self.stored_id(conn),),
+        ).fetchone()
+        return None if row is None else blobs.get_text(conn, bytes(row[0]))
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow(Message):
+    """A channel message (delivery, prompt or settlement) as its row stands."""
+
+    channel_id: str
+    decision_id: str | None
+    purpose: Purpose
+    status: MessageStatus
+    conversation_ref: str | None
+    message_ref: str | None
+
+    @classmethod
+    def from_row(cls, r: Sequence[Any]) -> MessageRow:
+        return cls(r[0], r[1], r[2], Purpose(r[3]), MessageStatus(r[4]), r[5], r[6])
+
+
 def ensure_message(
     conn: apsw.Connection,
     message_id: str,
@@ -123,7 +198,7 @@ def ensure_message(
     now: int,
 ) -> MessageRow:
     """Create the message row (pending) if it does not exist; return it."""
-    message_id = stored_id(conn, message_id)
+    message_id = _stored_id(conn, message_id)
     conn.execute(
         "INSERT INTO channel_messages (message_id, channel_id, decision_id, purpose, content_hash,"
         " status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)"
@@ -137,80 +212,13 @@ def ensure_message(
 
 def get_message(conn: apsw.Connection, message_id: str) -> MessageRow | None:
     """One message row."""
-    message_id = stored_id(conn, message_id)
+    message_id = _stored_id(conn, message_id)
     r = conn.execute(
         "SELECT message_id, channel_id, decision_id, purpose, status, external_conversation_ref,"
         " external_message_ref FROM channel_messages WHERE message_id = ?",
         (message_id,),
     ).fetchone()
     return None if r is None else MessageRow.from_row(r)
-
-
-def set_message_status(
-    conn: apsw.Connection,
-    message_id: str,
-    status: MessageStatus,
-    now: int,
-    *,
-    conversation_ref: str | None = None,
-    message_ref: str | None = None,
-) -> None:
-    """Move a message to a new status (refs are kept when not given)."""
-    message_id = stored_id(conn, message_id)
-    conn.execute(
-        "UPDATE channel_messages SET status = :status, updated_at = :now,"
-        " external_conversation_ref = coalesce(:conv, external_conversation_ref),"
-        " external_message_ref = coalesce(:msg, external_message_ref) WHERE message_id = :id",
-        {"status": status, "now": now, "conv": conversation_ref, "msg": message_ref,
-         "id": message_id},
-    )
-
-
-def parts(conn: apsw.Connection, message_id: str) -> list[PartRow]:
-    """All part rows of a message, by recipient then part."""
-    message_id = stored_id(conn, message_id)
-    rows = conn.execute(
-        "SELECT message_id, recipient_index, part_index, external_conversation_ref,"
-        " external_message_ref FROM channel_message_parts WHERE message_id = ?"
-        " ORDER BY recipient_index, part_index",
-        (message_id,),
-    )
-    return [PartRow(*r) for r in rows]
-
-
-def write_part_intent(
-    conn: apsw.Connection, message_id: str, recipient: int, part: int, text: str, now: int
-) -> None:
-    """The intent row, committed before the send."""
-    message_id = stored_id(conn, message_id)
-    conn.execute(
-        "INSERT INTO channel_message_parts (message_id, recipient_index, part_index, content_hash)"
-        " VALUES (?, ?, ?, ?)",
-        (message_id, recipient, part, blobs.put_text(conn, text, now)),
-    )
-
-
-def confirm_part(
-    conn: apsw.Connection, message_id: str, recipient: int, part: int, conversation_ref: str,
-    message_ref: str,
-) -> None:
-    """Record the provider references of a sent part (also used to reconcile one)."""
-    message_id = stored_id(conn, message_id)
-    conn.execute(
-        "UPDATE channel_message_parts SET external_conversation_ref = ?, external_message_ref = ?"
-        " WHERE message_id = ? AND recipient_index = ? AND part_index = ?",
-        (conversation_ref, message_ref, message_id, recipient, part),
-    )
-
-
-def remove_part_intent(conn: apsw.Connection, message_id: str, recipient: int, part: int) -> None:
-    """The send provably did not happen: the part is unsent again."""
-    message_id = stored_id(conn, message_id)
-    conn.execute(
-        "DELETE FROM channel_message_parts WHERE message_id = ? AND recipient_index = ?"
-        " AND part_index = ? AND external_message_ref IS NULL",
-        (message_id, recipient, part),
-    )
 
 
 def messages_for_decision(
@@ -263,19 +271,3 @@ def delivery_counts(conn: apsw.Connection, channel_id: str) -> dict[str, int]:
     return {str(s): int(n) for s, n in conn.execute(
         "SELECT status, count(*) FROM channel_messages WHERE channel_id = ?"
         " AND purpose = 'delivery' GROUP BY status", (channel_id,))}
-
-
-def unconfirmed_text(conn: apsw.Connection, message_id: str) -> str | None:
-    """The text of a single-part message whose part is still an intent (else None)."""
-    message_id = stored_id(conn, message_id)
-    row = conn.execute(
-        "SELECT m.content_hash FROM channel_messages m JOIN channel_message_parts p"
-        " USING (message_id) WHERE m.message_id = ? AND p.external_message_ref IS NULL",
-        (message_id,),
-    ).fetchone()
-    return None if row is None else blobs.get_text(conn, bytes(row[0]))
-
-
-def message_has_intents(conn: apsw.Connection, message_id: str) -> bool:
-    """Whether any part of the message is an unconfirmed intent (maybe sent)."""
-    return any(p.is_intent for p in parts(conn, message_id))

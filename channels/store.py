@@ -1,4 +1,4 @@
-"""The `channels`, `channel_cursors` and provider-error records every channel shares.
+"""The `channels` and `channel_cursors` records every channel shares.
 
 Each channel is a `channel` resource with its own lease; every write re-checks that lease
 inside the caller's transaction.
@@ -9,11 +9,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
 
 import apsw
 
-from state import blobs, leases, resources
+from state import leases, resources
 from state.clock import Entropy
 from state.errors import WriteRejected
 from state.leases import Lease, OwnerType
@@ -21,9 +20,7 @@ from state.resources import ResourceType
 
 __all__ = [
     "AdapterType", "advance_numeric_cursor", "all_channels", "channel_resource", "channel_row",
-    "claim", "claim_or_take_over", "cursor", "ensure_channel", "hex40", "last_provider_error",
-    "record_provider_error", "record_reservations", "set_cursor", "set_cursor_for_effect",
-    "telegram_channel_id", "verify",
+    "claim", "cursor", "ensure_channel", "hex40", "set_cursor", "telegram_channel_id", "verify",
 ]
 
 
@@ -66,26 +63,20 @@ def ensure_channel(
 
 
 def claim(
-    conn: apsw.Connection, channel_id: str, owner_id: str, now: int, entropy: Entropy
+    conn: apsw.Connection, channel_id: str, owner_id: str, now: int, entropy: Entropy, *,
+    owner_gone: Callable[[str], bool] | None = None,
 ) -> Lease:
-    """Claim the channel lease (LeaseHeld when a live owner has it)."""
-    return leases.claim(conn, channel_resource(channel_id), OwnerType.CHANNEL, owner_id, now,
-                        entropy)
-
-
-def claim_or_take_over(
-    conn: apsw.Connection, channel_id: str, owner_id: str, now: int, entropy: Entropy,
-    owner_gone: Callable[[str], bool],
-) -> Lease:
-    """Claim the channel lease, taking it over at once from a live-looking owner whose process
-    is gone (a killed poller cannot release it; waiting out its expiry, or an hour after the
-    clock stepped back, would stop the channel). LeaseHeld when a live owner has it."""
+    """Claim the channel lease (LeaseHeld when a live owner has it). With `owner_gone`, a
+    live-looking owner whose process is gone is taken over at once (a killed poller cannot
+    release it; waiting out its expiry, or an hour after the clock stepped back, would stop
+    the channel)."""
     resource = channel_resource(channel_id)
-    held = leases.read(conn, resource)
-    if held is not None and held.is_live(now) and held.owner_id and owner_gone(held.owner_id):
-        return leases.take_over(conn, resource, held.owner_id, OwnerType.CHANNEL, owner_id, now,
-                                entropy)
-    return claim(conn, channel_id, owner_id, now, entropy)
+    if owner_gone is not None:
+        held = leases.read(conn, resource)
+        if held is not None and held.is_live(now) and held.owner_id and owner_gone(held.owner_id):
+            return leases.take_over(conn, resource, held.owner_id, OwnerType.CHANNEL, owner_id,
+                                    now, entropy)
+    return leases.claim(conn, resource, OwnerType.CHANNEL, owner_id, now, entropy)
 
 
 def verify(conn: apsw.Connection, lease: Lease, channel_id: str, now: int) -> None:
@@ -111,31 +102,23 @@ def advance_numeric_cursor(
     current = cursor(conn, channel_id, key)
     if current is not None and int(current) >= value:
         return
-    conn.execute(
-        "INSERT INTO channel_cursors (channel_id, cursor_key, cursor_value, updated_at)"
-        " VALUES (:c, :k, :v, :now) ON CONFLICT (channel_id, cursor_key)"
-        " DO UPDATE SET cursor_value = excluded.cursor_value, updated_at = excluded.updated_at",
-        {"c": channel_id, "k": key, "v": str(value), "now": now},
-    )
+    _write_cursor(conn, channel_id, key, str(value), now)
 
 
 def set_cursor(conn: apsw.Connection, lease: Lease, channel_id: str, key: str, value: str,
-               now: int) -> None:
-    """Set a non-numeric cursor (owner only)."""
-    verify(conn, lease, channel_id, now)
-    conn.execute(
-        "INSERT INTO channel_cursors (channel_id, cursor_key, cursor_value, updated_at)"
-        " VALUES (:c, :k, :v, :now) ON CONFLICT (channel_id, cursor_key)"
-        " DO UPDATE SET cursor_value = excluded.cursor_value, updated_at = excluded.updated_at",
-        {"c": channel_id, "k": key, "v": value, "now": now},
-    )
+               now: int, *, by_effect: bool = False) -> None:
+    """Set a non-numeric cursor: the channel's owner only, or, `by_effect`, under the live
+    lease of one of the channel's effect attempts (what the attempt found is recorded by the
+    one applying it)."""
+    if by_effect:
+        leases.verify(conn, lease, now)
+    else:
+        verify(conn, lease, channel_id, now)
+    _write_cursor(conn, channel_id, key, value, now)
 
 
-def set_cursor_for_effect(conn: apsw.Connection, lease: Lease, channel_id: str, key: str,
-                          value: str, now: int) -> None:
-    """Set a non-numeric cursor under the live lease of one of the channel's effect attempts
-    (what the attempt found is recorded by the one applying it)."""
-    leases.verify(conn, lease, now)
+def _write_cursor(conn: apsw.Connection, channel_id: str, key: str, value: str,
+                  now: int) -> None:
     conn.execute(
         "INSERT INTO channel_cursors (channel_id, cursor_key, cursor_value, updated_at)"
         " VALUES (:c, :k, :v, :now) ON CONFLICT (channel_id, cursor_key)"
@@ -156,35 +139,3 @@ def all_channels(conn: apsw.Connection) -> list[tuple[str, AdapterType, str]]:
     return [(str(a), AdapterType(b), str(c)) for a, b, c in conn.execute(
         "SELECT channel_id, adapter_type, profile_key FROM channels ORDER BY adapter_type,"
         " profile_key")]
-
-
-def record_provider_error(
-    conn: apsw.Connection, lease: Lease, channel_id: str, error: dict[str, Any], now: int
-) -> None:
-    """Keep the last provider error as a channel event (codes and descriptions, no ids)."""
-    verify(conn, lease, channel_id, now)
-    resources.bump_current(conn, channel_resource(channel_id), "channel.provider_error",
-                           lease.actor, now, payload=error, lease_generation=lease.generation)
-
-
-def record_reservations(conn: apsw.Connection, lease: Lease, channel_id: str,
-                        effect_ids: list[str], now: int) -> None:
-    """One channel event records the effects its owner reserved in this transaction (each
-    starts at revision 0, as a follow-up does): one event for a pass's new deliveries, not
-    one per delivery."""
-    verify(conn, lease, channel_id, now)
-    resources.bump_current(conn, channel_resource(channel_id), "channel.effects_reserved",
-                           lease.actor, now, payload={"effects": sorted(effect_ids)},
-                           lease_generation=lease.generation)
-
-
-def last_provider_error(conn: apsw.Connection, channel_id: str) -> dict[str, Any] | None:
-    """The most recent recorded provider error, with its time."""
-    row = conn.execute(
-        "SELECT payload_hash, recorded_at FROM events WHERE resource_id = ?"
-        " AND event_type = 'channel.provider_error' ORDER BY resource_revision DESC LIMIT 1",
-        (channel_resource(channel_id),),
-    ).fetchone()
-    if row is None or row[0] is None:
-        return None
-    return {**blobs.get_json(conn, bytes(row[0])), "at": row[1]}

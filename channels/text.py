@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import re
-import struct
 
 __all__ = [
-    "TERMINAL_CONTROL_RE", "from_units", "has_control_character", "is_blank",
-    "operator_safe_text", "to_units", "utf16_len",
+    "has_control_character", "is_blank", "operator_safe_text", "utf16_len",
 ]
 
 
@@ -19,9 +17,7 @@ _JS_WHITESPACE = frozenset(
 
 _CONTROL_RE = re.compile("[\x00-\x1f\x7f]")
 
-TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
-
-_NON_BMP_RE = re.compile("[\U00010000-\U0010ffff]")
+_TERMINAL_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def utf16_len(text: str) -> int:
@@ -29,29 +25,17 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def to_units(text: str) -> str:
-    """A string with one character per UTF-16 code unit, so slicing behaves as in JavaScript."""
-    if _NON_BMP_RE.search(text) is None:
-        return text
-    data = text.encode("utf-16-le", "surrogatepass")
-    return "".join(map(chr, struct.unpack(f"<{len(data) // 2}H", data)))
-
-
-def from_units(units: str) -> str:
-    """Undo `to_units`: rejoin surrogate pairs into single characters."""
-    return units.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-
-
 def is_blank(text: str) -> bool:
     """Whether `text` is empty after JavaScript's `trim()`."""
     return all(ch in _JS_WHITESPACE for ch in text)
 
 
-def has_control_character(text: str) -> bool:
-    """Whether `text` has a code point at or below 31, or 127."""
-    return _CONTROL_RE.search(text) is not None
+def has_control_character(text: str, *, multiline: bool = False) -> bool:
+    """Whether `text` has a code point at or below 31, or 127 (`multiline`: TAB and LF are
+    text, not control characters)."""
+    return (_TERMINAL_CONTROL_RE if multiline else _CONTROL_RE).search(text) is not None
 
 
 def operator_safe_text(text: str) -> str:
     """Line ends to LF and terminal control characters to U+FFFD (TAB, LF and C1 kept)."""
-    return TERMINAL_CONTROL_RE.sub("\ufffd", text.replace("\r\n", "\n").replace("\r", "\n"))
+    return _TERMINAL_CONTROL_RE.sub("\ufffd", text.replace("\r\n", "\n").replace("\r", "\n"))

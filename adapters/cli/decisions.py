@@ -24,7 +24,7 @@ from channels.decisions.errors import DecisionRefused
 from channels.decisions.fields import NAME_PATTERN, NAME_RULE
 from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.resolution import Verdict
-from channels.failures import expiry_failure
+from channels.telegram.failures import expiry_failure
 from state.database import Database
 from state.errors import DatabaseMissing, StateError
 from state.exit_codes import ExitCode

@@ -23,11 +23,11 @@ from channels.config.loading import load_config, resolve_config_dir
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.failures import ExpiryFailures, expiry_failure
 from channels.telegram import config_failures, poll, reservations
 from channels.telegram.ended import PassStatus
+from channels.telegram.failures import ExpiryFailures, expiry_failure
 from channels.telegram.identity import Channel
-from channels.transport import BotApi
+from channels.telegram.transport import BotApi
 from state.database import Database
 from state.errors import StateError
 from state.exit_codes import ExitCode

@@ -24,7 +24,7 @@ import httpx
 
 from adapters.telegram.body import Scrub, load_body
 from adapters.telegram.http import PoolClosed
-from channels.transport import CallOutcome
+from channels.telegram.transport import CallOutcome
 
 __all__ = [
     "MAX_DESCRIPTION", "CallOutcome", "CallResult", "JSONDict", "classify_exception",

@@ -13,7 +13,6 @@ from typing import Any, Literal, TypeAlias, TypedDict, TypeVar
 from channels.decisions.deadline import dated_deadline_line
 from channels.decisions.errors import InvalidPresentation
 from channels.text import (
-    TERMINAL_CONTROL_RE,
     has_control_character,
     is_blank,
     operator_safe_text,
@@ -208,7 +207,7 @@ def _display_string(value: object, label: str) -> str:
 
 def _multiline_string(value: object, label: str) -> str:
     text = _normalize_string(value, label)
-    if TERMINAL_CONTROL_RE.search(text) is not None:
+    if has_control_character(text, multiline=True):
         raise InvalidPresentation(f"{label} contains a terminal control character")
     return text
 

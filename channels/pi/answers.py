@@ -196,12 +196,12 @@ def submit_answer(
     """
     inbound = inbox.InboundEvent(event.event_key, "answer", _inbox_payload(event))
     new = inbox.ingest(conn, lease, channel_id, [inbound], now)
-    if not new:
-        stored = inbox.inbox_result(conn, channel_id, event.event_key)
-        if stored is not None:
-            return AnswerReport.from_json(stored, duplicate=True)
+    row = inbox.get_inbox(conn, channel_id, event.event_key)
+    assert row is not None  # stored just now, or before
+    if not new and row.result is not None:
+        return AnswerReport.from_json(row.result, duplicate=True)
     report = _process(conn, event, now, config)
-    inbox.mark_processed(conn, channel_id, event.event_key, report.to_json(), now)
+    row.mark_processed(conn, report.to_json(), now)
     return report
 
 

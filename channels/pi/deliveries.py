@@ -128,8 +128,8 @@ def confirm_delivery(
     if message is None or message.channel_id != channel_id \
             or message.purpose is not Purpose.DELIVERY:
         raise WriteRejected(f"{message_id} is not a delivery of this Pi session")
-    messages.set_message_status(conn, message_id, MessageStatus.CONFIRMED, now,
-                                conversation_ref=session_id, message_ref=entry_id)
+    message.set_status(conn, MessageStatus.CONFIRMED, now, conversation_ref=session_id,
+                       message_ref=entry_id)
     confirmed = messages.delivery_counts(conn, channel_id).get("confirmed", 0)
     store.set_cursor(conn, lease, channel_id, DELIVERED_CURSOR, str(confirmed), now)
     return confirmed

@@ -89,7 +89,7 @@ def _channel(conn: apsw.Connection, channel_id: str, adapter: str, profile: str,
         if state == "held" and lease.owner_id and workflows.owner_process_gone(lease.owner_id):
             state = "dead"  # a killed poller: the next pass takes it over at once
     backlog, total = inbox.inbox_counts(conn, channel_id)
-    error = store.last_provider_error(conn, channel_id)
+    error = alerts.last_provider_error(conn, channel_id)
     # Session ids stay private: a Pi session is named by a few hex of its channel's hash,
     # enough to tell the lines apart.
     name = f"telegram:{profile}" if adapter == "telegram" else (

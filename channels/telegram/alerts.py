@@ -8,7 +8,8 @@ with when they were last reported). A healthy pass writes the same small payload
 so the blob is shared and a pass costs no row beyond what the lease contract already writes.
 
 Decision conditions (an ambiguous delivery, a refused recipient, a migrated group) are derived
-afresh on every pass from the channel's messages and delivery effects of open decisions.
+afresh on every pass from the channel's messages and delivery effects of open decisions. A
+pass's last Bot API error is a channel event of its own, for `status` to show.
 """
 
 from __future__ import annotations
@@ -25,18 +26,20 @@ from channels.notifications import records as notification_records
 from channels.telegram import config_failures, holds, notifying, reservations
 from channels.telegram.ended import PassStatus
 from channels.telegram.identity import Channel
-from state import blobs, effects
+from state import blobs, effects, resources
 from state.exit_codes import ExitCode
+from state.leases import Lease
 
 __all__ = [
     "DEFAULT_ALERT_AFTER_MS", "Alert", "AlertReport", "PassResult", "decision_conditions",
-    "last_pass", "settle",
+    "last_pass", "last_provider_error", "record_provider_error", "settle",
 ]
 
 
 _REPEAT_MS: Final = 3_600_000  # an ongoing condition is mentioned again after an hour
 DEFAULT_ALERT_AFTER_MS: Final = 600_000  # unreachable this long before cron hears of it
 _RELEASED: Final = "channel.lease_released"
+_PROVIDER_ERROR: Final = "channel.provider_error"
 
 _Kind = Literal["token", "conflict", "webhook", "unreachable", "ambiguous", "rejected",
                "migrated", "held", "pass", "failed", "expiry", "config"]
@@ -133,6 +136,26 @@ def last_pass(conn: apsw.Connection, channel_id: str) -> _PassState | None:
     last_ok = at if updates == "ok" else data.get("lastOkAt")
     alerts = {k: Alert.from_json(k, v) for k, v in (data.get("alerts") or {}).items()}
     return _PassState(at, updates, None if last_ok is None else int(last_ok), alerts)
+
+
+def record_provider_error(conn: apsw.Connection, lease: Lease, channel_id: str,
+                          error: dict[str, Any], now: int) -> None:
+    """Keep a pass's last Bot API error as a channel event (codes and descriptions, no ids)."""
+    store.verify(conn, lease, channel_id, now)
+    resources.bump_current(conn, store.channel_resource(channel_id), _PROVIDER_ERROR,
+                           lease.actor, now, payload=error, lease_generation=lease.generation)
+
+
+def last_provider_error(conn: apsw.Connection, channel_id: str) -> dict[str, Any] | None:
+    """The most recent recorded Bot API error, with its time (None on a Pi channel)."""
+    row = conn.execute(
+        "SELECT payload_hash, recorded_at FROM events WHERE resource_id = ?"
+        " AND event_type = ? ORDER BY resource_revision DESC LIMIT 1",
+        (store.channel_resource(channel_id), _PROVIDER_ERROR),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    return {**blobs.get_json(conn, bytes(row[0])), "at": row[1]}
 
 
 def settle(conn: apsw.Connection, channel: Channel, result: PassResult, now: int,
@@ -298,8 +321,8 @@ def _notification_conditions(conn: apsw.Connection, channel_id: str,
         since = int(entry["since"])
         if effect.status.value == "ambiguous":
             recipients = [str(r) for r in payload.get("recipients", [])]
-            unknown = sorted({p.recipient_index for p in messages.parts(
-                conn, notifying.message_of(channel_id, payload)) if p.is_intent})
+            unknown = sorted({p.recipient_index for p in messages.Message(
+                notifying.message_of(channel_id, payload)).parts(conn) if p.is_intent})
             found[f"ambiguous:{n.notification_id}"] = ("ambiguous", since, {
                 **base, "chats": [recipients[r] for r in unknown if r < len(recipients)]})
         from channels.notifications import views as notification_views  # only with a trouble

@@ -21,7 +21,8 @@ from channels.decisions.deadline import deadline_line
 from channels.decisions.errors import TooManyParts
 from channels.decisions.presentation import Block, fingerprint
 from channels.telegram.limits import MAX_TELEGRAM_PARTS, TELEGRAM_TEXT_LIMIT
-from channels.text import from_units, operator_safe_text, to_units
+from channels.telegram.units import from_units, to_units
+from channels.text import operator_safe_text
 
 __all__ = ["CardPart", "card_parts", "note_parts"]
 

@@ -20,7 +20,7 @@ from channels.decisions.presentation import fingerprint
 from channels.decisions.request import DecisionRequest
 from channels.pi import gating
 from channels.telegram.card import CardPart
-from channels.transport import BotApi, ProviderResult
+from channels.telegram.transport import BotApi, ProviderResult
 
 __all__ = ["Part", "attachment_of", "document_part", "send", "with_document"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from channels.transport import ProviderResult, describe
+from channels.telegram.transport import ProviderResult, describe
 
 __all__ = ["PassStatus", "conflict", "refused", "unconfirmable"]
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from channels import messages
-from channels.failures import Failure, failure
 from channels.messages import MessageStatus
+from channels.telegram.failures import Failure, failure
 from channels.telegram.reservations import messages_of_effect
 from channels.telegram.settle_rules import maybe_acted
-from channels.transport import CallOutcome, ProviderResult, describe
+from channels.telegram.transport import CallOutcome, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
@@ -34,10 +33,9 @@ def give_up(db: Database, channel_id: str, attempt: Attempt, exc: Exception,
     def settle(c: Any) -> None:
         now = db.clock.now_ms()
         written = messages_of_effect(c, channel_id, attempt.effect)
-        maybe_sent = [m for m in written if messages.message_has_intents(c, m)]
-        for message_id in written:
-            messages.set_message_status(
-                c, message_id, MessageStatus("ambiguous" if maybe_sent else "failed"), now)
+        maybe_sent = [m for m in written if m.has_intents(c)]
+        for message in written:
+            message.set_status(c, MessageStatus("ambiguous" if maybe_sent else "failed"), now)
         effects.finish_attempt(c, attempt,
                                AttemptOutcome("ambiguous" if maybe_sent else "rejected"), now,
                                error=error)

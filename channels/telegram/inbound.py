@@ -71,7 +71,7 @@ def process(
         extra = {k: v for k, v in row.payload.items() if k != "kind"}
         kind = str(row.payload.get("kind", "unsupported"))
         processed = Processed({**ignored(kind), **extra})
-    inbox.mark_processed(conn, channel.channel_id, row.external_event_id, processed.result, now)
+    row.mark_processed(conn, processed.result, now)
     return processed
 
 
@@ -242,8 +242,9 @@ def _reconcile(
     buttons) reached the chat with this decision's keyboard. When that message is one we never
     learned (its send response was lost, or an operator's resend replaced it), record its
     reference, so that settlement removes its keyboard like any other."""
-    message_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY, decision.decision_id)
-    if messages.get_message(conn, message_id) is None:
+    card = messages.get_message(conn, messages.message_id_for(
+        channel.channel_id, Purpose.DELIVERY, decision.decision_id))
+    if card is None:
         return
     recipients = delivery_recipients(conn, channel, decision)
     if chat not in recipients or _known(conn, channel, decision, chat, message_ref):
@@ -252,18 +253,18 @@ def _reconcile(
     texts = [part.text for part in card_parts(channel_request_document(decision.request), now)]
     # The keyboard's part is the last; an attached file is one part before it.
     last = len(texts) - (documents.attachment_of(decision.request) is None)
-    intents = [p for p in messages.parts(conn, message_id)
+    intents = [p for p in card.parts(conn)
                if (p.recipient_index, p.part_index) == (recipient, last) and p.is_intent]
     if intents:
-        messages.confirm_part(conn, message_id, recipient, last, chat, message_ref)
+        card.confirm(conn, recipient, last, chat, message_ref)
     else:  # a second copy of the last part: kept as a message of its own
         copy_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY,
                                           decision.decision_id, "copy", chat, message_ref)
-        messages.ensure_message(conn, copy_id, channel.channel_id, decision.decision_id,
-                                Purpose.DELIVERY, texts[-1], now)
-        messages.write_part_intent(conn, copy_id, recipient, last, texts[-1], now)
-        messages.confirm_part(conn, copy_id, recipient, last, chat, message_ref)
-        messages.set_message_status(conn, copy_id, MessageStatus.CONFIRMED, now)
+        copy = messages.ensure_message(conn, copy_id, channel.channel_id, decision.decision_id,
+                                       Purpose.DELIVERY, texts[-1], now)
+        copy.write_intent(conn, recipient, last, texts[-1], now)
+        copy.confirm(conn, recipient, last, chat, message_ref)
+        copy.set_status(conn, MessageStatus.CONFIRMED, now)
     _settle_again(conn, channel, decision, f"{chat}:{message_ref}", now, worker)
 
 
@@ -273,7 +274,7 @@ def _known(conn: apsw.Connection, channel: Channel, decision: records.StoredDeci
         (part.conversation_ref, part.message_ref) == (chat, message_ref)
         for message in messages.messages_for_decision(conn, channel.channel_id,
                                                       decision.decision_id, [Purpose.DELIVERY])
-        for part in messages.parts(conn, message.message_id))
+        for part in message.parts(conn))
 
 
 def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.StoredDecision,
@@ -392,12 +393,12 @@ def _reconcile_prompt(
     for decision_id in views.open_decision_ids(conn):
         decision = records.load(conn, decision_id)
         for message_id, _, prompted_chat in prompts(conn, channel.channel_id, decision):
-            if prompted_chat == chat and \
-                    messages.unconfirmed_text(conn, message_id) == p["replyToText"]:
+            prompt = messages.Message(message_id)
+            if prompted_chat == chat and prompt.unconfirmed_text(conn) == p["replyToText"]:
                 ref = str(p["replyTo"])
-                messages.confirm_part(conn, message_id, 0, 0, chat, ref)
-                messages.set_message_status(conn, message_id, MessageStatus.CONFIRMED, now,
-                                         conversation_ref=chat, message_ref=ref)
+                prompt.confirm(conn, 0, 0, chat, ref)
+                prompt.set_status(conn, MessageStatus.CONFIRMED, now, conversation_ref=chat,
+                                  message_ref=ref)
                 return messages.get_message(conn, message_id)
     return None
 
@@ -407,7 +408,7 @@ def _prompted_choice(conn: apsw.Connection, channel: Channel,
     """The text choice whose prompt `message_id` is (any presser's: a reply to another
     person's prompt answers too; the reply's own sender is the one checked and recorded)."""
     return next((choice for found, choice, _ in prompts(conn, channel.channel_id, decision)
-                 if messages.stored_id(conn, found) == message_id), None)
+                 if messages.Message(found).stored_id(conn) == message_id), None)
 
 
 def _outcome_result(outcome: Verdict) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from channels.config.loading import resolve_config_dir
 from channels.config.model import CHANNELS_FILE
-from channels.failures import Failure
+from channels.telegram.failures import Failure
 from channels.telegram.identity import Channel
 from channels.telegram.ignored import Ignored, ignored
 from state.exit_codes import ExitCode

@@ -29,7 +29,7 @@ from channels.notifications import records
 from channels.notifications.producing import TELEGRAM_NOTIFY
 from channels.telegram.identity import Channel
 from channels.telegram.settle_rules import maybe_acted, token_rejected
-from channels.transport import BotApi, CallOutcome, ProviderResult, describe
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
@@ -79,8 +79,8 @@ def _note_trouble(conn: apsw.Connection, lease: Lease, channel_id: str, effect_i
     kept = [e for e in troubles(conn, channel_id, now) if e.get("effectId") != effect_id]
     value = json.dumps([*kept, {"effectId": effect_id, "since": now}][-_MAX_TROUBLES:],
                        separators=(",", ":"))
-    write = store.set_cursor if channel_lease else store.set_cursor_for_effect
-    write(conn, lease, channel_id, _TROUBLE_CURSOR, value, now)
+    store.set_cursor(conn, lease, channel_id, _TROUBLE_CURSOR, value, now,
+                     by_effect=not channel_lease)
 
 
 def interrupted(conn: apsw.Connection, lease: Lease, channel_id: str, effect: Effect,
@@ -220,10 +220,10 @@ async def apply(out: _Outbound, attempt: Attempt) -> None:
         return
     parts = _render(payload, found.text, out.db.clock.now_ms())
     message_id = message_of(out.channel.channel_id, payload)
-    out.db.write(lambda c: messages.ensure_message(
+    message = out.db.write(lambda c: messages.ensure_message(
         c, message_id, out.channel.channel_id, None, Purpose.SETTLEMENT, parts[0].text,
         out.db.clock.now_ms()))
-    sender = _Sender(out, attempt, message_id, payload)
+    sender = _Sender(out, attempt, message, payload)
     if payload.get("type") == "final":
         await sender.result(parts)
     else:
@@ -241,9 +241,9 @@ def _finish(out: _Outbound, attempt: Attempt, outcome: effects.AttemptOutcome, *
 class _Sender:
     """The sends of one attempt, recipient by recipient."""
 
-    def __init__(self, out: _Outbound, attempt: Attempt, message_id: str,
+    def __init__(self, out: _Outbound, attempt: Attempt, message: messages.Message,
                  payload: dict[str, Any]) -> None:
-        self.out, self.attempt, self.message_id = out, attempt, message_id
+        self.out, self.attempt, self.message = out, attempt, message
         self.recipients = [str(r) for r in payload["recipients"]]
         self.run_id = str(payload["runId"])
 
@@ -253,14 +253,10 @@ class _Sender:
     def _until(self) -> float:
         return min(self.out.deadline(), self.attempt.lease.expires_at / 1000 - 5.0)
 
-    def _rows(self, message_id: str) -> dict[tuple[int, int], messages.PartRow]:
-        return {(p.recipient_index, p.part_index): p
-                for p in self.out.db.read(lambda c: messages.parts(c, message_id))}
-
     def _intent(self, r: int, index: int, text: str) -> None:
         def command(c: Any) -> Attempt:
             renewed = effects.renew_attempt(c, self.attempt, self._now())
-            messages.write_part_intent(c, self.message_id, r, index, text, self._now())
+            self.message.write_intent(c, r, index, text, self._now())
             return renewed
         self.attempt = self.out.db.write(command)
 
@@ -269,13 +265,12 @@ class _Sender:
         (not_sent and rate_limited end the attempt, to be tried again; rejected goes on)."""
         if res.outcome == CallOutcome.OK and res.message_id is not None:
             ref = str(res.message_id)
-            self.out.db.write(lambda c: messages.confirm_part(c, self.message_id, r, index, chat,
-                                                              ref))
+            self.out.db.write(lambda c: self.message.confirm(c, r, index, chat, ref))
             return "confirmed"
         self.out.errors.append({"method": "sendMessage", **describe(res)})
         if maybe_acted(res):
             return "ambiguous"
-        self.out.db.write(lambda c: messages.remove_part_intent(c, self.message_id, r, index))
+        self.out.db.write(lambda c: self.message.unsend(c, r, index))
         return self._retry(res) or "rejected"
 
     def _retry(self, res: ProviderResult) -> str | None:
@@ -305,7 +300,7 @@ class _Sender:
 
         def command(c: Any) -> None:
             now = self._now()
-            messages.set_message_status(c, self.message_id, status, now)
+            self.message.set_status(c, status, now)
             if unknown or refused:  # an alert, for a day (before the lease is cleared)
                 _note_trouble(c, self.attempt.lease, self.out.channel.channel_id,
                              self.attempt.effect.effect_id, now)
@@ -319,7 +314,7 @@ class _Sender:
         from channels.telegram.muting import muted_chats
 
         report: list[dict[str, Any]] = []
-        rows = self._rows(self.message_id)
+        rows = self.out.db.read(self.message.placed_parts)
         channel_id = self.out.channel.channel_id
         muted = self.out.db.read(lambda c: muted_chats(c, channel_id, self._now()))
         for r, chat in enumerate(self.recipients):
@@ -361,9 +356,10 @@ class _Sender:
     async def result(self, parts: list[CardPart]) -> None:
         """The final result to each chat, its first part replying to the chat's card."""
         cards = {r: row.message_ref for (r, index), row in
-                 self._rows(_status_card_id(self.out.channel.channel_id, self.run_id)).items()
+                 self.out.db.read(messages.Message(_status_card_id(
+                     self.out.channel.channel_id, self.run_id)).placed_parts).items()
                  if index == 0 and row.message_ref is not None}
-        rows = self._rows(self.message_id)
+        rows = self.out.db.read(self.message.placed_parts)
         report: list[dict[str, Any]] = []
         for r, chat in enumerate(self.recipients):
             status = "confirmed"

@@ -21,11 +21,11 @@ from channels.decisions import records
 from channels.decisions.errors import DecisionError
 from channels.decisions.presentation import fingerprint
 from channels.decisions.request import channel_request_document
-from channels.failures import Failure
 from channels.messages import MessageStatus, Purpose
 from channels.telegram import notifying, reactions, reminders
 from channels.telegram.buttons import ButtonIndex, keyboard
 from channels.telegram.effect_kinds import EFFECT_TYPES, LEVELS
+from channels.telegram.failures import Failure
 from channels.telegram.identity import Channel
 from channels.telegram.notifying import NOTIFY
 from channels.telegram.pacing import Pacer, sending_as
@@ -45,7 +45,7 @@ from channels.telegram.settle_rules import (
     maybe_acted,
     token_rejected,
 )
-from channels.transport import BotApi, CallOutcome, ProviderResult, describe
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects, leases
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
@@ -264,8 +264,8 @@ class Outbound:
             return
         delivered = sum(1 for s in report if s["status"] == "confirmed")
         message_status = messages.MessageStatus("confirmed" if delivered else "failed")
-        self.db.write(lambda c: messages.set_message_status(c, d.message_id, message_status,
-                                                          self._now()))
+        self.db.write(lambda c: messages.Message(d.message_id).set_status(c, message_status,
+                                                                          self._now()))
         outcome = effects.AttemptOutcome("applied" if delivered else "rejected")
         # The card is out; its first reminder is reserved once it is due (`due_reminders`).
         self.db.write(lambda c: effects.finish_attempt(c, attempt, outcome, self._now(),
@@ -276,8 +276,7 @@ class Outbound:
     ) -> tuple[dict[str, Any], Attempt]:
         from channels.telegram import documents
 
-        rows = {(p.recipient_index, p.part_index): p
-                for p in self.db.read(lambda c: messages.parts(c, d.message_id))}
+        rows = self.db.read(messages.Message(d.message_id).placed_parts)
         for index, part in enumerate(d.parts):
             row = rows.get((r, index))
             if row is not None and not row.is_intent:
@@ -298,7 +297,7 @@ class Outbound:
         def command(c: Any) -> Attempt:
             renewed = effects.renew_attempt(c, attempt, self._now())
             if new:
-                messages.write_part_intent(c, message_id, r, p, text, self._now())
+                messages.Message(message_id).write_intent(c, r, p, text, self._now())
             return renewed
         return self.db.write(command)
 
@@ -307,12 +306,12 @@ class Outbound:
         """Record one send; None to go on with the next part, else the recipient's status."""
         if res.outcome == CallOutcome.OK and res.message_id is not None:
             ref = str(res.message_id)
-            self.db.write(lambda c: messages.confirm_part(c, message_id, r, p, chat, ref))
+            self.db.write(lambda c: messages.Message(message_id).confirm(c, r, p, chat, ref))
             return None
         self.note_error(method, res)
         if maybe_acted(res):  # the caller records it (a delivery goes on to other chats)
             return {"status": "ambiguous", "recipient": r, "part": p, **describe(res)}
-        self.db.write(lambda c: messages.remove_part_intent(c, message_id, r, p))
+        self.db.write(lambda c: messages.Message(message_id).unsend(c, r, p))
         if res.outcome == CallOutcome.NOT_SENT or token_rejected(res):
             # Provably not sent: due again; after a refused token at once, since this pass
             # sends nothing more and the next one starts only if the token works again.
@@ -329,7 +328,7 @@ class Outbound:
 
     def _ambiguous(self, attempt: Attempt, message_id: str, error: dict[str, Any]) -> None:
         def command(c: Any) -> None:
-            messages.set_message_status(c, message_id, MessageStatus.AMBIGUOUS, self._now())
+            messages.Message(message_id).set_status(c, MessageStatus.AMBIGUOUS, self._now())
             effects.finish_attempt(c, attempt, AttemptOutcome.AMBIGUOUS, self._now(), error=error)
         self.db.write(command)
 
@@ -341,10 +340,10 @@ class Outbound:
         p = self.db.read(lambda c: effects.payload(c, attempt.effect))
         chat = str(p["chatId"])
         message_id = prompt_of(p)
-        self.db.write(lambda c: messages.ensure_message(
+        message = self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, p["decisionId"], Purpose.PROMPT, p["text"],
             self._now()))
-        existing = self.db.read(lambda c: messages.parts(c, message_id))
+        existing = self.db.read(message.parts)
         if existing:
             if existing[0].is_intent:
                 self._ambiguous(attempt, message_id, {"reason": "unsettled_intent"})
@@ -366,13 +365,12 @@ class Outbound:
             ref = str(res.message_id)
 
             def confirm(c: Any) -> None:
-                messages.set_message_status(c, message_id, MessageStatus.CONFIRMED, self._now(),
-                                         conversation_ref=chat, message_ref=ref)
+                message.set_status(c, MessageStatus.CONFIRMED, self._now(),
+                                   conversation_ref=chat, message_ref=ref)
                 effects.finish_attempt(c, attempt, AttemptOutcome.APPLIED, self._now())
             self.db.write(confirm)
         elif status["status"] == "rejected":
-            self.db.write(lambda c: messages.set_message_status(c, message_id, MessageStatus.FAILED,
-                                                              self._now()))
+            self.db.write(lambda c: message.set_status(c, MessageStatus.FAILED, self._now()))
             self._finish(attempt, AttemptOutcome.REJECTED, error=status)
 
     # -- notices: one short message, intent first, never sent twice ---------------------------
@@ -381,10 +379,10 @@ class Outbound:
         p = self.db.read(lambda c: effects.payload(c, attempt.effect))
         chat, text = str(p["chatId"]), str(p["text"])
         message_id = notice_message_id(self.channel.channel_id, str(p["key"]))
-        self.db.write(lambda c: messages.ensure_message(
+        message = self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, p["decisionId"], Purpose.SETTLEMENT, text,
             self._now()))
-        existing = self.db.read(lambda c: messages.parts(c, message_id))
+        existing = self.db.read(message.parts)
         if existing:  # an earlier try: sent (done), or maybe sent (never again blindly)
             if existing[0].is_intent:
                 self._ambiguous(attempt, message_id, {"reason": "unsettled_intent"})
@@ -398,7 +396,7 @@ class Outbound:
         status = self._part_result(attempt, message_id, 0, 0, chat, res)
         if status is None:
             def confirm(c: Any) -> None:
-                messages.set_message_status(c, message_id, MessageStatus.CONFIRMED, self._now())
+                message.set_status(c, MessageStatus.CONFIRMED, self._now())
                 effects.finish_attempt(c, attempt, AttemptOutcome.APPLIED, self._now())
             self.db.write(confirm)
         elif status["status"] == "rejected":
@@ -422,10 +420,10 @@ class Outbound:
             decision.deadline_at, reminders.default_label(decision), self._now())
         cards = self.db.read(lambda c: keyboard_messages(c, self.channel.channel_id,
                                                           decision_id))
-        self.db.write(lambda c: messages.ensure_message(
+        message = self.db.write(lambda c: messages.ensure_message(
             c, message_id, self.channel.channel_id, decision_id, Purpose.SETTLEMENT, text,
             self._now()))
-        done = {p.recipient_index for p in self.db.read(lambda c: messages.parts(c, message_id))}
+        done = {p.recipient_index for p in self.db.read(message.parts)}
         for r, (chat, card) in enumerate(cards):
             if r in done:
                 continue  # sent, or maybe sent: never again
@@ -439,6 +437,6 @@ class Outbound:
 
         def confirm(c: Any) -> None:  # the next one is reserved once it is due
             now = self._now()
-            messages.set_message_status(c, message_id, MessageStatus.CONFIRMED, now)
+            message.set_status(c, MessageStatus.CONFIRMED, now)
             effects.finish_attempt(c, final, AttemptOutcome.APPLIED, now)
         self.db.write(confirm)

@@ -20,7 +20,8 @@ from channels.decisions.deadline import clock_time
 from channels.decisions.presentation import fingerprint
 from channels.store import telegram_channel_id
 from channels.telegram.identity import Channel
-from channels.text import from_units, operator_safe_text, to_units
+from channels.telegram.units import from_units, to_units
+from channels.text import operator_safe_text
 
 __all__ = ["Styled", "already_decided", "outcome_post", "shorten"]
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from channels.telegram.holds import BOT, Hold
-from channels.transport import BotApi, CallOutcome, ProviderResult
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult
 
 __all__ = [
     "BOT_PER_SECOND", "CHAT_BURST", "CHAT_INTERVAL_MS", "FRESH", "GROUP_PER_MINUTE", "NORMAL",

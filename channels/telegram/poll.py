@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from channels import inbox, messages, store
 from channels.config.model import ChannelsConfig, TelegramProfile
 from channels.decisions import workflows
-from channels.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
 from channels.telegram import (
     alerts,
     ended,
@@ -39,12 +38,13 @@ from channels.telegram import updates as telegram_updates
 from channels.telegram.buttons import ButtonIndex
 from channels.telegram.deliverer import Deliverer
 from channels.telegram.effect_kinds import EFFECT_TYPES, URGENT_TYPES
+from channels.telegram.failures import ExpiryFailures, Failure, alone, expire_overdue, failure
 from channels.telegram.identity import Channel
 from channels.telegram.ignored import Ignored, ignored
 from channels.telegram.outbound import LEASE_MARGIN_S, Outbound
 from channels.telegram.reports import ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
-from channels.transport import BotApi, CallOutcome, ProviderResult, describe
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects, errors, leases
 from state.database import Database, savepoint
 from state.leases import Lease
@@ -178,8 +178,8 @@ class ChannelPoll:
         now = self._now()
         store.ensure_channel(conn, self.channel.channel_id, store.AdapterType.TELEGRAM,
                              self.channel.profile.name, now)
-        return store.claim_or_take_over(conn, self.channel.channel_id, self.owner_id, now,
-                                        self.db.entropy, workflows.owner_process_gone)
+        return store.claim(conn, self.channel.channel_id, self.owner_id, now, self.db.entropy,
+                           owner_gone=workflows.owner_process_gone)
 
     def _release(self) -> None:
         """Release the lease; its event records the pass state the alerts are derived from."""
@@ -246,7 +246,7 @@ class ChannelPoll:
             last = self.report.errors[-1]
             self._renew()
             lease = self.lease
-            self.db.write(lambda c: store.record_provider_error(
+            self.db.write(lambda c: alerts.record_provider_error(
                 c, lease, self.channel.channel_id, last, self._now()))
 
     def _held(self, key: str, hold: holds.Hold) -> None:
@@ -306,11 +306,11 @@ class ChannelPoll:
         now, channel_id = self._now(), self.channel.channel_id
         for effect in self._abandoned(conn):
             written = reservations.messages_of_effect(conn, channel_id, effect)
-            maybe_sent = [m for m in written if messages.message_has_intents(conn, m)]
+            maybe_sent = [m for m in written if m.has_intents(conn)]
             effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
             notifying.interrupted(conn, self.lease, channel_id, effect, bool(maybe_sent), now)
-            for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
-                messages.set_message_status(conn, message_id, _AMBIGUOUS, now)
+            for message in maybe_sent:  # surfaces agree: the message is ambiguous too
+                message.set_status(conn, _AMBIGUOUS, now)
 
     def _due_deliveries(self, conn: Any) -> bool:
         return bool(effects.list_due(conn, (reservations.DELIVER,), self._now(),
@@ -471,7 +471,7 @@ class ChannelPoll:
             Failure(f"update {row.external_event_id}: {found.line}", found.exit_code,
                     found.internal))
         result = {**ignored(Ignored.ERROR), "message": found.line[:200]}
-        inbox.mark_processed(conn, self.channel.channel_id, row.external_event_id, result, now)
+        row.mark_processed(conn, result, now)
         from channels.telegram import inbound  # loaded by _process_batch already
         return inbound.failed(row, result)
 

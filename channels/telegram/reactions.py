@@ -14,7 +14,7 @@ import apsw
 
 from channels.decisions import records
 from channels.telegram.identity import Channel
-from channels.transport import BotApi, CallOutcome, ProviderResult, describe
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, OwnerScope

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.failures import Failure
 from channels.telegram import alerts
 from channels.telegram.ended import PassStatus
+from channels.telegram.failures import Failure
 
 __all__ = ["ChannelReport", "PollOptions"]
 

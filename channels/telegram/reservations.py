@@ -16,7 +16,7 @@ from channels.messages import Purpose
 from channels.telegram import notifying, reminders
 from channels.telegram.buttons import SETTLE_EFFECT
 from channels.telegram.identity import Channel
-from state import effects
+from state import effects, resources
 from state.effects import OwnerScope
 from state.exit_codes import ExitCode
 from state.leases import Lease
@@ -89,8 +89,19 @@ def reserve_deliveries(
         )
         reserved.append(reservation.effect_id)
     if reserved:
-        store.record_reservations(conn, lease, channel.channel_id, reserved, now)
+        _record_reservations(conn, lease, channel.channel_id, reserved, now)
     return reserved
+
+
+def _record_reservations(conn: apsw.Connection, lease: Lease, channel_id: str,
+                         effect_ids: list[str], now: int) -> None:
+    """One channel event records the effects its owner reserved in this transaction (each
+    starts at revision 0, as a follow-up does): one event for a pass's new deliveries, not
+    one per delivery."""
+    store.verify(conn, lease, channel_id, now)
+    resources.bump_current(conn, store.channel_resource(channel_id), "channel.effects_reserved",
+                           lease.actor, now, payload={"effects": sorted(effect_ids)},
+                           lease_generation=lease.generation)
 
 
 def reserve_resend(
@@ -301,8 +312,13 @@ def failed_deliveries(conn: apsw.Connection, channel: Channel) -> list[str]:
 
 
 def messages_of_effect(conn: apsw.Connection, channel_id: str,
-                       effect: effects.Effect) -> list[str]:
+                       effect: effects.Effect) -> list[messages.Message]:
     """The channel messages an effect writes (to check for intent rows)."""
+    return [messages.Message(m) for m in _message_ids_of_effect(conn, channel_id, effect)]
+
+
+def _message_ids_of_effect(conn: apsw.Connection, channel_id: str,
+                           effect: effects.Effect) -> list[str]:
     p = effects.payload(conn, effect)
     if effect.effect_type == notifying.NOTIFY:
         return [notifying.message_of(channel_id, p)]
@@ -344,5 +360,6 @@ def ambiguous_chats(conn: apsw.Connection, channel_id: str, decision_id: str,
     payload = effects.payload(conn, mine[-1])
     recipients = [str(r) for r in payload.get("recipients", [])]
     message_id = delivery_message_id(channel_id, decision_id, payload)
-    unknown = sorted({p.recipient_index for p in messages.parts(conn, message_id) if p.is_intent})
+    unknown = sorted({p.recipient_index for p in messages.Message(message_id).parts(conn)
+                      if p.is_intent})
     return [recipients[r] for r in unknown if r < len(recipients)]

@@ -32,9 +32,9 @@ def cards_and_recipients(conn: apsw.Connection, channel_id: str, decision_id: st
     recipients: dict[int, str] = {}
     for message in messages.messages_for_decision(conn, channel_id, decision_id,
                                                   [Purpose.DELIVERY]):
-        last: dict[int, messages.PartRow] = {}
-        for part in messages.parts(conn, message.message_id):
-            last[part.recipient_index] = part
+        parts = message.parts(conn)
+        last = {part.recipient_index: part for part in parts}  # each recipient's last part
+        for part in parts:
             if part.conversation_ref is not None:
                 recipients.setdefault(part.recipient_index, part.conversation_ref)
         keyboards.extend((p.conversation_ref, p.message_ref) for p in last.values()

@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from channels import messages
-from channels.transport import CallOutcome, ProviderResult, describe
+from channels.messages import Message
+from channels.telegram.transport import CallOutcome, ProviderResult, describe
 
 __all__ = ["maybe_acted", "record_post", "retry_in_ms", "settle_outcome", "token_rejected"]
 
@@ -55,12 +55,13 @@ def retry_in_ms(failures: Sequence[ProviderResult], attempt_number: int) -> int:
 def record_post(c: Any, message_id: str, r: int, chat: str, res: ProviderResult) -> bool:
     """Record one outcome post in the confirm transaction; True when it was not posted (to
     be tried again, or refused for good)."""
+    post = Message(message_id)
     if res.outcome == CallOutcome.OK and res.message_id is not None:
-        messages.confirm_part(c, message_id, r, 0, chat, str(res.message_id))
+        post.confirm(c, r, 0, chat, str(res.message_id))
         return False
     if maybe_acted(res):
         return False  # maybe posted: the intent row stays, it is never posted twice
-    messages.remove_part_intent(c, message_id, r, 0)
+    post.unsend(c, r, 0)
     return True
 
 

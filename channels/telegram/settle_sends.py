@@ -16,15 +16,15 @@ import apsw
 
 from channels import messages
 from channels.decisions import records, views
-from channels.failures import Failure
 from channels.messages import MessageStatus, Purpose
 from channels.telegram import giving_up, outcomes
 from channels.telegram.buttons import settled_keyboard
+from channels.telegram.failures import Failure
 from channels.telegram.identity import Channel
 from channels.telegram.plans import Settlement
 from channels.telegram.sent import cards_and_recipients
 from channels.telegram.settle_rules import record_post, retry_in_ms, settle_outcome, token_rejected
-from channels.transport import BotApi, CallOutcome, ProviderResult
+from channels.telegram.transport import BotApi, CallOutcome, ProviderResult
 from state import effects
 from state.database import Database
 from state.effects import Attempt
@@ -60,16 +60,16 @@ def intents(c: apsw.Connection, channel: Channel, attempt: Attempt, now: int) ->
     post = outcomes.outcome_post(c, channel, decision, now, resolution)
     markup = settled_keyboard(decision.request, None if resolution is None else resolution.choice)
     message_id = messages.message_id_for(channel_id, Purpose.SETTLEMENT, decision_id)
-    messages.ensure_message(c, message_id, channel_id, decision_id, Purpose.SETTLEMENT, post.text,
-                            now)
-    done = {part.recipient_index for part in messages.parts(c, message_id)}
+    message = messages.ensure_message(c, message_id, channel_id, decision_id, Purpose.SETTLEMENT,
+                                      post.text, now)
+    done = {part.recipient_index for part in message.parts(c)}
     keyboards, recipients = cards_and_recipients(c, channel_id, decision_id)
     cards = dict(keyboards)  # the post replies to the card it settles, in each chat
     removed = _removed_before(c, attempt, keyboards)
     posts = [(r, chat, cards.get(chat)) for r, chat in recipients
              if r not in done]  # posted, or ambiguous: never posted twice
     for r, _, _ in posts:
-        messages.write_part_intent(c, message_id, r, 0, post.text, now)
+        message.write_intent(c, r, 0, post.text, now)
     return Settlement(decision_id, message_id, post, [k for k in keyboards if k not in removed],
                       markup, posts, removed)
 
@@ -119,9 +119,10 @@ async def settle(out: _Sender, attempt: Attempt, s: Settlement) -> None:
         now = out.db.clock.now_ms()
         posts = [res for r, chat, res in sent if record_post(c, s.message_id, r, chat, res)]
         # A post whose answer was lost keeps its intent row: ambiguous, never confirmed.
-        unknown = messages.message_has_intents(c, s.message_id)
+        message = messages.Message(s.message_id)
+        unknown = message.has_intents(c)
         status = MessageStatus("pending" if posts else "ambiguous" if unknown else "confirmed")
-        messages.set_message_status(c, s.message_id, status, now)
+        message.set_status(c, status, now)
         # Never given up for a 429 or a transient error: tried again (after what a 429
         # asked for) until the keyboards are off; only a refusal for good ends it.
         outcome, error = settle_outcome([*edits, *posts])

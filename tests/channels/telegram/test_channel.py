@@ -27,7 +27,7 @@ from channels.config.loading import load_config
 from channels.decisions import records, views, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.presentation import fingerprint
-from channels.telegram import identity, inbound, poll, reservations
+from channels.telegram import alerts, identity, inbound, poll, reservations
 from channels.telegram.buttons import callback_token
 from state.database import Database
 from tests.channels.telegram.helpers import is_outcome, settled_labels
@@ -573,7 +573,7 @@ def test_a_409_conflict_stops_the_channel_and_names_the_fix(flow: Flow) -> None:
     assert report.status == "conflict" and "only one poller" in report.message
     flow.server.inject("getUpdates", Fault.canned(BotError.WEBHOOK_CONFLICT))
     assert "piw-channels setup telegram ... --delete-webhook" in flow.poll().message
-    last = store.last_provider_error(flow.db.conn, CHANNEL)
+    last = alerts.last_provider_error(flow.db.conn, CHANNEL)
     assert last is not None and last["errorCode"] == 409
 
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from adapters.telegram.fake import FakeBotApi, Fault, fixture_updates, load_fixture
-from channels import store
 from channels.decisions.presentation import fingerprint
 from channels.decisions.workflows import AskHandle
+from channels.telegram import alerts
 from state.database import Database
 from tests.channels.telegram.helpers import (
     FIXTURES,
@@ -241,7 +241,7 @@ def test_a_migrated_group_is_recorded_with_its_new_id_and_the_error_carries_it(
     line = group.poll(expect=78)
     assert f"became supergroup {SUPERGROUP}; replace {GROUP} with {SUPERGROUP}" in line
     with Database.open_reader() as db:
-        error = store.last_provider_error(db.conn, channel_id_of())
+        error = alerts.last_provider_error(db.conn, channel_id_of())
     assert error is not None and error["migrateToChatId"] == SUPERGROUP
     assert {r.params["chat_id"] for r in group.fake.requests("sendMessage")} == {str(GROUP)}
 

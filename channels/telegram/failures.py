@@ -1,5 +1,6 @@
-"""Failing alone: one profile's pass, one decision's expiry, one inbox row or one effect that
-fails becomes one line with its exit code, never an exception that stops the others.
+"""Failing alone in a poll pass: one profile's pass, one decision's expiry, one inbox row or
+one effect that fails becomes one line with its exit code, never an exception that stops the
+others (`decisions expire` tells a decision's expiry failure with the same line).
 
 A known error (a configuration, state or decision error) is its own message and exit code; any
 other exception is a bug: its traceback goes to a private crash report the line names, and it
