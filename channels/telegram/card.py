@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.decisions import context
-from channels.decisions.deadline import deadline_line
 from channels.decisions.errors import TooManyParts
 from channels.decisions.presentation import Block, fingerprint
 from channels.telegram.limits import MAX_TELEGRAM_PARTS, TELEGRAM_TEXT_LIMIT
+from channels.telegram.time_left import deadline_line
 from channels.text import from_units, operator_safe_text, to_units
 
 __all__ = ["CardPart", "card_parts", "note_parts"]
