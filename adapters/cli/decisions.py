@@ -368,7 +368,7 @@ def _cmd_expire(args: argparse.Namespace) -> int:
     elif args.verbose:
         for outcome in report.resolved:
             named = "" if outcome.resolution is None else f"{outcome.resolution.decision_id}: "
-            print(named + workflows.summarize(outcome))
+            print(named + _summary(outcome))
         for decision_id in report.skipped_live_owner:
             print(f"skipped {decision_id}: its run owner is alive")
     code: int = ExitCode.OK
@@ -376,6 +376,15 @@ def _cmd_expire(args: argparse.Namespace) -> int:
         print(f"Error: {failed.line}", file=sys.stderr)
         code = max(code, failed.exit_code)
     return code
+
+
+def _summary(outcome: Verdict) -> str:
+    """One line for an outcome (`expire --verbose`)."""
+    res = outcome.resolution
+    if res is None:
+        return f"{outcome.result.value}: {outcome.message}"
+    detail = res.choice if res.outcome == records.Outcome.ACCEPTED else res.reason
+    return f"{outcome.result.value}: {res.outcome} ({res.provenance}) {detail}"
 
 
 def _verdict_json(outcome: Verdict) -> dict[str, Any]:

@@ -33,7 +33,7 @@ __all__ = [
     "ASK_WORKFLOW", "GATE_WORKFLOW", "AskHandle", "AskSpec", "apply_continuation",
     "apply_deadline", "cancel_decision", "create_ask", "expire_overdue", "new_owner_id",
     "owner_process_gone", "owner_window", "presentation_for", "process_gone", "release_run",
-    "renew_run", "resolve_id", "summarize", "wait_for_resolution",
+    "renew_run", "resolve_id", "wait_for_resolution",
 ]
 
 
@@ -370,12 +370,3 @@ def presentation_for(title: str, summary: str | None, document: Mapping[str, Any
         return document
     return {"schema": "pi-workflows.decision-presentation.v1", "summary": summary or title,
             "blocks": []}
-
-
-def summarize(outcome: Verdict) -> str:
-    """One line for an outcome."""
-    res = outcome.resolution
-    if res is None:
-        return f"{outcome.result.value}: {outcome.message}"
-    detail = res.choice if res.outcome == records.Outcome.ACCEPTED else res.reason
-    return f"{outcome.result.value}: {res.outcome} ({res.provenance}) {detail}"
