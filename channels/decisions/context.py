@@ -19,8 +19,8 @@ from channels.decisions.presentation import MAX_BLOCKS, Block, FieldItem, Fields
 from channels.text import is_blank
 
 __all__ = [
-    "MAX_VALUE_CODE_UNITS", "Context", "automatic", "clean", "line", "project_name",
-    "split_context", "with_context",
+    "MAX_VALUE_CODE_UNITS", "Context", "automatic", "clean", "line", "split_context",
+    "with_context",
 ]
 
 
@@ -97,11 +97,11 @@ def line(context: Context) -> str:
 def automatic(cwd: Path, session: str = _SHELL_SESSION) -> Context:
     """The context of a decision asked from `cwd`: the repository's (or folder's) name, the
     session, and this host's short name."""
-    return Context(clean(project_name(cwd)), clean(session),
+    return Context(clean(_project_name(cwd)), clean(session),
                    clean(socket.gethostname().split(".")[0]))
 
 
-def project_name(cwd: Path) -> str:
+def _project_name(cwd: Path) -> str:
     """The name of the git work tree holding `cwd` (no git process is run), else the folder's."""
     for folder in (cwd, *cwd.parents):
         if (folder / ".git").exists():
