@@ -19,17 +19,23 @@ import apsw
 from channels.decisions import records
 from channels.decisions.context import clean, split_context
 
-__all__ = ["UNKNOWN_HOST", "Asker", "asker", "asker_of", "of_decision"]
+__all__ = ["Asker", "asker", "asker_of", "of_decision"]
 
 
-UNKNOWN_HOST: Final = "-"
+_UNKNOWN_HOST: Final = "-"
 _GATE_RUN: Final = "gate-"
 
 
 @dataclass(frozen=True, slots=True)
 class Asker:
-    agent: str
-    host: str
+    """The agent that asked and its host (`-` when not known)."""
+
+    agent: str = "workflow"
+    host: str = _UNKNOWN_HOST
+
+    def phrase(self) -> str:
+        """`pi`, or `pi on laptop` when the host is known."""
+        return self.agent if self.host == _UNKNOWN_HOST else f"{self.agent} on {self.host}"
 
 
 def _named(subject: Mapping[str, Any], key: str) -> str | None:
@@ -46,7 +52,7 @@ def asker_of(subject: Any, run_id: str, presentation: Any = None) -> Asker:
             isinstance(presentation.get("blocks"), list):
         _, context = split_context(presentation["blocks"])
         host = None if context is None or context.host is None else clean(context.host)
-    return Asker(agent, host or UNKNOWN_HOST)
+    return Asker(agent, host or _UNKNOWN_HOST)
 
 
 def of_decision(decision: records.StoredDecision) -> Asker:
