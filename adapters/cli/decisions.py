@@ -21,7 +21,7 @@ from channels.config.model import audience_routes
 from channels.decisions import askers, context, history, records, views, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.errors import DecisionRefused
-from channels.decisions.fields import NAME_PATTERN, NAME_RULE
+from channels.decisions.fields import name_error
 from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.resolution import Verdict
 from channels.failures import expiry_failure
@@ -80,8 +80,8 @@ def _parse_choices(specs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def _add(choices: dict[str, Any], cid: str, choice: dict[str, Any]) -> None:
-    if NAME_PATTERN.fullmatch(cid) is None:
-        raise UsageError(f"choice id {cid!r} is invalid: {NAME_RULE}")
+    if (rule := name_error(cid)) is not None:
+        raise UsageError(f"choice id {cid!r} is invalid: {rule}")
     if cid in choices:
         raise UsageError(f"choice {cid!r} is given twice")
     choices[cid] = choice

@@ -24,7 +24,7 @@ from adapters.agents.approvals import Opened, Verdict
 from channels.config.loading import resolve_config_dir
 from channels.decisions import askers, context, records, workflows
 from channels.decisions.choices import text_input
-from channels.decisions.fields import NAME_PATTERN, NAME_RULE
+from channels.decisions.fields import name_error
 from channels.reports import audit
 from state.database import Database
 
@@ -114,9 +114,9 @@ def _text(args: Mapping[str, Any], key: str, *, required: bool = True) -> str | 
 
 
 def _choice_id(value: Any, where: str) -> str:
-    if not isinstance(value, str) or NAME_PATTERN.fullmatch(value) is None:
-        raise ToolError(f"{where} id {value!r} is invalid: {NAME_RULE}")
-    return value
+    if (rule := name_error(value)) is not None:
+        raise ToolError(f"{where} id {value!r} is invalid: {rule}")
+    return str(value)
 
 
 def _choices(args: Mapping[str, Any]) -> dict[str, Any]:
