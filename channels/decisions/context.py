@@ -19,8 +19,7 @@ from channels.decisions.presentation import MAX_BLOCKS, Block, FieldItem, Fields
 from channels.text import is_blank
 
 __all__ = [
-    "MAX_VALUE_CODE_UNITS", "Context", "automatic", "clean", "line", "split_context",
-    "with_context",
+    "MAX_VALUE_CODE_UNITS", "Context", "automatic", "clean", "split_context", "with_context",
 ]
 
 
@@ -45,6 +44,10 @@ class Context:
         """(label, value) of the facts present, in display order."""
         found = zip(_LABELS, (self.project, self.session, self.host), strict=True)
         return [(label, value) for label, value in found if value is not None]
+
+    def line(self) -> str:
+        """The one line a card shows: `web-app · deploy-review · laptop`."""
+        return " · ".join(value for _, value in self.values())
 
 
 def clean(value: str) -> str | None:
@@ -87,11 +90,6 @@ def split_context(blocks: Sequence[Block]) -> tuple[list[Block], Context | None]
     facts = {str(item["label"]): str(item.get("value")) for item in items}
     return list(blocks[:-1]), Context(facts.get("Project"), facts.get("Session"),
                                       facts.get("Host"))
-
-
-def line(context: Context) -> str:
-    """The one line a card shows: `web-app · deploy-review · laptop`."""
-    return " · ".join(value for _, value in context.values())
 
 
 def automatic(cwd: Path, session: str = _SHELL_SESSION) -> Context:

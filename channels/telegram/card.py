@@ -170,7 +170,7 @@ def _choices(choices: Mapping[str, Mapping[str, Any]]) -> _Span:
 
 def _tail(request: Mapping[str, Any], now_ms: int) -> list[_Span]:
     _, found = context.split_context(request["presentation"]["blocks"])
-    spans = [] if found is None else [_Span(_safe(context.line(found)), "italic"), _Span("\n")]
+    spans = [] if found is None else [_Span(_safe(found.line()), "italic"), _Span("\n")]
     default = request.get("defaultResponse")
     label = None
     if default is not None:
