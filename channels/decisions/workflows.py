@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # imported by the steps that resolve: an idle poll pass resol
     from channels.decisions.resolution import Verdict
 
 __all__ = [
-    "ASK_WORKFLOW", "GATE_WORKFLOW", "AskHandle", "AskSpec", "apply_continuation",
+    "ASK_WORKFLOW", "GATE_WORKFLOW", "AskHandle", "AskSpec", "RunHold", "apply_continuation",
     "apply_deadline", "cancel_decision", "create_ask", "expire_overdue", "new_owner_id",
     "owner_process_gone", "owner_window", "presentation_for", "process_gone", "release_run",
     "renew_run", "resolve_id", "wait_for_resolution",
@@ -178,6 +178,32 @@ def renew_run(db: Database, lease: Lease) -> Lease:
     if lease.expires_at - db.clock.now_ms() > leases.RENEW_WHEN_LEFT_MS:
         return lease
     return db.write(lambda c: leases.renew(c, lease, db.clock.now_ms()))
+
+
+@dataclass(slots=True)
+class RunHold:
+    """An owner's hold on a waiting run: its lease, renewed while the owner waits, and the
+    run-owner steps taken under it (the decision's deadline, then its continuation)."""
+
+    db: Database
+    decision_id: str
+    lease: Lease
+
+    def renew(self) -> None:
+        """Keep the lease alive (a write transaction only near expiry)."""
+        self.lease = renew_run(self.db, self.lease)
+
+    def apply_deadline(self) -> Verdict:
+        """Apply the timeout default or the no-default expiry."""
+        return apply_deadline(self.db, self.decision_id, self.lease)
+
+    def finish(self) -> Resolution:
+        """Finish the run with the decision's outcome (a run this tool created)."""
+        return apply_continuation(self.db, self.decision_id, self.lease)
+
+    def release(self) -> None:
+        """Let the run go (an owner that stops waiting must not block others)."""
+        release_run(self.db, self.lease)
 
 
 def apply_deadline(db: Database, decision_id: str, lease: Lease) -> Verdict:
