@@ -156,7 +156,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     with Database.open_writer() as db:
         handle = workflows.create_ask(db, spec, workflows.new_owner_id(db, "ask"))
         if not args.wait:
-            workflows.release_run(db, handle.run.lease)
+            handle.release(db)
             if args.json:
                 print(json.dumps(with_iso({
                     "decision_id": handle.decision_id,
@@ -173,7 +173,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
                 progress = _DeliveryProgress(db, handle.decision_id)
         except BaseException:  # Ctrl-C or SIGTERM before the wait holds the run: release it
             with contextlib.suppress(StateError):
-                workflows.release_run(db, handle.run.lease)
+                handle.release(db)
             raise
         resolution = workflows.wait_for_resolution(db, handle, on_change=progress)
     entered = None if resolution.response is None else resolution.response.get("input")

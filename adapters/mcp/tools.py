@@ -166,7 +166,7 @@ def _ask_human(args: Mapping[str, Any], session: Session) -> dict[str, Any]:
                  "host": socket.gethostname()})
     with Database.open_writer() as db:
         handle = workflows.create_ask(db, spec, workflows.new_owner_id(db, "mcp"))
-        workflows.release_run(db, handle.run.lease)  # poll finishes it: nobody holds it
+        handle.release(db)  # poll finishes it: nobody holds it
     expires = handle.request.expires_at_ms
     return {"ticket": handle.decision_id, "status": "pending",
             "deadline_at_ms": expires}

@@ -132,6 +132,11 @@ class AskHandle:
     def decision_id(self) -> str:
         return self.request.decision_id
 
+    def release(self, db: Database) -> None:
+        """Let the run go, as created: an ask that does not wait (or stops before it waits)
+        must not block others."""
+        release_run(db, self.run.lease)
+
 
 def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
     """Create the run, its waiting attempt and the decision in one transaction."""
