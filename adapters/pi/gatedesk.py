@@ -35,7 +35,6 @@ from channels.config.gate import GatePolicy
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
 from channels.decisions import records, views, workflows
 from channels.decisions.errors import DecisionRefused
-from channels.decisions.resolution import Cancellation, resolve
 from channels.errors import ChannelsError
 from channels.gate import confinement, judging
 from channels.gate.confinement import Confinement, Probe
@@ -196,9 +195,7 @@ class GateDesk:
 
     def _cancel(self, waiting: _Waiting, reason: str) -> None:
         with contextlib.suppress(DecisionRefused):  # an answer won first
-            self.db.write(lambda c: resolve(c, Cancellation(
-                waiting.decision_id, waiting.hold.lease, self.owner_id, reason),
-                self.db.clock.now_ms()))
+            waiting.hold.cancel(self.owner_id, reason)
 
     def tick(self) -> None:
         """Renew the runs' leases, apply due deadlines, and report every decided call."""

@@ -206,6 +206,13 @@ class RunHold:
         """Finish the run with the decision's outcome (a run this tool created)."""
         return apply_continuation(self.db, self.decision_id, self.lease)
 
+    def cancel(self, owner_id: str, reason: str) -> Verdict:
+        """Cancel the decision as the run's owner (DecisionRefused when an answer won first)."""
+        from channels.decisions import resolution
+
+        return self.db.write(lambda c: resolution.resolve(c, resolution.Cancellation(
+            self.decision_id, self.lease, owner_id, reason), self.db.clock.now_ms()))
+
     def release(self) -> None:
         """Let the run go (an owner that stops waiting must not block others)."""
         release_run(self.db, self.lease)
