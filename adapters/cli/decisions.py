@@ -18,7 +18,7 @@ from adapters.cli.errors import UsageError, raise_terminated
 from adapters.cli.status_text import ago, clock_time, with_iso
 from channels.config.loading import load_config
 from channels.config.model import audience_routes
-from channels.decisions import askers, context, history, records, views, workflows
+from channels.decisions import context, history, records, views, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.errors import DecisionRefused
 from channels.decisions.fields import name_error
@@ -227,7 +227,7 @@ def _cmd_decisions(args: argparse.Namespace) -> int:
 
         def read(c: Any) -> list[Listed]:
             return [Listed(v, views.fingerprint_of(c, v.decision_id),
-                           history.winner(c, v.decision_id), askers.asker(c, v.decision_id))
+                           history.winner(c, v.decision_id), records.load(c, v.decision_id).asker())
                     for v in views.list_views(c, include_resolved=args.all)]
 
         listed = db.read(read)

@@ -22,7 +22,7 @@ from typing import Any, Final, Protocol
 from adapters.agents import approvals, hooks
 from adapters.agents.approvals import Opened, Verdict
 from channels.config.loading import resolve_config_dir
-from channels.decisions import askers, context, records, workflows
+from channels.decisions import context, records, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.fields import name_error
 from channels.reports import audit
@@ -181,7 +181,7 @@ def _wait(args: Mapping[str, Any], session: Session) -> dict[str, Any]:
     end = time.monotonic() + float(timeout)
     with Database.open_reader() as db:
         try:
-            asked_by = db.read(lambda c: askers.asker(c, ticket))
+            asked_by = db.read(lambda c: records.load(c, ticket).asker())
         except KeyError:
             asked_by = None
         if asked_by is None or not asked_by.agent.startswith("mcp:"):

@@ -15,7 +15,7 @@ from typing import Any, Final
 import apsw
 
 from channels import inbox
-from channels.decisions import askers, history, records
+from channels.decisions import history, records
 from channels.store import telegram_channel_id
 
 __all__ = ["AuditRow", "audit", "row"]
@@ -68,7 +68,7 @@ def audit(conn: apsw.Connection, since: int) -> list[AuditRow]:
 def row(conn: apsw.Connection, decision_id: str) -> AuditRow:
     decision = records.load(conn, decision_id)
     request = decision.request
-    asker = askers.of_decision(decision)
+    asker = decision.asker()
     resolution = records.resolution_of(conn, decision_id)
     won = history.winner(conn, decision_id)
     choice = None if resolution is None else resolution.choice
