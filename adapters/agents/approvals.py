@@ -39,7 +39,6 @@ from channels.pi.gating import GatedCall
 from state import leases
 from state.database import Database
 from state.errors import LeaseHeld, StateError
-from state.leases import Lease
 
 __all__ = ["Opened", "Verdict", "allowed_just_now", "cancel_call", "judge_call",
            "nobody_to_ask", "open_call", "wait_call"]
@@ -150,53 +149,55 @@ def wait_call(db: Database, opened: Opened, *, until_ms: int | None = None) -> V
     still applies, `poll` settles it), and a later `wait_call` holds it again."""
     decision_id = opened.decision_id
     deadline = opened.handle.request.expires_at_ms
-    lease = _hold(db, opened)
+    hold = _hold(db, opened)
     seen = -1
     decided: records.Resolution | None = None
     try:
         while True:
-            if lease is None:
-                lease = _hold(db, opened)  # someone held it briefly (poll's expiry pass)
+            if hold is None:
+                hold = _hold(db, opened)  # someone held it briefly (poll's expiry pass)
             version = int(db.conn.execute("PRAGMA data_version").get)
             if version != seen:  # another writer committed: look (else no read at all)
                 seen = version
                 decided = db.read(lambda c: records.resolution_of(c, decision_id))
             now = db.clock.now_ms()
-            if decided is None and lease is not None and deadline is not None \
+            if decided is None and hold is not None and deadline is not None \
                     and now >= deadline:
-                workflows.apply_deadline(db, decision_id, lease)
+                hold.apply_deadline()
                 decided = db.read(lambda c: records.resolution_of(c, decision_id))
             if decided is not None:
                 break
             if until_ms is not None and now >= until_ms:
                 return None
-            if lease is not None:
-                lease = workflows.renew_run(db, lease)
+            if hold is not None:
+                hold.renew()
             time.sleep(_POLL_SECONDS)
-        if lease is not None:
-            workflows.apply_continuation(db, decision_id, lease)
+        if hold is not None:
+            hold.finish()
     finally:
-        if lease is not None:  # also on Ctrl-C: a waiter that stops must not block others
+        if hold is not None:  # also on Ctrl-C: a waiter that stops must not block others
             with contextlib.suppress(StateError):
-                workflows.release_run(db, lease)
+                hold.release()
     return _verdict(db, opened)
 
 
-def _hold(db: Database, opened: Opened) -> Lease | None:
-    """The run's lease: the one `open_call` took while it is still ours, else claimed again;
-    None while another live owner holds it (poll's expiry pass, for a moment)."""
+def _hold(db: Database, opened: Opened) -> workflows.RunHold | None:
+    """The hold on the run, with the lease `open_call` took while it is still ours, else
+    claimed again; None while another live owner holds it (poll's expiry pass, a moment)."""
     lease = opened.handle.run.lease
     resource = runs.run_resource(opened.handle.run.run_id)
     state = db.read(lambda c: leases.read(c, resource))
     now = db.clock.now_ms()
     if state is not None and state.expires_at is not None and state.is_live(now) \
             and state.owner_id == lease.owner_id and state.generation == lease.generation:
-        return dataclasses.replace(lease, expires_at=state.expires_at)
+        return workflows.RunHold(db, opened.decision_id,
+                                 dataclasses.replace(lease, expires_at=state.expires_at))
     try:
-        return db.write(lambda c: leases.claim(c, resource, leases.OwnerType.HOST,
-                                               lease.owner_id, db.clock.now_ms(), db.entropy))
+        claimed = db.write(lambda c: leases.claim(c, resource, leases.OwnerType.HOST,
+                                                  lease.owner_id, db.clock.now_ms(), db.entropy))
     except LeaseHeld:
         return None
+    return workflows.RunHold(db, opened.decision_id, claimed)
 
 
 def _verdict(db: Database, opened: Opened) -> Verdict:

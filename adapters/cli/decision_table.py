@@ -20,7 +20,7 @@ from typing import Final
 
 from adapters.cli.alerts import duration
 from channels.decisions import history, views
-from channels.decisions.askers import UNKNOWN_HOST, Asker
+from channels.decisions.askers import Asker
 
 __all__ = ["BY", "Listed", "cut", "display_width", "render_table", "status_text", "terminal_width"]
 
@@ -37,7 +37,7 @@ _COLUMNS: Final = ("ID", "FINGERPRINT", "AGE", "AGENT", "HOST", "AUDIENCE", "STA
 _DROP_ORDER: Final = ("ID", "AUDIENCE", "WHEN", "HOST", "VIA", "AGE", "AGENT", "OUTCOME",
                       "DEADLINE")
 
-_NO_ASKER: Final = Asker("workflow", UNKNOWN_HOST)
+_NO_ASKER: Final = Asker()  # a workflow, its host unknown
 
 # What decided a decision no person answered.
 BY: Final = {"timeout_policy": "timeout default", "explicit_cancel": "cancel command",

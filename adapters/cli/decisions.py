@@ -18,10 +18,10 @@ from adapters.cli.errors import UsageError, raise_terminated
 from adapters.cli.status_text import ago, clock_time, with_iso
 from channels.config.loading import load_config
 from channels.config.model import audience_routes
-from channels.decisions import askers, context, history, records, views, workflows
+from channels.decisions import context, history, records, views, workflows
 from channels.decisions.choices import text_input
 from channels.decisions.errors import DecisionRefused
-from channels.decisions.fields import NAME_PATTERN, NAME_RULE
+from channels.decisions.fields import name_error
 from channels.decisions.presentation import fingerprint, render_decision_text
 from channels.decisions.resolution import Verdict
 from channels.telegram.failures import expiry_failure
@@ -80,8 +80,8 @@ def _parse_choices(specs: list[tuple[str, str]]) -> dict[str, Any]:
 
 
 def _add(choices: dict[str, Any], cid: str, choice: dict[str, Any]) -> None:
-    if NAME_PATTERN.fullmatch(cid) is None:
-        raise UsageError(f"choice id {cid!r} is invalid: {NAME_RULE}")
+    if (rule := name_error(cid)) is not None:
+        raise UsageError(f"choice id {cid!r} is invalid: {rule}")
     if cid in choices:
         raise UsageError(f"choice {cid!r} is given twice")
     choices[cid] = choice
@@ -156,7 +156,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
     with Database.open_writer() as db:
         handle = workflows.create_ask(db, spec, workflows.new_owner_id(db, "ask"))
         if not args.wait:
-            workflows.release_run(db, handle.run.lease)
+            handle.release(db)
             if args.json:
                 print(json.dumps(with_iso({
                     "decision_id": handle.decision_id,
@@ -173,7 +173,7 @@ def _cmd_ask(args: argparse.Namespace) -> int:
                 progress = _DeliveryProgress(db, handle.decision_id)
         except BaseException:  # Ctrl-C or SIGTERM before the wait holds the run: release it
             with contextlib.suppress(StateError):
-                workflows.release_run(db, handle.run.lease)
+                handle.release(db)
             raise
         resolution = workflows.wait_for_resolution(db, handle, on_change=progress)
     entered = None if resolution.response is None else resolution.response.get("input")
@@ -227,7 +227,7 @@ def _cmd_decisions(args: argparse.Namespace) -> int:
 
         def read(c: Any) -> list[Listed]:
             return [Listed(v, views.fingerprint_of(c, v.decision_id),
-                           history.winner(c, v.decision_id), askers.asker(c, v.decision_id))
+                           history.winner(c, v.decision_id), records.load(c, v.decision_id).asker())
                     for v in views.list_views(c, include_resolved=args.all)]
 
         listed = db.read(read)
@@ -368,7 +368,7 @@ def _cmd_expire(args: argparse.Namespace) -> int:
     elif args.verbose:
         for outcome in report.resolved:
             named = "" if outcome.resolution is None else f"{outcome.resolution.decision_id}: "
-            print(named + workflows.summarize(outcome))
+            print(named + _summary(outcome))
         for decision_id in report.skipped_live_owner:
             print(f"skipped {decision_id}: its run owner is alive")
     code: int = ExitCode.OK
@@ -376,6 +376,15 @@ def _cmd_expire(args: argparse.Namespace) -> int:
         print(f"Error: {failed.line}", file=sys.stderr)
         code = max(code, failed.exit_code)
     return code
+
+
+def _summary(outcome: Verdict) -> str:
+    """One line for an outcome (`expire --verbose`)."""
+    res = outcome.resolution
+    if res is None:
+        return f"{outcome.result.value}: {outcome.message}"
+    detail = res.choice if res.outcome == records.Outcome.ACCEPTED else res.reason
+    return f"{outcome.result.value}: {res.outcome} ({res.provenance}) {detail}"
 
 
 def _verdict_json(outcome: Verdict) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def _ask(db: Database) -> workflows.AskHandle:
                  "replan": {"label": "Replan",
                             "input": text_input("instructions", "What should change?")}})
     handle = workflows.create_ask(db, spec, workflows.new_owner_id(db, "demo"))
-    workflows.release_run(db, handle.run.lease)
+    handle.release(db)
     return handle
 
 

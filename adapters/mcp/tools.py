@@ -22,9 +22,9 @@ from typing import Any, Final, Protocol
 from adapters.agents import approvals, hooks
 from adapters.agents.approvals import Opened, Verdict
 from channels.config.loading import resolve_config_dir
-from channels.decisions import askers, context, records, workflows
+from channels.decisions import context, records, workflows
 from channels.decisions.choices import text_input
-from channels.decisions.fields import NAME_PATTERN, NAME_RULE
+from channels.decisions.fields import name_error
 from channels.reports import audit
 from state.database import Database
 
@@ -114,9 +114,9 @@ def _text(args: Mapping[str, Any], key: str, *, required: bool = True) -> str | 
 
 
 def _choice_id(value: Any, where: str) -> str:
-    if not isinstance(value, str) or NAME_PATTERN.fullmatch(value) is None:
-        raise ToolError(f"{where} id {value!r} is invalid: {NAME_RULE}")
-    return value
+    if (rule := name_error(value)) is not None:
+        raise ToolError(f"{where} id {value!r} is invalid: {rule}")
+    return str(value)
 
 
 def _choices(args: Mapping[str, Any]) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def _ask_human(args: Mapping[str, Any], session: Session) -> dict[str, Any]:
                  "host": socket.gethostname()})
     with Database.open_writer() as db:
         handle = workflows.create_ask(db, spec, workflows.new_owner_id(db, "mcp"))
-        workflows.release_run(db, handle.run.lease)  # poll finishes it: nobody holds it
+        handle.release(db)  # poll finishes it: nobody holds it
     expires = handle.request.expires_at_ms
     return {"ticket": handle.decision_id, "status": "pending",
             "deadline_at_ms": expires}
@@ -181,7 +181,7 @@ def _wait(args: Mapping[str, Any], session: Session) -> dict[str, Any]:
     end = time.monotonic() + float(timeout)
     with Database.open_reader() as db:
         try:
-            asked_by = db.read(lambda c: askers.asker(c, ticket))
+            asked_by = db.read(lambda c: records.load(c, ticket).asker())
         except KeyError:
             asked_by = None
         if asked_by is None or not asked_by.agent.startswith("mcp:"):

@@ -106,7 +106,7 @@ class DecisionDesk:
         handle = workflows.create_ask(self.db, spec, self.owner_id)
         # Like `ask` without --wait: the run waits with no live owner, so the deadline and the
         # continuation are applied by whoever runs the expiry step next.
-        workflows.release_run(self.db, handle.run.lease)
+        handle.release(self.db)
         fingerprint = self.db.read(lambda c: views.fingerprint_of(c, handle.decision_id))
         self.out.send({"type": "asked", "event_id": event_id, "decision_id": handle.decision_id,
                        "fingerprint": fingerprint,

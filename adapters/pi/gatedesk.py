@@ -33,7 +33,6 @@ from channels.config.gate import GatePolicy
 from channels.config.model import PI_CHANNEL, ChannelsConfig, audience_routes
 from channels.decisions import records, views, workflows
 from channels.decisions.errors import DecisionRefused
-from channels.decisions.resolution import Cancellation, resolve
 from channels.errors import ChannelsError
 from channels.gate import confinement, judging
 from channels.gate.confinement import Confinement, Probe
@@ -43,7 +42,6 @@ from channels.pi.gating import GatedCall
 from state import leases
 from state.database import Database
 from state.errors import StateError
-from state.leases import Lease
 
 __all__ = ["ESCAPE", "GateDesk"]
 
@@ -55,11 +53,11 @@ _TOLD = {ESCAPE: "you pressed Escape", _CLOSED: _CLOSED}
 
 @dataclass
 class _Waiting:
-    """A gated call waiting for its decision, with the run's lease."""
+    """A gated call waiting for its decision, with the hold on its run."""
 
     event_id: str
     decision_id: str
-    lease: Lease
+    hold: workflows.RunHold
     deadline_at: int
     timeout_minutes: float
 
@@ -146,9 +144,10 @@ class GateDesk:
             self._reply(event_id, "block", handle.message, rule)
             return
         assert self.waiting is not None and handle.request.expires_at_ms is not None
-        self.waiting[handle.decision_id] = _Waiting(event_id, handle.decision_id,
-                                                   handle.run.lease,
-                                                   handle.request.expires_at_ms, minutes)
+        self.waiting[handle.decision_id] = _Waiting(
+            event_id, handle.decision_id,
+            workflows.RunHold(self.db, handle.decision_id, handle.run.lease),
+            handle.request.expires_at_ms, minutes)
         shown = self.db.read(lambda c: load_open(c, handle.decision_id))
         fingerprint = self.db.read(lambda c: views.fingerprint_of(c, handle.decision_id))
         self.out.send({"type": "gated", "event_id": event_id, "action": "ask", "reason": None,
@@ -189,8 +188,7 @@ class GateDesk:
 
     def _cancel(self, waiting: _Waiting, reason: str) -> None:
         with contextlib.suppress(DecisionRefused):  # an answer won first
-            self.db.write(lambda c: resolve(c, Cancellation(
-                waiting.decision_id, waiting.lease, self.owner_id, reason), self.db.clock.now_ms()))
+            waiting.hold.cancel(self.owner_id, reason)
 
     def tick(self) -> None:
         """Renew the runs' leases, apply due deadlines, and report every decided call."""
@@ -205,15 +203,15 @@ class GateDesk:
         now = self.db.clock.now_ms()
         decided = self.db.read(lambda c: records.resolution_of(c, waiting.decision_id))
         if decided is None and now >= waiting.deadline_at:
-            workflows.apply_deadline(self.db, waiting.decision_id, waiting.lease)
+            waiting.hold.apply_deadline()
             decided = self.db.read(lambda c: records.resolution_of(c, waiting.decision_id))
         if decided is None:
-            if waiting.lease.expires_at - now <= leases.RENEW_WHEN_LEFT_MS:
-                waiting.lease = workflows.renew_run(self.db, waiting.lease)
+            if waiting.hold.lease.expires_at - now <= leases.RENEW_WHEN_LEFT_MS:
+                waiting.hold.renew()
             return
-        workflows.apply_continuation(self.db, waiting.decision_id, waiting.lease)
+        waiting.hold.finish()
         with contextlib.suppress(StateError):
-            workflows.release_run(self.db, waiting.lease)
+            waiting.hold.release()
         assert self.waiting is not None
         del self.waiting[waiting.decision_id]
         told = gate_decisions.told(self.db, waiting.decision_id, waiting.timeout_minutes, _TOLD)
@@ -232,4 +230,4 @@ class GateDesk:
             self.tick()
         for waiting in list(self.waiting.values()):  # could not finish: do not block others
             with contextlib.suppress(StateError):
-                workflows.release_run(self.db, waiting.lease)
+                waiting.hold.release()

@@ -5,7 +5,7 @@ Functions that take an apsw `conn` run inside the caller's transaction (`records
 `views`, `runs`); `workflows` takes a `Database` and opens its own short transactions."""
 
 __all__ = [
-    "askers", "choices", "context", "deadline", "digests", "errors", "fields", "history",
+    "askers", "choices", "context", "dates", "deadline", "digests", "errors", "fields", "history",
     "presentation", "records", "request", "resolution", "runs", "turn_intents", "views",
     "workflows",
 ]

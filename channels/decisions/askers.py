@@ -4,8 +4,8 @@ and the host it runs on, as the inbox lists them.
 The request's subject names them (`agent`, `host`) when the asker says so. A subject without
 them (every decision stored before they existed) is read defensively: a gated Pi tool call's
 run id starts with `gate-`, so its agent is `pi`, anything else is a `workflow`; the host is
-the presentation's context line's `Host`, else `-`. Pure, except `asker`, which reads one
-stored decision.
+the presentation's context line's `Host`, else `-`. Pure; a loaded decision says its own
+(`records.StoredDecision.asker`).
 """
 
 from __future__ import annotations
@@ -14,22 +14,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-import apsw
-
-from channels.decisions import records
 from channels.decisions.context import clean, split_context
 
-__all__ = ["UNKNOWN_HOST", "Asker", "asker", "asker_of", "of_decision"]
+__all__ = ["Asker", "asker_of"]
 
 
-UNKNOWN_HOST: Final = "-"
+_UNKNOWN_HOST: Final = "-"
 _GATE_RUN: Final = "gate-"
 
 
 @dataclass(frozen=True, slots=True)
 class Asker:
-    agent: str
-    host: str
+    """The agent that asked and its host (`-` when not known)."""
+
+    agent: str = "workflow"
+    host: str = _UNKNOWN_HOST
+
+    def phrase(self) -> str:
+        """`pi`, or `pi on laptop` when the host is known."""
+        return self.agent if self.host == _UNKNOWN_HOST else f"{self.agent} on {self.host}"
 
 
 def _named(subject: Mapping[str, Any], key: str) -> str | None:
@@ -46,15 +49,4 @@ def asker_of(subject: Any, run_id: str, presentation: Any = None) -> Asker:
             isinstance(presentation.get("blocks"), list):
         _, context = split_context(presentation["blocks"])
         host = None if context is None or context.host is None else clean(context.host)
-    return Asker(agent, host or UNKNOWN_HOST)
-
-
-def of_decision(decision: records.StoredDecision) -> Asker:
-    """Who asked a loaded decision."""
-    doc = decision.request.document
-    return asker_of(doc.get("subject"), decision.run_id, doc.get("presentation"))
-
-
-def asker(conn: apsw.Connection, decision_id: str) -> Asker:
-    """Who asked one stored decision (KeyError when unknown)."""
-    return of_decision(records.load(conn, decision_id))
+    return Asker(agent, host or _UNKNOWN_HOST)

@@ -19,8 +19,7 @@ from channels.decisions.presentation import MAX_BLOCKS, Block, FieldItem, Fields
 from channels.text import is_blank
 
 __all__ = [
-    "MAX_VALUE_CODE_UNITS", "Context", "automatic", "clean", "line", "project_name",
-    "split_context", "with_context",
+    "MAX_VALUE_CODE_UNITS", "Context", "automatic", "clean", "split_context", "with_context",
 ]
 
 
@@ -45,6 +44,10 @@ class Context:
         """(label, value) of the facts present, in display order."""
         found = zip(_LABELS, (self.project, self.session, self.host), strict=True)
         return [(label, value) for label, value in found if value is not None]
+
+    def line(self) -> str:
+        """The one line a card shows: `web-app · deploy-review · laptop`."""
+        return " · ".join(value for _, value in self.values())
 
 
 def clean(value: str) -> str | None:
@@ -89,19 +92,14 @@ def split_context(blocks: Sequence[Block]) -> tuple[list[Block], Context | None]
                                       facts.get("Host"))
 
 
-def line(context: Context) -> str:
-    """The one line a card shows: `web-app · deploy-review · laptop`."""
-    return " · ".join(value for _, value in context.values())
-
-
 def automatic(cwd: Path, session: str = _SHELL_SESSION) -> Context:
     """The context of a decision asked from `cwd`: the repository's (or folder's) name, the
     session, and this host's short name."""
-    return Context(clean(project_name(cwd)), clean(session),
+    return Context(clean(_project_name(cwd)), clean(session),
                    clean(socket.gethostname().split(".")[0]))
 
 
-def project_name(cwd: Path) -> str:
+def _project_name(cwd: Path) -> str:
     """The name of the git work tree holding `cwd` (no git process is run), else the folder's."""
     for folder in (cwd, *cwd.parents):
         if (folder / ".git").exists():

@@ -1,6 +1,8 @@
-"""A decision's deadline as a person reads it: "Answer by 16:22 UTC, in 15 min; then: Stop".
+"""A decision's deadline in words that stay true when read later (a Pi transcript entry), and
+the clock time every channel shows: "Answer by Wed 2 Dec 16:22 UTC; then: Stop".
 
-Times are shown in UTC with the day when it is not today's. Pure functions.
+Times are shown in UTC with the day when it is not today's. Pure functions. The countdown a
+card shows ("in 15 min") is the Telegram channel's (`channels.telegram.time_left`).
 """
 
 from __future__ import annotations
@@ -9,27 +11,7 @@ import time
 
 from channels.decisions.dates import ms_from_iso
 
-__all__ = [
-    "DAY_MS", "HOUR_MS", "MINUTE_MS", "clock_time", "dated_deadline_line", "deadline_line",
-    "remaining",
-]
-
-
-MINUTE_MS = 60_000
-HOUR_MS = 60 * MINUTE_MS
-DAY_MS = 24 * HOUR_MS
-
-
-def deadline_line(expires_at: str | None, default_label: str | None, now_ms: int) -> str:
-    """The card's deadline line."""
-    if expires_at is None:
-        return "No deadline"
-    at = ms_from_iso(expires_at)
-    then = f"then: {default_label}" if default_label is not None else "then it expires"
-    when = clock_time(at, now_ms)
-    if at <= now_ms:
-        return f"The deadline passed at {when}; {then}"
-    return f"Answer by {when}, {remaining(at - now_ms)}; {then}"
+__all__ = ["clock_time", "dated_deadline_line"]
 
 
 def dated_deadline_line(expires_at: str | None, default_label: str | None) -> str:
@@ -39,30 +21,15 @@ def dated_deadline_line(expires_at: str | None, default_label: str | None) -> st
         return "No deadline"
     at = ms_from_iso(expires_at)
     then = f"then: {default_label}" if default_label is not None else "then it expires"
-    return f"Answer by {clock_time(at, at + DAY_MS)}; {then}"
+    return f"Answer by {clock_time(at)}; {then}"
 
 
-def clock_time(at_ms: int, now_ms: int) -> str:
-    """`16:22 UTC`, or `Wed 2 Dec 16:22 UTC` when it is not on today's date."""
-    moment, today = time.gmtime(at_ms // 1000), time.gmtime(now_ms // 1000)
+def clock_time(at_ms: int, now_ms: int | None = None) -> str:
+    """`16:22 UTC`, or `Wed 2 Dec 16:22 UTC` when it is not on today's date (always dated
+    without a `now_ms`)."""
+    moment = time.gmtime(at_ms // 1000)
     clock = time.strftime("%H:%M UTC", moment)
-    if moment[:3] == today[:3]:
+    if now_ms is not None and moment[:3] == time.gmtime(now_ms // 1000)[:3]:
         return clock
     day = time.strftime("%a %d %b", moment).replace(" 0", " ")
     return f"{day} {clock}"
-
-
-def remaining(ms: int) -> str:
-    """`in 15 min`, `in 2 h 5 min`, `in 3 days`; never `in 0 min`. Minutes are rounded: a
-    card sent a moment after a 15-minute decision was asked says 15, not 14."""
-    if ms < MINUTE_MS:
-        return "in under a minute"
-    if ms < HOUR_MS - MINUTE_MS // 2:
-        return f"in {(ms + MINUTE_MS // 2) // MINUTE_MS} min"
-    if ms < DAY_MS:
-        hours, minutes = divmod((ms + MINUTE_MS // 2) // MINUTE_MS, 60)
-        return f"in {hours} h" + (f" {minutes} min" if minutes else "")
-    days, rest = divmod(ms, DAY_MS)
-    hours = rest // HOUR_MS
-    unit = "day" if days == 1 else "days"
-    return f"in {days} {unit}" + (f" {hours} h" if hours and days < 3 else "")

@@ -11,15 +11,14 @@ from channels.text import has_control_character, is_blank
 from state.canonical import CanonicalJsonError, canonical_json
 
 __all__ = [
-    "CHANNEL_RE", "NAME_PATTERN", "NAME_RE", "NAME_RULE", "as_integer", "is_number", "js_json",
-    "json_copy", "require_name", "require_presentable", "require_string",
+    "CHANNEL_RE", "NAME_RE", "as_integer", "is_number", "js_json", "json_copy", "name_error",
+    "require_name", "require_presentable", "require_string",
 ]
 
 
-NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
-NAME_PATTERN = NAME_RE  # choice ids, audiences, input names (for callers' own messages)
-NAME_RULE = ("use letters, digits, '_' or '-', starting with a letter or '_'"
-             " (at most 128 characters)")
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")  # choice ids, audiences, input names
+_NAME_RULE = ("use letters, digits, '_' or '-', starting with a letter or '_'"
+              " (at most 128 characters)")
 
 CHANNEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 
@@ -36,6 +35,12 @@ def require_string(value: object, label: str) -> str:
     if not isinstance(value, str) or is_blank(value):
         raise InvalidRequest(f"{label} must be a non-empty string")
     return value
+
+
+def name_error(value: object) -> str | None:
+    """What a caller's own message says when `value` is not a name (a choice id, an
+    audience, an input name): the rule; None for a name."""
+    return None if isinstance(value, str) and NAME_RE.fullmatch(value) else _NAME_RULE
 
 
 def require_name(value: object, label: str) -> str:

@@ -15,7 +15,7 @@ import apsw
 from channels.decisions.records import decision_resource
 from state import blobs, effects
 
-__all__ = ["Entry", "Winner", "delivered_to", "timeline", "winner", "winning_event"]
+__all__ = ["Entry", "Winner", "delivered_to", "timeline", "winner"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,7 @@ class Winner:
     channel: str | None
     actor_id: str | None
     resolved_at: int
+    event_id: str | None = None  # the channel's own id of the winning event (a Telegram update)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,17 +44,10 @@ class Entry:
 
 def winner(conn: apsw.Connection, decision_id: str) -> Winner | None:
     row = conn.execute(
-        "SELECT outcome, provenance, channel, actor_id, resolved_at"
+        "SELECT outcome, provenance, channel, actor_id, resolved_at, external_event_id"
         " FROM human_decision_resolutions WHERE decision_id = ?", (decision_id,)).fetchone()
     return None if row is None else Winner(str(row[0]), str(row[1]), row[2], row[3],
-                                           int(row[4]))
-
-
-def winning_event(conn: apsw.Connection, decision_id: str) -> str | None:
-    """The channel's own id of the event whose answer won (a Telegram update id)."""
-    row = conn.execute("SELECT external_event_id FROM human_decision_resolutions"
-                       " WHERE decision_id = ?", (decision_id,)).fetchone()
-    return None if row is None or row[0] is None else str(row[0])
+                                           int(row[4]), None if row[5] is None else str(row[5]))
 
 
 def timeline(conn: apsw.Connection, decision_id: str) -> list[Entry]:

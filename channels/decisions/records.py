@@ -14,6 +14,7 @@ from typing import Any
 import apsw
 
 from channels.decisions import runs
+from channels.decisions.askers import Asker, asker_of
 from channels.decisions.digests import digest_to_bytes
 from channels.decisions.errors import DecisionRefused
 from channels.decisions.request import (
@@ -75,6 +76,12 @@ class StoredDecision:
     request: DecisionRequest
     deadline_at: int | None
     created_at: int
+
+    def asker(self) -> Asker:
+        """Who asked it: the agent and host its subject names, else as its run and context
+        line say (`askers.asker_of`)."""
+        doc = self.request.document
+        return asker_of(doc.get("subject"), self.run_id, doc.get("presentation"))
 
 
 def decision_resource(decision_id: str) -> str:

@@ -22,10 +22,10 @@ from state.leases import Lease, OwnerType
 from state.resources import ResourceType
 
 __all__ = [
-    "GATE_WORKFLOW", "AttemptStatus", "ExecutionMode", "RunHandle", "RunOwner", "RunSpec",
-    "RunStatus", "SourceType", "TerminalStatus", "attempt_id_for", "create_finished_run",
-    "create_waiting_run", "finish_run", "latest_attempt", "new_run_id", "origin_session",
-    "run_output", "run_resource", "touch", "turn_session", "updated_since", "verify_owner",
+    "GATE_WORKFLOW", "AttemptStatus", "ExecutionMode", "RunHandle", "RunOwner", "RunPoint",
+    "RunSpec", "RunStatus", "SourceType", "TerminalStatus", "attempt_id_for",
+    "create_finished_run", "create_waiting_run", "finish_run", "latest_attempt", "new_run_id",
+    "run_output", "run_resource", "turn_session", "updated_since", "verify_owner",
 ]
 
 
@@ -101,6 +101,24 @@ class RunHandle:
     run_id: str
     attempt_id: str
     lease: Lease
+
+
+@dataclass(frozen=True, slots=True)
+class RunPoint:
+    """Where a run is: its latest node attempt, the run's title and the Pi session an
+    interactive run is bound to (what a notification of the run is filed under and told to)."""
+
+    run_id: str
+    attempt_id: str
+    title: str | None
+    origin_session_id: str | None
+
+    def touch(self, conn: apsw.Connection, now: int) -> None:
+        """The run said something (a notification): its `updated_at` moves, so that the run
+        is found among the recently active ones (`updated_since`) without reading its
+        history."""
+        conn.execute("UPDATE runs SET updated_at = max(updated_at, ?) WHERE run_id = ?",
+                     (now, self.run_id))
 
 
 def new_run_id(prefix: str, entropy: Entropy) -> str:
@@ -186,21 +204,18 @@ def create_waiting_run(
     return RunHandle(spec.run_id, attempt_id, lease)
 
 
-def latest_attempt(conn: apsw.Connection, run_id: str) -> tuple[str, str | None] | None:
-    """(attempt id of the run's latest node attempt, the run's title), or None for an unknown
-    run or one without an attempt."""
+def latest_attempt(conn: apsw.Connection, run_id: str) -> RunPoint | None:
+    """The run's latest node attempt, or None for an unknown run or one without an attempt."""
     row = conn.execute(
-        "SELECT a.attempt_id, r.title FROM runs r JOIN node_attempts a USING (run_id)"
+        "SELECT a.attempt_id, r.title, b.origin_session_id FROM runs r"
+        " JOIN node_attempts a USING (run_id) LEFT JOIN run_bindings b"
+        " ON b.run_id = r.run_id AND b.execution_mode = 'interactive'"
         " WHERE r.run_id = ? ORDER BY a.created_at DESC, a.attempt_number DESC LIMIT 1",
         (run_id,)).fetchone()
-    return None if row is None else (str(row[0]), None if row[1] is None else str(row[1]))
-
-
-def touch(conn: apsw.Connection, run_id: str, now: int) -> None:
-    """The run said something (a notification): its `updated_at` moves, so that the run is
-    found among the recently active ones (`updated_since`) without reading its history."""
-    conn.execute("UPDATE runs SET updated_at = max(updated_at, ?) WHERE run_id = ?",
-                 (now, run_id))
+    if row is None:
+        return None
+    title, session = (None if value is None else str(value) for value in row[1:])
+    return RunPoint(run_id, str(row[0]), title, session)
 
 
 _RUN_STATUSES = tuple(status.value for status in RunStatus)
@@ -213,14 +228,6 @@ def updated_since(conn: apsw.Connection, since: int) -> list[str]:
         f"SELECT run_id FROM runs WHERE status IN ({marks}) AND updated_at >= ?"
         " ORDER BY updated_at DESC", (*_RUN_STATUSES, since))
     return [str(r[0]) for r in rows]
-
-
-def origin_session(conn: apsw.Connection, run_id: str) -> str | None:
-    """The Pi session an interactive run is bound to (its answer goes back there), or None."""
-    value = conn.execute(
-        "SELECT origin_session_id FROM run_bindings WHERE run_id = ?"
-        " AND execution_mode = 'interactive'", (run_id,)).get
-    return None if value is None else str(value)
 
 
 def turn_session(conn: apsw.Connection, run_id: str) -> str | None:
@@ -241,14 +248,21 @@ def verify_owner(conn: apsw.Connection, lease: Lease, run_id: str, now: int,
     leases.check_permit(conn, permit, now)
 
 
-def create_finished_run(conn: apsw.Connection, spec: RunSpec, owner_id: str, now: int,
-                        entropy: Entropy) -> str:
-    """A run that is over once written (a notification's own run: nothing to wait for):
-    created, its attempt and the run completed, its lease let go. Its attempt id."""
+def create_finished_run(conn: apsw.Connection, prefix: str, workflow_name: str, node: str,
+                        title: str | None, owner_id: str, now: int, entropy: Entropy) -> RunPoint:
+    """A run of one `node` node (its id and its type) that is over once written (a
+    notification's own run: nothing to wait for): created, its attempt and the run
+    completed, its lease let go. Its input is its title; its id is new, after `prefix-`."""
+    run_id = new_run_id(prefix, entropy)
+    spec = RunSpec(
+        run_id=run_id, workflow_name=workflow_name,
+        definition={"name": workflow_name, "nodes": [{"id": node, "type": node}]},
+        input={"title": title}, node_id=node, node_type=node, title=title,
+        source_ref=workflow_name)
     handle = create_waiting_run(conn, spec, OwnerType.HOST, owner_id, now, entropy)
     finish_run(conn, handle.lease, spec.run_id, handle.attempt_id, RunStatus.COMPLETED, now)
     leases.release(conn, handle.lease, now)
-    return handle.attempt_id
+    return RunPoint(run_id, handle.attempt_id, title, None)
 
 
 def finish_run(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +21,10 @@ from channels.decisions.records import Resolution, StoredDecision, load, resolut
 from state import blobs, effects
 
 __all__ = [
-    "DecisionView", "accepted_subjects", "accepted_with_subject", "button_basis_of_message",
-    "count_open", "decision_candidates", "fingerprint_of", "list_views", "open_decision_ids",
+    "DecisionView", "accepted_subjects", "accepted_with_subject", "button_bases", "count_open",
+    "decision_candidates", "fingerprint_of", "list_views", "open_decision_ids",
     "open_deliveries", "open_unexpired", "open_without_delivery", "overdue_decision_ids",
-    "pending_continuations", "showing_button_basis", "view", "winner_source",
+    "pending_continuations", "view", "winner_source",
 ]
 
 
@@ -122,12 +123,24 @@ def _basis(conn: apsw.Connection, rows: list[Any]) -> list[tuple[str, str, list[
              [str(c["id"]) for c in blobs.get_json(conn, bytes(h))]) for d, digest, h in rows]
 
 
-def button_basis_of_message(
+def button_bases(
+    conn: apsw.Connection, channel_id: str, settle_type: str, *, chat: str | None = None,
+    message_ref: str | None = None, resolved_since: int = 0,
+) -> Iterator[list[tuple[str, str, list[str]]]]:
+    """(decision_id, request digest, choice ids) of the decisions whose button tokens may be
+    pressed on the channel, in the order a lookup that missed reads them, each read only when
+    the next is asked for: first the decision whose delivery includes the sent message
+    `message_ref` in `chat` (when given), if it is open or was resolved after
+    `resolved_since` (one indexed lookup); then every decision whose keyboard may still
+    show."""
+    if chat is not None and message_ref is not None:
+        yield _basis_of_message(conn, channel_id, chat, message_ref, resolved_since)
+    yield _showing_basis(conn, channel_id, settle_type)
+
+
+def _basis_of_message(
     conn: apsw.Connection, channel_id: str, chat: str, message_ref: str, resolved_since: int
 ) -> list[tuple[str, str, list[str]]]:
-    """(decision_id, request digest, choice ids) of the decision whose delivery on the channel
-    includes the sent message `message_ref` in `chat`, if it is open or was resolved after
-    `resolved_since`: what its button tokens are made of. One indexed lookup."""
     return _basis(conn, conn.execute(
         f"{_BASIS} FROM channel_message_parts p"
         " JOIN channel_messages m ON m.message_id = p.message_id"
@@ -140,15 +153,15 @@ def button_basis_of_message(
     ).fetchall())
 
 
-def showing_button_basis(
+def _showing_basis(
     conn: apsw.Connection, channel_id: str, settle_type: str
 ) -> list[tuple[str, str, list[str]]]:
-    """The same for every decision whose keyboard may still show on the channel: open ones
-    with a delivery there, resolved ones whose settlement there (`settle_type`, which
-    removes the keyboards) is not done yet, and those with a delivery part whose send
-    response was lost (its keyboard is on a message we never learned, so settlement could not
-    remove it). Each reads only unsettled or unreferenced rows, through indexes, however long
-    the history is."""
+    """Every decision whose keyboard may still show on the channel: open ones with a
+    delivery there, resolved ones whose settlement there (`settle_type`, which removes the
+    keyboards) is not done yet, and those with a delivery part whose send response was lost
+    (its keyboard is on a message we never learned, so settlement could not remove it). Each
+    reads only unsettled or unreferenced rows, through indexes, however long the history
+    is."""
     open_rows = conn.execute(
         f"{_BASIS}{_OPEN} AND EXISTS (SELECT 1 FROM channel_messages m"
         " WHERE m.decision_id = d.decision_id AND m.channel_id = :channel"

@@ -30,10 +30,10 @@ if TYPE_CHECKING:  # imported by the steps that resolve: an idle poll pass resol
     from channels.decisions.resolution import Verdict
 
 __all__ = [
-    "ASK_WORKFLOW", "GATE_WORKFLOW", "AskHandle", "AskSpec", "apply_continuation",
+    "ASK_WORKFLOW", "GATE_WORKFLOW", "AskHandle", "AskSpec", "RunHold", "apply_continuation",
     "apply_deadline", "cancel_decision", "create_ask", "expire_overdue", "new_owner_id",
     "owner_process_gone", "owner_window", "presentation_for", "process_gone", "release_run",
-    "renew_run", "resolve_id", "summarize", "wait_for_resolution",
+    "renew_run", "resolve_id", "wait_for_resolution",
 ]
 
 
@@ -132,6 +132,11 @@ class AskHandle:
     def decision_id(self) -> str:
         return self.request.decision_id
 
+    def release(self, db: Database) -> None:
+        """Let the run go, as created: an ask that does not wait (or stops before it waits)
+        must not block others."""
+        release_run(db, self.run.lease)
+
 
 def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
     """Create the run, its waiting attempt and the decision in one transaction."""
@@ -178,6 +183,39 @@ def renew_run(db: Database, lease: Lease) -> Lease:
     if lease.expires_at - db.clock.now_ms() > leases.RENEW_WHEN_LEFT_MS:
         return lease
     return db.write(lambda c: leases.renew(c, lease, db.clock.now_ms()))
+
+
+@dataclass(slots=True)
+class RunHold:
+    """An owner's hold on a waiting run: its lease, renewed while the owner waits, and the
+    run-owner steps taken under it (the decision's deadline, then its continuation)."""
+
+    db: Database
+    decision_id: str
+    lease: Lease
+
+    def renew(self) -> None:
+        """Keep the lease alive (a write transaction only near expiry)."""
+        self.lease = renew_run(self.db, self.lease)
+
+    def apply_deadline(self) -> Verdict:
+        """Apply the timeout default or the no-default expiry."""
+        return apply_deadline(self.db, self.decision_id, self.lease)
+
+    def finish(self) -> Resolution:
+        """Finish the run with the decision's outcome (a run this tool created)."""
+        return apply_continuation(self.db, self.decision_id, self.lease)
+
+    def cancel(self, owner_id: str, reason: str) -> Verdict:
+        """Cancel the decision as the run's owner (DecisionRefused when an answer won first)."""
+        from channels.decisions import resolution
+
+        return self.db.write(lambda c: resolution.resolve(c, resolution.Cancellation(
+            self.decision_id, self.lease, owner_id, reason), self.db.clock.now_ms()))
+
+    def release(self) -> None:
+        """Let the run go (an owner that stops waiting must not block others)."""
+        release_run(self.db, self.lease)
 
 
 def apply_deadline(db: Database, decision_id: str, lease: Lease) -> Verdict:
@@ -370,12 +408,3 @@ def presentation_for(title: str, summary: str | None, document: Mapping[str, Any
         return document
     return {"schema": "pi-workflows.decision-presentation.v1", "summary": summary or title,
             "blocks": []}
-
-
-def summarize(outcome: Verdict) -> str:
-    """One line for an outcome."""
-    res = outcome.resolution
-    if res is None:
-        return f"{outcome.result.value}: {outcome.message}"
-    detail = res.choice if res.outcome == records.Outcome.ACCEPTED else res.reason
-    return f"{outcome.result.value}: {res.outcome} ({res.provenance}) {detail}"

@@ -143,12 +143,13 @@ def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
            recipients: dict[str, tuple[str, ...]], owner_id: str, now: int,
            entropy: Entropy) -> Notified:
     actor = Actor(ActorType.HOST, owner_id)
-    run_id, attempt_id, title = _run(conn, spec, owner_id, now, entropy)
+    point = _run(conn, spec, owner_id, now, entropy)
+    run_id, attempt_id, title = point.run_id, point.attempt_id, point.title or spec.title
     index = spec.index if spec.index is not None else records.next_index(conn, run_id,
                                                                          attempt_id)
     notification_id = records.notification_id_for(run_id, attempt_id, index)
     target = spec.session_id if spec.session_id is not None else \
-        (runs.origin_session(conn, run_id) or NO_SESSION)
+        (point.origin_session_id or NO_SESSION)
     content = blobs.put_text(conn, spec.text, now)
     existing = records.get(conn, notification_id)
     if existing is not None:
@@ -176,7 +177,7 @@ def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
     stored = Notification(notification_id, pi_effect.effect_id, run_id, attempt_id, index,
                           target, spec.kind, content, now, spec.text)
     records.insert(conn, stored)
-    runs.touch(conn, run_id, now)  # found among the recently active runs (alerts, status)
+    point.touch(conn, now)  # found among the recently active runs (alerts, status)
     telegram = [effects.reserve(
         conn, source_resource_id=source, source_revision=revision, effect_type=TELEGRAM_NOTIFY,
         idempotency_key=f"{channel_id}:{notification_id}",
@@ -187,18 +188,13 @@ def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
 
 
 def _run(conn: apsw.Connection, spec: NotifySpec, owner_id: str, now: int,
-         entropy: Entropy) -> tuple[str, str, str | None]:
-    """(run id, attempt id, title) of the run the notification belongs to."""
+         entropy: Entropy) -> runs.RunPoint:
+    """The run the notification belongs to, at its latest attempt."""
     if spec.run_id is not None:
         found = runs.latest_attempt(conn, spec.run_id)
         if found is None:
             raise NotificationRefused(f"run {spec.run_id!r} is not known")
-        return spec.run_id, found[0], found[1] or spec.title
-    run_id = runs.new_run_id("notify", entropy)
-    run_spec = runs.RunSpec(
-        run_id=run_id, workflow_name=_NOTIFY_WORKFLOW,
-        definition={"name": _NOTIFY_WORKFLOW, "nodes": [{"id": _NOTIFY_NODE, "type": "notify"}]},
-        input={"title": spec.title}, node_id=_NOTIFY_NODE, node_type="notify", title=spec.title,
-        source_ref=_NOTIFY_WORKFLOW)
+        return found
     # The one-off run has nothing to wait for: it is over once it said what it had to say.
-    return run_id, runs.create_finished_run(conn, run_spec, owner_id, now, entropy), spec.title
+    return runs.create_finished_run(conn, "notify", _NOTIFY_WORKFLOW, _NOTIFY_NODE, spec.title,
+                                    owner_id, now, entropy)

@@ -20,7 +20,7 @@ from channels.notifications import records
 from channels.notifications.producing import PI_NOTIFY, TELEGRAM_NOTIFY
 from state import effects
 
-__all__ = ["NotificationView", "for_run", "recent", "refused_chats"]
+__all__ = ["NotificationView", "for_run", "recent"]
 
 
 _DAY_MS = 86_400_000
@@ -97,16 +97,3 @@ def recent(conn: apsw.Connection, now: int, within_ms: int = _DAY_MS) -> list[No
     """The notifications of the runs active in the last day (newest run first)."""
     return [view for run_id in runs.updated_since(conn, now - within_ms)
             for view in for_run(conn, run_id)]
-
-
-def refused_chats(conn: apsw.Connection, effect: effects.Effect) -> list[dict[str, Any]]:
-    """The recipients a Telegram notification was refused for, each with its chat."""
-    result = effects.result_of(conn, effect.effect_id)
-    recipients = [str(r) for r in effects.payload(conn, effect).get("recipients", [])]
-    found = []
-    for entry in (result or {}).get("recipients", []) if isinstance(result, dict) else []:
-        index = entry.get("index")
-        if entry.get("status") == "rejected" and isinstance(index, int) \
-                and index < len(recipients):
-            found.append({**entry, "chat": recipients[index]})
-    return found

@@ -112,8 +112,7 @@ def open_decision(db: Database, call: GatedCall, *, shown: GatedCall, rule: str 
     its card showing `shown` (the call in the policy's terms), in a gate run of the session,
     denied by default when `timeout_minutes` pass."""
     cwd = Path(call.cwd)
-    where = context.Context(context.clean(context.project_name(cwd)),
-                            context.clean(session_label), context.automatic(cwd).host)
+    where = context.automatic(cwd, session_label)
     try:
         presentation = gating.presentation(shown, rule, where)
     except gating.TooLong as exc:

@@ -15,7 +15,7 @@ from typing import Any, Final
 import apsw
 
 from channels import inbox
-from channels.decisions import askers, history, records
+from channels.decisions import history, records
 from channels.store import telegram_channel_id
 
 __all__ = ["AuditRow", "audit", "row"]
@@ -68,7 +68,7 @@ def audit(conn: apsw.Connection, since: int) -> list[AuditRow]:
 def row(conn: apsw.Connection, decision_id: str) -> AuditRow:
     decision = records.load(conn, decision_id)
     request = decision.request
-    asker = askers.of_decision(decision)
+    asker = decision.asker()
     resolution = records.resolution_of(conn, decision_id)
     won = history.winner(conn, decision_id)
     choice = None if resolution is None else resolution.choice
@@ -81,20 +81,20 @@ def row(conn: apsw.Connection, decision_id: str) -> AuditRow:
         outcome="open" if won is None else won.outcome, choice=choice,
         choice_label=None if found is None else str(found["label"]),
         provenance=None if won is None else _PROVENANCE.get(won.provenance, won.provenance),
-        who=who, who_name=None if won is None else _name(conn, decision_id, won),
+        who=who, who_name=None if won is None else _name(conn, won),
         channel=None if won is None else won.channel,
         request_digest=request.request_digest, subject_digest=request.subject_digest,
         reason=None if resolution is None else resolution.reason)
 
 
-def _name(conn: apsw.Connection, decision_id: str, won: history.Winner) -> str | None:
+def _name(conn: apsw.Connection, won: history.Winner) -> str | None:
     """The answerer's name: as Telegram showed it with the press or reply (its inbox row),
     or the Pi terminal; None when no person answered or the name is not known."""
     if won.provenance != "human" or won.channel is None:
         return None
     if won.channel.startswith("pi"):
         return "pi terminal" if (won.actor_id or "").startswith("local:") else "pi session"
-    event = history.winning_event(conn, decision_id)
+    event = won.event_id
     if not won.channel.startswith("telegram:") or event is None:
         return None
     row = inbox.get_inbox(conn, telegram_channel_id(won.channel.removeprefix("telegram:")),

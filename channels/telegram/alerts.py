@@ -325,9 +325,7 @@ def _notification_conditions(conn: apsw.Connection, channel_id: str,
                 notifying.message_of(channel_id, payload)).parts(conn) if p.is_intent})
             found[f"ambiguous:{n.notification_id}"] = ("ambiguous", since, {
                 **base, "chats": [recipients[r] for r in unknown if r < len(recipients)]})
-        from channels.notifications import views as notification_views  # only with a trouble
-
-        for refused in notification_views.refused_chats(conn, effect):
+        for refused in reservations.refused_chats(conn, effect):
             found[f"rejected:{n.notification_id}:{refused['chat']}"] = ("rejected", since, {
                 **base, "chat": refused["chat"], "errorCode": refused.get("errorCode"),
                 "description": refused.get("description")})

@@ -73,13 +73,15 @@ class ButtonIndex:
         whose references were never recorded, or a token from another message). Neither
         reads the history of settled decisions."""
         found = self._tokens.get(token)
-        if found is None and chat is not None and message_ref is not None:
-            self._add_all(views.button_basis_of_message(conn, channel_id, chat, message_ref,
-                                                        now - _RECENT_MS))
+        if found is not None:
+            return found
+        for basis in views.button_bases(conn, channel_id, SETTLE_EFFECT, chat=chat,
+                                        message_ref=message_ref,
+                                        resolved_since=now - _RECENT_MS):
+            self._add_all(basis)
             found = self._tokens.get(token)
-        if found is None:
-            self._add_all(views.showing_button_basis(conn, channel_id, SETTLE_EFFECT))
-            found = self._tokens.get(token)
+            if found is not None:
+                break
         return found
 
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.decisions import context
-from channels.decisions.deadline import deadline_line
 from channels.decisions.errors import TooManyParts
 from channels.decisions.presentation import Block, fingerprint
 from channels.telegram.limits import MAX_TELEGRAM_PARTS, TELEGRAM_TEXT_LIMIT
+from channels.telegram.time_left import deadline_line
 from channels.telegram.units import from_units, to_units
 from channels.text import operator_safe_text
 
@@ -171,7 +171,7 @@ def _choices(choices: Mapping[str, Mapping[str, Any]]) -> _Span:
 
 def _tail(request: Mapping[str, Any], now_ms: int) -> list[_Span]:
     _, found = context.split_context(request["presentation"]["blocks"])
-    spans = [] if found is None else [_Span(_safe(context.line(found)), "italic"), _Span("\n")]
+    spans = [] if found is None else [_Span(_safe(found.line()), "italic"), _Span("\n")]
     default = request.get("defaultResponse")
     label = None
     if default is not None:

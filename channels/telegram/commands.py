@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import apsw
 
-from channels.decisions import askers, records
+from channels.decisions import records
 from channels.telegram.identity import Channel
 from channels.telegram.ignored import Ignored, ignored
 from channels.telegram.muting import MUTE_USAGE, parse_mute, set_mute
@@ -65,7 +65,7 @@ def _pending(conn: apsw.Connection, channel: Channel, said: _Said, now: int,
     waiting = [records.load(conn, d) for d in open_routed_decisions(conn, channel, now)]
     reserve_notice(conn, channel, None, chat, message, pending_list(
         [(str(d.request.document["title"]), d.request.presentation_digest,
-          askers.of_decision(d)) for d in waiting]),
+          d.asker()) for d in waiting]),
         f"command:{chat}:{message}", lease.actor, now)
     for order, decision in enumerate(waiting[:MAX_LISTED], start=1):
         # Effects go out oldest first: a millisecond apart, the cards follow the list in order.

@@ -58,7 +58,7 @@ def _answered_by(conn: apsw.Connection, channel: Channel, decision_id: str,
     winner = winner or history.winner(conn, decision_id)
     if winner is None or winner.channel is None or not winner.channel.startswith("telegram:"):
         return None
-    event = history.winning_event(conn, decision_id)
+    event = winner.event_id
     if event is None:
         return None
     profile = winner.channel.removeprefix("telegram:")

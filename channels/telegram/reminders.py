@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from channels.config.quiet_hours import QuietHours
 from channels.decisions import records
-from channels.decisions.deadline import DAY_MS, HOUR_MS, MINUTE_MS, clock_time, remaining
+from channels.decisions.deadline import clock_time
+from channels.telegram.time_left import DAY_MS, HOUR_MS, MINUTE_MS, remaining
 
 __all__ = ["EARLIEST_MS", "default_label", "next_reminder", "reminder_text", "schedule"]
 

@@ -26,9 +26,9 @@ __all__ = [
     "DELIVER", "NOTICE", "PROMPT", "REMIND", "SETTLE", "ambiguous_chats", "delivery_failure",
     "delivery_message_id", "delivery_recipients", "due_reminders", "failed_deliveries",
     "has_unreserved", "messages_of_effect", "notice_message_id", "open_routed_decisions",
-    "prompt_of", "prompts", "refused_recipients", "reminder_message_id", "reserve_copy",
-    "reserve_deliveries", "reserve_due_reminders", "reserve_notice", "reserve_resend",
-    "resource_revision",
+    "prompt_of", "prompts", "refused_chats", "refused_recipients", "reminder_message_id",
+    "reserve_copy", "reserve_deliveries", "reserve_due_reminders", "reserve_notice",
+    "reserve_resend", "resource_revision",
 ]
 
 
@@ -285,11 +285,16 @@ def refused_recipients(conn: apsw.Connection, channel_id: str,
     if not mine or mine[-1].status not in (effects.EffectStatus.APPLIED,
                                            effects.EffectStatus.REJECTED):
         return []
-    latest = mine[-1]
-    outcome = effects.result_of(conn, latest.effect_id)
+    return refused_chats(conn, mine[-1])
+
+
+def refused_chats(conn: apsw.Connection, effect: effects.Effect) -> list[dict[str, Any]]:
+    """The recipients a settled Telegram send (a card's delivery, a notification) was refused
+    for, each with its chat: its result lists them by their index in its payload's."""
+    outcome = effects.result_of(conn, effect.effect_id)
     if not isinstance(outcome, dict):
         return []
-    recipients = [str(r) for r in effects.payload(conn, latest).get("recipients", [])]
+    recipients = [str(r) for r in effects.payload(conn, effect).get("recipients", [])]
     refused = []
     for entry in outcome.get("recipients", []):
         index = entry.get("index")

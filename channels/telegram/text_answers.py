@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from channels.decisions.askers import UNKNOWN_HOST, Asker
+from channels.decisions.askers import Asker
 from channels.decisions.presentation import fingerprint
 from channels.telegram.outcomes import shorten
 
@@ -62,7 +62,7 @@ def pending_list(decisions: Sequence[tuple[str, str, Asker]]) -> str:
     lines = [f"{len(decisions)} waiting; their cards follow:"] if len(decisions) <= MAX_LISTED \
         else [f"{len(decisions)} waiting; the {MAX_LISTED} oldest cards follow:"]
     for number, (title, digest, asker) in enumerate(decisions[:MAX_LISTED], start=1):
-        who = asker.agent if asker.host == UNKNOWN_HOST else f"{asker.agent} on {asker.host}"
+        who = asker.phrase()
         lines.append(f"{number}. {shorten(title.strip(), 120)} · {fingerprint(digest)} · "
                      f"{shorten(who, 60)}")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ def test_the_context_block_round_trips_through_normalization() -> None:
     blocks, found = context.split_context(document["blocks"])
     assert found == facts
     assert blocks == [{"kind": "paragraph", "text": "Body"}]
-    assert context.line(facts) == "web-app · deploy-review · laptop"
+    assert facts.line() == "web-app · deploy-review · laptop"
 
 
 def test_fields_with_other_labels_or_order_are_not_a_context() -> None:

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from channels.decisions import context
 from channels.decisions.dates import ms_from_iso
-from channels.decisions.deadline import deadline_line, remaining
 from channels.decisions.errors import TooManyParts
 from channels.decisions.request import OnTimeout, build_request
 from channels.telegram.card import card_parts
+from channels.telegram.time_left import deadline_line, remaining
 from channels.text import utf16_len
 from tests.channels.decisions.test_presentation import (
     CHOICES,

@@ -15,8 +15,8 @@ import pytest
 
 from adapters.telegram.fake import FakeBotApi
 from channels.config.quiet_hours import QuietHours
-from channels.decisions.deadline import DAY_MS, HOUR_MS, MINUTE_MS
 from channels.telegram.reminders import next_reminder, schedule
+from channels.telegram.time_left import DAY_MS, HOUR_MS, MINUTE_MS
 from state.clock import ManualClock
 from state.database import Database
 from tests.channels.telegram.test_channel import CHAT, TOKEN, Flow, _configure
