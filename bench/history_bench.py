@@ -70,7 +70,7 @@ from channels.store import AdapterType
 from channels.telegram import reservations
 from channels.telegram.identity import Channel
 from channels.telegram.reservations import DELIVER, SETTLE
-from state import effects, leases
+from state import effects
 from state.database import COMMON_PRAGMAS, Database
 from state.effects import AttemptOutcome
 from state.files import STATE_RELATIVE_PATH
@@ -99,8 +99,8 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
         messages.write_part_intent(conn, message_id, 0, 0, "decision", now)
         messages.confirm_part(conn, message_id, 0, 0, chat, ref)
         messages.set_message_status(conn, message_id, MessageStatus.CONFIRMED, now)
-        effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now,
-                               result={"recipients": []})
+        attempt.finish(conn, AttemptOutcome.APPLIED, now,
+                       result={"recipients": []})
         events.append(inbox.InboundEvent(f"u{ref}", "callback", {"callbackId": f"c{ref}"}))
         answer = HumanAnswer(decision_id, handle.request.request_digest, {"choice": "continue"},
                              channel.name, f"telegram-user:{USER}", f"u{ref}",
@@ -115,14 +115,14 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
         messages.write_part_intent(conn, outcome, 0, 0, "Accepted: Continue", now)
         messages.confirm_part(conn, outcome, 0, 0, chat, str(first_ref + 2 * k + 1))
         messages.set_message_status(conn, outcome, MessageStatus.CONFIRMED, now)
-        effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now)
+        attempt.finish(conn, AttemptOutcome.APPLIED, now)
         follow_ups.apply_continue_locally(conn, decision_id, handle.run.lease, now)
-        leases.release(conn, handle.run.lease, now)
+        handle.run.lease.release(conn, now)
     inbox.ingest(conn, channel_lease, channel.channel_id, events, now)
     for event in events:
         inbox.mark_processed(conn, channel.channel_id, event.external_event_id,
                              {"result": "won"}, now)
-    leases.release(conn, channel_lease, now)
+    channel_lease.release(conn, now)
 
 
 def fill_history(db: Database, count: int) -> None:

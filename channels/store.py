@@ -92,7 +92,7 @@ def verify(conn: apsw.Connection, lease: Lease, channel_id: str, now: int) -> No
     """The lease must be this channel's live lease."""
     if lease.resource_id != channel_resource(channel_id):
         raise WriteRejected(f"the lease is not for channel {channel_id}")
-    leases.verify(conn, lease, now)
+    lease.verify(conn, now)
 
 
 def cursor(conn: apsw.Connection, channel_id: str, key: str) -> str | None:
@@ -135,7 +135,7 @@ def set_cursor_for_effect(conn: apsw.Connection, lease: Lease, channel_id: str, 
                           value: str, now: int) -> None:
     """Set a non-numeric cursor under the live lease of one of the channel's effect attempts
     (what the attempt found is recorded by the one applying it)."""
-    leases.verify(conn, lease, now)
+    lease.verify(conn, now)
     conn.execute(
         "INSERT INTO channel_cursors (channel_id, cursor_key, cursor_value, updated_at)"
         " VALUES (:c, :k, :v, :now) ON CONFLICT (channel_id, cursor_key)"

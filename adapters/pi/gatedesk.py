@@ -42,7 +42,6 @@ from channels.gate.confinement import Confinement, Probe
 from channels.pi import gate_decisions
 from channels.pi.answers import load_open
 from channels.pi.gating import GatedCall
-from state import leases
 from state.database import Database
 from state.errors import StateError
 from state.leases import Lease
@@ -215,7 +214,7 @@ class GateDesk:
             workflows.apply_deadline(self.db, waiting.decision_id, waiting.lease)
             decided = self.db.read(lambda c: records.resolution_of(c, waiting.decision_id))
         if decided is None:
-            if waiting.lease.expires_at - now <= leases.RENEW_WHEN_LEFT_MS:
+            if waiting.lease.needs_renewal(now):
                 waiting.lease = workflows.renew_run(self.db, waiting.lease)
             return
         workflows.apply_continuation(self.db, waiting.decision_id, waiting.lease)

@@ -140,7 +140,7 @@ def create_waiting_run(
         (definition_digest, spec.workflow_name, definition_hash, now),
     )
     resource_id = run_resource(spec.run_id)
-    owner = leases.actor_of(owner_type, owner_id)
+    owner = owner_type.actor(owner_id)
     # Created and claimed in one command: one change, one event (run.created, naming the
     # generation of the claim below: a new resource's first lease is generation 1). No
     # payload: the runs row holds its id and workflow.
@@ -237,8 +237,7 @@ def turn_session(conn: apsw.Connection, run_id: str) -> str | None:
 def verify_owner(conn: apsw.Connection, lease: Lease, run_id: str, now: int,
                  operation: str = "run.write") -> None:
     """The lease must be the live lease of this run (checked again in this transaction)."""
-    permit = leases.WritePermit(run_resource(run_id), operation, lease.actor, None, lease)
-    leases.check_permit(conn, permit, now)
+    leases.WritePermit(run_resource(run_id), operation, lease.actor, None, lease).check(conn, now)
 
 
 def create_finished_run(conn: apsw.Connection, spec: RunSpec, owner_id: str, now: int,
@@ -247,7 +246,7 @@ def create_finished_run(conn: apsw.Connection, spec: RunSpec, owner_id: str, now
     created, its attempt and the run completed, its lease let go. Its attempt id."""
     handle = create_waiting_run(conn, spec, OwnerType.HOST, owner_id, now, entropy)
     finish_run(conn, handle.lease, spec.run_id, handle.attempt_id, RunStatus.COMPLETED, now)
-    leases.release(conn, handle.lease, now)
+    handle.lease.release(conn, now)
     return handle.attempt_id
 
 

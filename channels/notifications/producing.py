@@ -171,8 +171,9 @@ def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
         now=now)
     if target == NO_SESSION or "pi" not in routes:
         # No Pi session hears of it: the row's effect is settled as not wanted, at once.
-        effects.cancel(conn, effects.get(conn, pi_effect.effect_id), actor, now,
-                       "no Pi session" if target == NO_SESSION else "audience has no pi route")
+        effects.get(conn, pi_effect.effect_id).cancel(
+            conn, actor, now,
+            "no Pi session" if target == NO_SESSION else "audience has no pi route")
     stored = Notification(notification_id, pi_effect.effect_id, run_id, attempt_id, index,
                           target, spec.kind, content, now, spec.text)
     records.insert(conn, stored)

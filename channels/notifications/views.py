@@ -66,8 +66,8 @@ class NotificationView:
 
 def _delivery(conn: apsw.Connection, effect: effects.Effect,
               names: dict[str, str]) -> _Delivery:
-    payload = effects.payload(conn, effect)
-    result = effects.result_of(conn, effect.effect_id) or {}
+    payload = effect.payload(conn)
+    result = effect.result(conn) or {}
     status = "superseded" if isinstance(result, dict) and result.get("superseded") \
         else effect.status.value
     if effect.effect_type == PI_NOTIFY:
@@ -101,8 +101,8 @@ def recent(conn: apsw.Connection, now: int, within_ms: int = _DAY_MS) -> list[No
 
 def refused_chats(conn: apsw.Connection, effect: effects.Effect) -> list[dict[str, Any]]:
     """The recipients a Telegram notification was refused for, each with its chat."""
-    result = effects.result_of(conn, effect.effect_id)
-    recipients = [str(r) for r in effects.payload(conn, effect).get("recipients", [])]
+    result = effect.result(conn)
+    recipients = [str(r) for r in effect.payload(conn).get("recipients", [])]
     found = []
     for entry in (result or {}).get("recipients", []) if isinstance(result, dict) else []:
         index = entry.get("index")

@@ -38,9 +38,9 @@ def give_up(db: Database, channel_id: str, attempt: Attempt, exc: Exception,
         for message_id in written:
             messages.set_message_status(
                 c, message_id, MessageStatus("ambiguous" if maybe_sent else "failed"), now)
-        effects.finish_attempt(c, attempt,
-                               AttemptOutcome("ambiguous" if maybe_sent else "rejected"), now,
-                               error=error)
+        attempt.finish(c,
+                       AttemptOutcome("ambiguous" if maybe_sent else "rejected"), now,
+                       error=error)
 
     with contextlib.suppress(StateError):  # already settled by the failing path
         db.write(settle)

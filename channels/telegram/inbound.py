@@ -289,7 +289,7 @@ def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.Sto
         conn, source_resource_id=decision.resource_id,
         source_revision=resource_revision(conn, decision.resource_id), effect_type=SETTLE,
         idempotency_key=f"{channel.channel_id}:learned:{learned}",
-        payload=effects.payload(conn, earlier), owner_scope=OwnerScope.CHANNEL, actor=worker,
+        payload=earlier.payload(conn), owner_scope=OwnerScope.CHANNEL, actor=worker,
         now=now,
     )
 

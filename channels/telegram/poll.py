@@ -45,7 +45,7 @@ from channels.telegram.outbound import LEASE_MARGIN_S, Outbound
 from channels.telegram.reports import ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
 from channels.transport import BotApi, CallOutcome, ProviderResult, describe
-from state import effects, errors, leases
+from state import effects, errors
 from state.database import Database, savepoint
 from state.leases import Lease
 from state.resources import Actor, ActorType
@@ -201,7 +201,7 @@ class ChannelPoll:
             except Exception as exc:
                 self.report.errors.append({"internal": f"alerts: {type(exc).__name__}: {exc}"})
                 report = None
-            leases.release(c, lease, now, payload=None if report is None else report.state)
+            lease.release(c, now, payload=None if report is None else report.state)
             return report
 
         # A lease already lost (expired and claimed by another poller) has nothing to release.
@@ -211,7 +211,7 @@ class ChannelPoll:
     def _renew(self) -> None:
         """Extend the channel lease when 20 s or less remain (a cheap no-op otherwise)."""
         lease = self.lease
-        self.lease = self.db.write(lambda c: leases.renew(c, lease, self._now()))
+        self.lease = self.db.write(lambda c: lease.renew(c, self._now()))
 
     def _until(self) -> float:
         """Calls end by the window's end, and early enough for the lease to outlive them."""
@@ -256,7 +256,7 @@ class ChannelPoll:
 
         def command(c: Any) -> Lease:
             now = self._now()
-            renewed = leases.renew(c, self.lease, now)
+            renewed = self.lease.renew(c, now)
             kept = holds.load(c, self.channel.channel_id)
             holds.save(c, renewed, self.channel.channel_id, {**kept, **pacer_holds}, now)
             return renewed
@@ -307,7 +307,7 @@ class ChannelPoll:
         for effect in self._abandoned(conn):
             written = reservations.messages_of_effect(conn, channel_id, effect)
             maybe_sent = [m for m in written if messages.message_has_intents(conn, m)]
-            effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
+            effect.interrupt(conn, self._actor, now, provably_unsent=not maybe_sent)
             notifying.interrupted(conn, self.lease, channel_id, effect, bool(maybe_sent), now)
             for message_id in maybe_sent:  # surfaces agree: the message is ambiguous too
                 messages.set_message_status(conn, message_id, _AMBIGUOUS, now)
@@ -336,7 +336,7 @@ class ChannelPoll:
 
     def _reserve_deliveries(self, conn: Any) -> list[str]:
         now = self._now()
-        leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
+        self.lease.verify(conn, now)  # the channel's owner reserves its deliveries
         wanted = reservations.open_routed_decisions(conn, self.channel, now)
         fresh = reservations.reserve_deliveries(conn, self.channel, wanted, self._actor, now,
                                                 lease=self.lease)
@@ -393,7 +393,7 @@ class ChannelPoll:
 
         def ingest(c: Any) -> Lease:
             now = self._now()
-            renewed = leases.renew(c, self.lease, now)
+            renewed = self.lease.renew(c, now)
             inbox.ingest(c, renewed, channel_id, events, now,
                          cursor_key=identity.TELEGRAM_CURSOR, next_cursor=next_offset)
             return renewed
@@ -446,7 +446,7 @@ class ChannelPoll:
         whole batch. The renewed lease comes back, for the caller to keep once committed."""
         from channels.telegram import inbound, membership  # only a pass with updates needs them
 
-        lease = leases.renew(conn, self.lease, self._now())
+        lease = self.lease.renew(conn, self._now())
         done = []
         for row in rows:
             now = self._now()

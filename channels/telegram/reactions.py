@@ -56,7 +56,7 @@ def reserve_receipt(conn: apsw.Connection, channel: Channel, decision_id: str, c
 
 async def apply(out: _Outbound, attempt: Attempt) -> None:
     """Set the reaction, and record what came of it."""
-    p = out.db.read(lambda c: effects.payload(c, attempt.effect))
+    p = out.db.read(lambda c: attempt.effect.payload(c))
     res = await out.api.set_message_reaction(str(p["chatId"]), int(p["messageId"]),
                                              str(p["emoji"]), deadline=out.until(attempt))
     outcome, retry_in = _outcome(res, attempt.attempt_number)
@@ -67,8 +67,8 @@ async def apply(out: _Outbound, attempt: Attempt) -> None:
 
     def finish(c: apsw.Connection) -> None:
         now = out.db.clock.now_ms()
-        effects.finish_attempt(c, attempt, outcome, now, error=error,
-                               retry_at=None if retry_in is None else now + retry_in)
+        attempt.finish(c, outcome, now, error=error,
+                       retry_at=None if retry_in is None else now + retry_in)
     out.db.write(finish)
 
 

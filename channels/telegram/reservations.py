@@ -50,7 +50,7 @@ def delivery_recipients(
     card = effects.find_scoped(conn, decision.resource_id, DELIVER, channel.channel_id)
     if card is None:
         return list(channel.recipients)
-    payload = effects.payload(conn, card)
+    payload = card.payload(conn)
     return [str(r) for r in payload.get("recipients", channel.recipients)]
 
 
@@ -253,7 +253,7 @@ def prompts(conn: apsw.Connection, channel_id: str,
     """(message id, choice id, chat) of every prompt presses asked for on the channel."""
     found = []
     for effect in effects.list_for_source(conn, decision.resource_id, PROMPT):
-        payload = effects.payload(conn, effect)
+        payload = effect.payload(conn)
         if payload.get("channelId") == channel_id:
             found.append((prompt_of(payload), str(payload["choiceId"]), str(payload["chatId"])))
     return found
@@ -262,8 +262,7 @@ def prompts(conn: apsw.Connection, channel_id: str,
 def _channel_deliveries(conn: apsw.Connection, channel_id: str,
                         resource_id: str) -> list[effects.Effect]:
     """The delivery effects of one decision on this channel (the first, then resends)."""
-    return [e for e in effects.list_for_source(conn, resource_id, DELIVER)
-            if effects.in_scope(e.idempotency_key, channel_id)]
+    return effects.list_for_source(conn, resource_id, DELIVER, scope=channel_id)
 
 
 def refused_recipients(conn: apsw.Connection, channel_id: str,
@@ -275,10 +274,10 @@ def refused_recipients(conn: apsw.Connection, channel_id: str,
                                            effects.EffectStatus.REJECTED):
         return []
     latest = mine[-1]
-    outcome = effects.result_of(conn, latest.effect_id)
+    outcome = latest.result(conn)
     if not isinstance(outcome, dict):
         return []
-    recipients = [str(r) for r in effects.payload(conn, latest).get("recipients", [])]
+    recipients = [str(r) for r in latest.payload(conn).get("recipients", [])]
     refused = []
     for entry in outcome.get("recipients", []):
         index = entry.get("index")
@@ -303,7 +302,7 @@ def failed_deliveries(conn: apsw.Connection, channel: Channel) -> list[str]:
 def messages_of_effect(conn: apsw.Connection, channel_id: str,
                        effect: effects.Effect) -> list[str]:
     """The channel messages an effect writes (to check for intent rows)."""
-    p = effects.payload(conn, effect)
+    p = effect.payload(conn)
     if effect.effect_type == notifying.NOTIFY:
         return [notifying.message_of(channel_id, p)]
     decision_id = records.decision_of_resource(effect.source_resource_id)
@@ -326,7 +325,7 @@ def delivery_failure(conn: apsw.Connection, channel_id: str,
     mine = _channel_deliveries(conn, channel_id, resource_id)
     if not mine or mine[-1].status is not effects.EffectStatus.REJECTED:
         return None
-    error = effects.error_of(conn, mine[-1].effect_id)
+    error = mine[-1].error(conn)
     if not isinstance(error, dict) or "recipients" in error:
         return None
     internal = "internal" in error
@@ -341,7 +340,7 @@ def ambiguous_chats(conn: apsw.Connection, channel_id: str, decision_id: str,
     mine = _channel_deliveries(conn, channel_id, resource_id)
     if not mine:
         return []
-    payload = effects.payload(conn, mine[-1])
+    payload = mine[-1].payload(conn)
     recipients = [str(r) for r in payload.get("recipients", [])]
     message_id = delivery_message_id(channel_id, decision_id, payload)
     unknown = sorted({p.recipient_index for p in messages.parts(conn, message_id) if p.is_intent})
