@@ -83,8 +83,8 @@ def claim_or_take_over(
     resource = channel_resource(channel_id)
     held = leases.read(conn, resource)
     if held is not None and held.is_live(now) and held.owner_id and owner_gone(held.owner_id):
-        return leases.take_over(conn, resource, held.owner_id, OwnerType.CHANNEL, owner_id, now,
-                                entropy)
+        return leases.claim(conn, resource, OwnerType.CHANNEL, owner_id, now, entropy,
+                            dead_owner_id=held.owner_id)
     return claim(conn, channel_id, owner_id, now, entropy)
 
 

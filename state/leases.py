@@ -24,7 +24,7 @@ from state.resources import Actor, ActorType
 
 __all__ = [
     "RENEW_WHEN_LEFT_MS", "TTL_MS", "Lease", "LeaseState", "OwnerType", "WritePermit",
-    "acquire_row", "brief_tenure", "claim", "clear_row", "read", "take_over",
+    "acquire_row", "brief_tenure", "claim", "clear_row", "read",
 ]
 
 
@@ -214,8 +214,13 @@ def claim(
     entropy: Entropy,
     *,
     ttl_ms: int = TTL_MS,
+    dead_owner_id: str | None = None,
 ) -> Lease:
-    """Claim a free or expired lease and record `<type>.lease_acquired`."""
+    """Claim a free or expired lease and record `<type>.lease_acquired`. `dead_owner_id`: a
+    live-looking owner the caller knows is dead (its process is gone), whose lease is taken
+    over first, recording `<type>.lease_taken_over`; LeaseHeld when someone else holds it."""
+    if dead_owner_id is not None:
+        _take_over(conn, resource_id, dead_owner_id, OwnerType(owner_type).actor(owner_id), now)
     kind = _resource_type(conn, resource_id)
     lease = acquire_row(conn, resource_id, owner_type, owner_id, now, entropy, ttl_ms=ttl_ms)
     resources.bump_current(
@@ -230,26 +235,17 @@ def claim(
     return lease
 
 
-def take_over(
-    conn: apsw.Connection,
-    resource_id: str,
-    dead_owner_id: str,
-    owner_type: OwnerType,
-    owner_id: str,
-    now: int,
-    entropy: Entropy,
-) -> Lease:
-    """Claim a lease whose live-looking owner the caller knows is dead (its process is gone),
-    recording `<type>.lease_taken_over`; LeaseHeld when someone else holds it by now."""
+def _take_over(conn: apsw.Connection, resource_id: str, dead_owner_id: str, actor: Actor,
+               now: int) -> None:
+    """Free a live-looking lease of a dead owner (the claim that follows takes it)."""
     state = read(conn, resource_id)
     if state is not None and state.is_live(now) and state.owner_id != dead_owner_id:
         raise LeaseHeld(f"{resource_id} is held by a live owner until {state.expires_at}")
     if state is not None and state.is_live(now):
         clear_row(conn, resource_id)
         resources.bump_current(conn, resource_id, f"{_resource_type(conn, resource_id)}"
-                               ".lease_taken_over", OwnerType(owner_type).actor(owner_id), now,
+                               ".lease_taken_over", actor, now,
                                lease_generation=state.generation)
-    return claim(conn, resource_id, owner_type, owner_id, now, entropy)
 
 
 def clear_row(conn: apsw.Connection, resource_id: str) -> None:

@@ -237,9 +237,9 @@ class Bridge:
                     c, channel_id, self.owner_id, self._now(), self.db.entropy))
             elif held.owner_id and self._may_take_over(held.owner_id):
                 dead = held.owner_id
-                self.lease = self.db.write(lambda c: leases.take_over(
-                    c, resource, dead, OwnerType.CHANNEL, self.owner_id, self._now(),
-                    self.db.entropy))
+                self.lease = self.db.write(lambda c: leases.claim(
+                    c, resource, OwnerType.CHANNEL, self.owner_id, self._now(),
+                    self.db.entropy, dead_owner_id=dead))
         except LeaseHeld:  # another bridge won the race
             self.lease = None
         if self.lease is None:
