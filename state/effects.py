@@ -273,7 +273,7 @@ def reserve(
     conn: apsw.Connection,
     *,
     source_resource_id: str,
-    source_revision: int,
+    source_revision: int | None = None,
     effect_type: str,
     idempotency_key: str,
     payload: JsonValue,
@@ -292,7 +292,10 @@ def reserve(
     `recorded_by_caller`: the caller records the reservation in this transaction, in its
     change of another resource (a channel's one event for the deliveries a pass reserves,
     naming them); the effect starts at revision 0 as above.
-    Otherwise the reservation is the effect's first change: `effect.reserved`, revision 1."""
+    Otherwise the reservation is the effect's first change: `effect.reserved`, revision 1.
+    `source_revision` defaults to the source's current one (0 before its first change)."""
+    if source_revision is None:
+        source_revision = resources.current_revision(conn, source_resource_id) or 0
     payload_hash = blobs.put_json(conn, payload, now)
     existing = find(conn, source_resource_id, effect_type, idempotency_key)
     if existing is not None:

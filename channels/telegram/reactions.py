@@ -18,7 +18,7 @@ from channels.transport import BotApi, CallOutcome, ProviderResult, describe
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, OwnerScope
-from state.resources import Actor, current_revision
+from state.resources import Actor
 
 __all__ = ["REACT", "apply", "reserve_receipt"]
 
@@ -46,8 +46,7 @@ def reserve_receipt(conn: apsw.Connection, channel: Channel, decision_id: str, c
     """Reserve the receipt on the reply `message_id` in `chat` (once per reply)."""
     resource_id = records.decision_resource(decision_id)
     effects.reserve(
-        conn, source_resource_id=resource_id,
-        source_revision=current_revision(conn, resource_id) or 0, effect_type=REACT,
+        conn, source_resource_id=resource_id, effect_type=REACT,
         idempotency_key=f"{channel.channel_id}:react:{chat}:{message_id}",
         payload={"decisionId": decision_id, "channelId": channel.channel_id, "chatId": chat,
                  "messageId": message_id, "emoji": _RECEIPT},

@@ -20,7 +20,7 @@ from state import effects
 from state.effects import OwnerScope
 from state.exit_codes import ExitCode
 from state.leases import Lease
-from state.resources import Actor, current_revision
+from state.resources import Actor
 
 __all__ = [
     "DELIVER", "NOTICE", "PROMPT", "REMIND", "SETTLE", "ambiguous_chats", "delivery_failure",
@@ -28,7 +28,6 @@ __all__ = [
     "has_unreserved", "messages_of_effect", "notice_message_id", "open_routed_decisions",
     "prompt_of", "prompts", "refused_recipients", "reminder_message_id", "reserve_copy",
     "reserve_deliveries", "reserve_due_reminders", "reserve_notice", "reserve_resend",
-    "resource_revision",
 ]
 
 
@@ -79,9 +78,8 @@ def reserve_deliveries(
         if effects.find_scoped(conn, resource_id, DELIVER, channel.channel_id) is not None:
             continue  # reserved once, with the recipients of that moment
         reservation = effects.reserve(
-            conn, source_resource_id=resource_id,
-            source_revision=resource_revision(conn, resource_id),
-            effect_type=DELIVER, idempotency_key=effects.scoped_key(channel.channel_id),
+            conn, source_resource_id=resource_id, effect_type=DELIVER,
+            idempotency_key=effects.scoped_key(channel.channel_id),
             # The decision is the effect's source, the channel its key: the payload is the
             # recipients alone, one blob shared by every delivery to the same chats.
             payload={"recipients": list(channel.recipients)},
@@ -116,17 +114,13 @@ def reserve_resend(
             " only an ambiguous or failed delivery can be resent")
     key = f"{channel.channel_id}:resend:{len(mine)}"
     reservation = effects.reserve(
-        conn, source_resource_id=resource_id, source_revision=resource_revision(conn, resource_id),
+        conn, source_resource_id=resource_id,
         effect_type=DELIVER, idempotency_key=key,
         payload={"decisionId": decision_id, "channelId": channel.channel_id,
                  "recipients": list(channel.recipients), "resend": True},
         owner_scope=OwnerScope.CHANNEL, actor=worker, now=now,
     )
     return reservation.effect_id
-
-
-def resource_revision(conn: apsw.Connection, resource_id: str) -> int:
-    return current_revision(conn, resource_id) or 0
 
 
 def notice_message_id(channel_id: str, key: str) -> str:
@@ -141,7 +135,7 @@ def reserve_notice(conn: apsw.Connection, channel: Channel, decision_id: str | N
     resource_id = records.decision_resource(decision_id) if decision_id is not None \
         else store.channel_resource(channel.channel_id)
     effects.reserve(
-        conn, source_resource_id=resource_id, source_revision=resource_revision(conn, resource_id),
+        conn, source_resource_id=resource_id,
         effect_type=NOTICE, idempotency_key=f"{channel.channel_id}:{key}",
         payload={"decisionId": decision_id, "channelId": channel.channel_id, "chatId": chat,
                  "replyTo": reply_to, "text": text, "key": key},
@@ -154,7 +148,7 @@ def reserve_copy(conn: apsw.Connection, channel: Channel, decision_id: str, chat
     keyboard settlement removes like the first one's."""
     resource_id = records.decision_resource(decision_id)
     effects.reserve(
-        conn, source_resource_id=resource_id, source_revision=resource_revision(conn, resource_id),
+        conn, source_resource_id=resource_id,
         effect_type=DELIVER, idempotency_key=f"{channel.channel_id}:copy:{key}",
         payload={"decisionId": decision_id, "channelId": channel.channel_id,
                  "recipients": list(channel.recipients), "only": chat, "copy": key},
@@ -208,8 +202,7 @@ def reserve_due_reminders(conn: apsw.Connection, channel: Channel, worker: Actor
     reserved = []
     for decision, number, at in due_reminders(conn, channel, now):
         reservation = effects.reserve(
-            conn, source_resource_id=decision.resource_id,
-            source_revision=resource_revision(conn, decision.resource_id), effect_type=REMIND,
+            conn, source_resource_id=decision.resource_id, effect_type=REMIND,
             idempotency_key=f"{channel.channel_id}:{number}",
             payload={"decisionId": decision.decision_id, "channelId": channel.channel_id,
                      "number": number, "at": at},
