@@ -70,10 +70,6 @@ _MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least thi
 _HANDOVER_MIN_SECONDS = _MIN_LONG_POLL_SECONDS + 2
 
 
-# State errors that are one row's own: its data contradicts what is stored.
-_ROW_FAULTS = (errors.EffectConflict, errors.BlobMismatch, errors.StaleRevision)
-
-
 async def poll(
     db: Database,
     config: ChannelsConfig,
@@ -457,7 +453,7 @@ class ChannelPoll:
                 if changed := membership.alert_for(self.channel, done[-1].result):
                     self.report.problems.append(changed)  # a config change needed at once
             except Exception as exc:
-                if isinstance(exc, errors.StateError) and not isinstance(exc, _ROW_FAULTS):
+                if isinstance(exc, errors.StateError) and not isinstance(exc, errors.Contradiction):
                     raise
                 done.append(self._row_failed(conn, row, exc, now))
         return lease, done
