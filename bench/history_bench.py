@@ -92,7 +92,8 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
                                         lease=channel_lease)
         effect_id = effects.effect_id_for(records.decision_resource(decision_id), DELIVER,
                                           effects.scoped_key(channel.channel_id))
-        attempt = effects.begin_attempt(conn, effect_id, OwnerType.CHANNEL, owner, now, db.entropy)
+        attempt = effects.get(conn, effect_id).begin_attempt(conn, OwnerType.CHANNEL, owner, now,
+                                                             db.entropy)
         message_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY, decision_id)
         messages.ensure_message(conn, message_id, channel.channel_id, decision_id, Purpose.DELIVERY,
                                 "decision", now)
@@ -108,7 +109,8 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
         resolution.resolve(conn, answer, now, allowed_channels=[channel.name])
         settle = effects.effect_id_for(records.decision_resource(decision_id), SETTLE,
                                        effects.scoped_key(channel.channel_id))
-        attempt = effects.begin_attempt(conn, settle, OwnerType.CHANNEL, owner, now, db.entropy)
+        attempt = effects.get(conn, settle).begin_attempt(conn, OwnerType.CHANNEL, owner, now,
+                                                          db.entropy)
         outcome = messages.message_id_for(channel.channel_id, Purpose.SETTLEMENT, decision_id)
         messages.ensure_message(conn, outcome, channel.channel_id, decision_id, Purpose.SETTLEMENT,
                                 "Accepted: Continue", now)

@@ -24,7 +24,7 @@ from state.resources import Actor, ResourceType
 
 __all__ = [
     "Attempt", "AttemptOutcome", "Effect", "EffectStatus", "OwnerScope", "Reservation",
-    "abandoned", "begin_attempt", "effect_id_for", "find", "find_scoped", "get", "list_due",
+    "abandoned", "effect_id_for", "find", "find_scoped", "get", "list_due",
     "list_for_source", "reserve", "scoped_key",
 ]
 
@@ -106,6 +106,32 @@ class Effect:
     def error(self, conn: apsw.Connection) -> Any:
         """The recorded error document (None when it has none)."""
         return _document(conn, self.effect_id, "error_hash")
+
+    def begin_attempt(self, conn: apsw.Connection, owner_type: OwnerType, owner_id: str,
+                      now: int, entropy: Entropy) -> Attempt:
+        """Claim the effect's lease, record a new attempt and mark the effect applying (the
+        row is read again: this value may come from an earlier transaction)."""
+        effect = get(conn, self.effect_id)
+        effect._require_pending()
+        lease = leases.acquire_row(conn, self.resource_id, owner_type, owner_id, now, entropy)
+        number = effect.attempt_count + 1
+        conn.execute(
+            "UPDATE effects SET status = 'applying', attempt_count = :n, updated_at = :now"
+            " WHERE effect_id = :id",
+            {"n": number, "now": now, "id": self.effect_id},
+        )
+        conn.execute(
+            "INSERT INTO effect_attempts (effect_id, attempt_number, owner_id, lease_generation,"
+            " started_at) VALUES (?, ?, ?, ?, ?)",
+            (self.effect_id, number, owner_id, lease.generation, now),
+        )
+        # No event payload: the attempt's number and owner are its `effect_attempts` row, and
+        # the event names the claim's generation (a payload would be a blob reference per event).
+        resources.bump_current(
+            conn, self.resource_id, "effect.attempt_started", lease.actor, now,
+            lease_generation=lease.generation,
+        )
+        return Attempt(get(conn, self.effect_id), number, lease)
 
     def apply_locally(
         self, conn: apsw.Connection, lease: Lease, now: int, *, result: JsonValue = None
@@ -446,38 +472,6 @@ def _list_applying(
         {**names, **_scope(scope)},
     )
     return [Effect.from_row(r) for r in rows]
-
-
-def begin_attempt(
-    conn: apsw.Connection,
-    effect_id: str,
-    owner_type: OwnerType,
-    owner_id: str,
-    now: int,
-    entropy: Entropy,
-) -> Attempt:
-    """Claim the effect's lease, record a new attempt and mark the effect applying."""
-    effect = get(conn, effect_id)
-    effect._require_pending()
-    lease = leases.acquire_row(conn, effect.resource_id, owner_type, owner_id, now, entropy)
-    number = effect.attempt_count + 1
-    conn.execute(
-        "UPDATE effects SET status = 'applying', attempt_count = :n, updated_at = :now"
-        " WHERE effect_id = :id",
-        {"n": number, "now": now, "id": effect_id},
-    )
-    conn.execute(
-        "INSERT INTO effect_attempts (effect_id, attempt_number, owner_id, lease_generation,"
-        " started_at) VALUES (?, ?, ?, ?, ?)",
-        (effect_id, number, owner_id, lease.generation, now),
-    )
-    # No event payload: the attempt's number and owner are its `effect_attempts` row, and the
-    # event names the claim's generation (a payload would be a blob reference per event).
-    resources.bump_current(
-        conn, effect.resource_id, "effect.attempt_started", lease.actor, now,
-        lease_generation=lease.generation,
-    )
-    return Attempt(get(conn, effect_id), number, lease)
 
 
 def abandoned(

@@ -62,8 +62,8 @@ def begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: PiNot
     """The intent, before the line goes out: the channel's owner opens an attempt on the
     notification's effect (WriteRejected or LeaseHeld when another path has it)."""
     store.verify(conn, lease, channel_id, now)
-    return effects.begin_attempt(conn, note.notification.effect_id, OwnerType.CHANNEL,
-                                 owner_id, now, entropy)
+    effect = effects.get(conn, note.notification.effect_id)
+    return effect.begin_attempt(conn, OwnerType.CHANNEL, owner_id, now, entropy)
 
 
 def renew_note(conn: apsw.Connection, attempt: Attempt, now: int) -> Attempt:

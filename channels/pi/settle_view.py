@@ -68,7 +68,8 @@ def begin_settlement(
 ) -> Attempt:
     """Start applying a settlement (the channel owner only)."""
     store.verify(conn, lease, channel_id, now)
-    return effects.begin_attempt(conn, effect_id, OwnerType.CHANNEL, lease.owner_id, now, entropy)
+    effect = effects.get(conn, effect_id)
+    return effect.begin_attempt(conn, OwnerType.CHANNEL, lease.owner_id, now, entropy)
 
 
 def finish_settlement(conn: apsw.Connection, attempt: Attempt, sent: bool, now: int) -> Effect:

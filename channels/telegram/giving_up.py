@@ -12,7 +12,6 @@ from channels.messages import MessageStatus
 from channels.telegram.reservations import messages_of_effect
 from channels.telegram.settle_rules import maybe_acted
 from channels.transport import CallOutcome, ProviderResult, describe
-from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StateError
@@ -51,8 +50,8 @@ def give_up_unbegun(db: Database, channel_id: str, effect: Effect, owner_id: str
                     exc: Exception, errors: list[dict[str, Any]]) -> Failure | None:
     """A bug before the attempt could begin: begin a bare one, and give it up."""
     try:
-        attempt = db.write(lambda c: effects.begin_attempt(
-            c, effect.effect_id, OwnerType.CHANNEL, owner_id, db.clock.now_ms(), db.entropy))
+        attempt = db.write(lambda c: effect.begin_attempt(
+            c, OwnerType.CHANNEL, owner_id, db.clock.now_ms(), db.entropy))
     except StateError:
         return None
     return give_up(db, channel_id, attempt, exc, errors)

@@ -142,8 +142,8 @@ class Outbound:
         from channels.telegram import settle_sends
 
         def begin(c: Any) -> tuple[Attempt, Settlement | None]:
-            attempt = effects.begin_attempt(c, effect.effect_id, leases.OwnerType.CHANNEL,
-                                            self.owner_id, self._now(), self.db.entropy)
+            attempt = effect.begin_attempt(c, leases.OwnerType.CHANNEL, self.owner_id,
+                                           self._now(), self.db.entropy)
             # A settlement's intents commit with its attempt: one commit before the sends.
             return attempt, (settle_sends.intents(c, self.channel, attempt, self._now())
                              if effect.effect_type == SETTLE else None)

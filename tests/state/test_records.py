@@ -281,8 +281,8 @@ def test_effect_attempt_lifecycle_applied(db: Database, clock: ManualClock) -> N
     now = clock.now_ms()
     assert [e.effect_id for e in db.read(lambda c: effects.list_due(c, ["telegram.deliver"], now))] \
         == [res.effect_id]
-    attempt = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "channel", "w1", now,
-                                                         db.entropy))
+    attempt = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+        c, "channel", "w1", now, db.entropy))
     assert attempt.effect.status is effects.EffectStatus.APPLYING
     assert db.read(lambda c: effects.list_due(c, ["telegram.deliver"], now)) == []
     done = db.write(lambda c: attempt.finish(c, "applied", now + 1,
@@ -301,8 +301,8 @@ def test_a_provably_unsent_attempt_is_rescheduled_not_settled(
     make_resource(db)
     res = reserve(db, {"chat": 1})
     now = clock.now_ms()
-    attempt = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "channel", "w", now,
-                                                         db.entropy))
+    attempt = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+        c, "channel", "w", now, db.entropy))
     effect = db.write(lambda c: attempt.finish(c, "rejected", now,
                                                error={"outcome": "not_sent"},
                                                retry_at=now + 5000))
@@ -310,8 +310,8 @@ def test_a_provably_unsent_attempt_is_rescheduled_not_settled(
     assert db.read(lambda c: effects.list_due(c, ["telegram.deliver"], now + 4999)) == []
     assert len(db.read(lambda c: effects.list_due(c, ["telegram.deliver"], now + 5000))) == 1
     with pytest.raises(WriteRejected):
-        attempt2 = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "channel", "w",
-                                                              now + 5000, db.entropy))
+        attempt2 = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+            c, "channel", "w", now + 5000, db.entropy))
         db.write(lambda c: attempt2.finish(c, "ambiguous", now, retry_at=now))
 
 
@@ -321,8 +321,8 @@ def test_an_abandoned_attempt_becomes_interrupted_and_ambiguous(
     make_resource(db)
     res = reserve(db, {"chat": 1})
     now = clock.now_ms()
-    attempt = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "channel", "dead", now,
-                                                         db.entropy))
+    attempt = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+        c, "channel", "dead", now, db.entropy))
     assert db.read(lambda c: effects.abandoned(c, ["telegram.deliver"], now + 1)) == []
     stale = db.read(lambda c: effects.abandoned(c, ["telegram.deliver"], now + 60_000))
     assert [e.effect_id for e in stale] == [res.effect_id]
@@ -419,8 +419,8 @@ def test_an_effect_recorded_by_its_source_change_starts_at_revision_0(db: Databa
     assert db.conn.execute("SELECT source_revision, status FROM effects").fetchall() == [
         (2, "pending")]
     assert events_of(db, resource_id) == []
-    attempt = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "host", "w", 6,
-                                                         db.entropy))
+    attempt = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+        c, "host", "w", 6, db.entropy))
     db.write(lambda c: attempt.finish(c, "applied", 7))
     assert events_of(db, resource_id) == [(1, "effect.attempt_started"), (2, "effect.applied")]
 
