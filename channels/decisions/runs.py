@@ -6,7 +6,6 @@ Pi owns the workflow engine; this store only creates a run that waits at one dec
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -15,7 +14,7 @@ import apsw
 
 from channels.decisions.errors import DecisionRefused
 from state import blobs, leases, resources
-from state.canonical import JsonValue, canonical_bytes
+from state.canonical import JsonValue
 from state.clock import Entropy
 from state.ids import digest_id, number_id
 from state.leases import Lease, OwnerType
@@ -131,9 +130,8 @@ def create_waiting_run(
     entropy: Entropy,
 ) -> RunHandle:
     """Create the run (status waiting), its waiting attempt and claim the run lease."""
-    definition_bytes = canonical_bytes(spec.definition)
-    definition_digest = hashlib.sha256(definition_bytes).digest()
-    definition_hash = blobs.put_bytes(conn, definition_bytes, blobs.JSON, now)
+    # A definition's digest is its blob's hash: the SHA-256 of its canonical JSON.
+    definition_digest = definition_hash = blobs.put_json(conn, spec.definition, now)
     conn.execute(
         "INSERT INTO workflow_definitions (definition_digest, workflow_name, definition_hash,"
         " created_at) VALUES (?, ?, ?, ?) ON CONFLICT (definition_digest) DO NOTHING",
