@@ -70,7 +70,7 @@ from channels.store import AdapterType
 from channels.telegram import reservations
 from channels.telegram.identity import Channel
 from channels.telegram.reservations import DELIVER, SETTLE
-from state import effects, leases
+from state import effects
 from state.database import COMMON_PRAGMAS, Database
 from state.effects import AttemptOutcome
 from state.files import STATE_RELATIVE_PATH
@@ -92,15 +92,15 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
                                         lease=channel_lease)
         effect_id = effects.effect_id_for(records.decision_resource(decision_id), DELIVER,
                                           effects.scoped_key(channel.channel_id))
-        attempt = effects.begin_attempt(conn, effect_id, OwnerType.CHANNEL, owner, now, db.entropy)
+        attempt = effects.get(conn, effect_id).begin_attempt(conn, OwnerType.CHANNEL, owner, now,
+                                                             db.entropy)
         message_id = messages.message_id_for(channel.channel_id, Purpose.DELIVERY, decision_id)
         card = messages.ensure_message(conn, message_id, channel.channel_id, decision_id,
                                        Purpose.DELIVERY, "decision", now)
         card.write_intent(conn, 0, 0, "decision", now)
         card.confirm(conn, 0, 0, chat, ref)
         card.set_status(conn, MessageStatus.CONFIRMED, now)
-        effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now,
-                               result={"recipients": []})
+        attempt.finish(conn, AttemptOutcome.APPLIED, now, result={"recipients": []})
         events.append(inbox.InboundEvent(f"u{ref}", "callback", {"callbackId": f"c{ref}"}))
         answer = HumanAnswer(decision_id, handle.request.request_digest, {"choice": "continue"},
                              channel.name, f"telegram-user:{USER}", f"u{ref}",
@@ -108,20 +108,21 @@ def _settle_history(conn: Any, db: Database, channel: Channel, lease: Any, owner
         resolution.resolve(conn, answer, now, allowed_channels=[channel.name])
         settle = effects.effect_id_for(records.decision_resource(decision_id), SETTLE,
                                        effects.scoped_key(channel.channel_id))
-        attempt = effects.begin_attempt(conn, settle, OwnerType.CHANNEL, owner, now, db.entropy)
+        attempt = effects.get(conn, settle).begin_attempt(conn, OwnerType.CHANNEL, owner, now,
+                                                          db.entropy)
         outcome = messages.message_id_for(channel.channel_id, Purpose.SETTLEMENT, decision_id)
         post = messages.ensure_message(conn, outcome, channel.channel_id, decision_id,
                                        Purpose.SETTLEMENT, "Accepted: Continue", now)
         post.write_intent(conn, 0, 0, "Accepted: Continue", now)
         post.confirm(conn, 0, 0, chat, str(first_ref + 2 * k + 1))
         post.set_status(conn, MessageStatus.CONFIRMED, now)
-        effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now)
+        attempt.finish(conn, AttemptOutcome.APPLIED, now)
         follow_ups.apply_continue_locally(conn, decision_id, handle.run.lease, now)
-        leases.release(conn, handle.run.lease, now)
+        handle.run.lease.release(conn, now)
     inbox.ingest(conn, channel_lease, channel.channel_id, events, now)
     for row in inbox.unprocessed(conn, channel.channel_id, len(events)):
         row.mark_processed(conn, {"result": "won"}, now)
-    leases.release(conn, channel_lease, now)
+    channel_lease.release(conn, now)
 
 
 def fill_history(db: Database, count: int) -> None:

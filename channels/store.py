@@ -74,8 +74,8 @@ def claim(
     if owner_gone is not None:
         held = leases.read(conn, resource)
         if held is not None and held.is_live(now) and held.owner_id and owner_gone(held.owner_id):
-            return leases.take_over(conn, resource, held.owner_id, OwnerType.CHANNEL, owner_id,
-                                    now, entropy)
+            return leases.claim(conn, resource, OwnerType.CHANNEL, owner_id, now, entropy,
+                                dead_owner_id=held.owner_id)
     return leases.claim(conn, resource, OwnerType.CHANNEL, owner_id, now, entropy)
 
 
@@ -83,7 +83,7 @@ def verify(conn: apsw.Connection, lease: Lease, channel_id: str, now: int) -> No
     """The lease must be this channel's live lease."""
     if lease.resource_id != channel_resource(channel_id):
         raise WriteRejected(f"the lease is not for channel {channel_id}")
-    leases.verify(conn, lease, now)
+    lease.verify(conn, now)
 
 
 def cursor(conn: apsw.Connection, channel_id: str, key: str) -> str | None:
@@ -111,7 +111,7 @@ def set_cursor(conn: apsw.Connection, lease: Lease, channel_id: str, key: str, v
     lease of one of the channel's effect attempts (what the attempt found is recorded by the
     one applying it)."""
     if by_effect:
-        leases.verify(conn, lease, now)
+        lease.verify(conn, now)
     else:
         verify(conn, lease, channel_id, now)
     _write_cursor(conn, channel_id, key, value, now)

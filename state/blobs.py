@@ -13,11 +13,11 @@ import apsw
 from state.canonical import JsonValue, canonical_bytes, sha256
 from state.errors import BlobMismatch
 
-__all__ = ["JSON", "forget", "get_bytes", "get_json", "get_text", "put_bytes", "put_json",
+__all__ = ["forget", "get_bytes", "get_json", "get_text", "put_bytes", "put_json",
            "put_text", "remembering"]
 
 
-JSON = "application/json"
+_JSON = "application/json"
 # UTF-8 text (the plan's `text/plain`; stored in every text row, so no charset parameter:
 # text blobs are UTF-8 by definition). Earlier versions wrote the long form; a row in it is
 # the same text, adopted as it is.
@@ -91,7 +91,7 @@ def put_bytes(conn: apsw.Connection, content: bytes, media_type: str, now: int) 
 
 def put_json(conn: apsw.Connection, value: JsonValue, now: int) -> bytes:
     """Store `value` as canonical JSON."""
-    return put_bytes(conn, canonical_bytes(value), JSON, now)
+    return put_bytes(conn, canonical_bytes(value), _JSON, now)
 
 
 def put_text(conn: apsw.Connection, text: str, now: int) -> bytes:

@@ -24,10 +24,8 @@ from state.resources import Actor, ResourceType
 
 __all__ = [
     "Attempt", "AttemptOutcome", "Effect", "EffectStatus", "OwnerScope", "Reservation",
-    "abandoned", "apply_locally", "begin_attempt", "cancel", "defer", "effect_id_for",
-    "error_of", "find", "find_scoped", "finish_attempt", "get", "in_scope", "interrupt",
-    "list_due", "list_for_source", "payload", "renew_attempt", "reserve", "result_of",
-    "scoped_key",
+    "abandoned", "effect_id_for", "find", "find_scoped", "get", "list_due",
+    "list_for_source", "reserve", "scoped_key",
 ]
 
 
@@ -57,7 +55,7 @@ class EffectStatus(StrEnum):
 
 class AttemptOutcome(StrEnum):
     """How an effect attempt ended (the DDL's `effect_attempts.outcome` CHECK set).
-    `interrupted` is written only by a takeover (see `interrupt`), never passed in."""
+    `interrupted` is written only by a takeover (see `Effect.interrupt`), never passed in."""
 
     APPLIED = "applied"
     REJECTED = "rejected"
@@ -97,6 +95,130 @@ class Effect:
         values[8] = EffectStatus(values[8])
         return cls(*values)
 
+    def payload(self, conn: apsw.Connection) -> Any:
+        """The effect's request document."""
+        return blobs.get_json(conn, self.payload_hash)
+
+    def result(self, conn: apsw.Connection) -> Any:
+        """The recorded result document (None when it has none)."""
+        return _document(conn, self.effect_id, "result_hash")
+
+    def error(self, conn: apsw.Connection) -> Any:
+        """The recorded error document (None when it has none)."""
+        return _document(conn, self.effect_id, "error_hash")
+
+    def begin_attempt(self, conn: apsw.Connection, owner_type: OwnerType, owner_id: str,
+                      now: int, entropy: Entropy) -> Attempt:
+        """Claim the effect's lease, record a new attempt and mark the effect applying (the
+        row is read again: this value may come from an earlier transaction)."""
+        effect = get(conn, self.effect_id)
+        effect._require_pending()
+        lease = leases.acquire_row(conn, self.resource_id, owner_type, owner_id, now, entropy)
+        number = effect.attempt_count + 1
+        conn.execute(
+            "UPDATE effects SET status = 'applying', attempt_count = :n, updated_at = :now"
+            " WHERE effect_id = :id",
+            {"n": number, "now": now, "id": self.effect_id},
+        )
+        conn.execute(
+            "INSERT INTO effect_attempts (effect_id, attempt_number, owner_id, lease_generation,"
+            " started_at) VALUES (?, ?, ?, ?, ?)",
+            (self.effect_id, number, owner_id, lease.generation, now),
+        )
+        # No event payload: the attempt's number and owner are its `effect_attempts` row, and
+        # the event names the claim's generation (a payload would be a blob reference per event).
+        resources.bump_current(
+            conn, self.resource_id, "effect.attempt_started", lease.actor, now,
+            lease_generation=lease.generation,
+        )
+        return Attempt(get(conn, self.effect_id), number, lease)
+
+    def apply_locally(
+        self, conn: apsw.Connection, lease: Lease, now: int, *, result: JsonValue = None
+    ) -> Effect:
+        """Apply a local effect in the caller's transaction: the attempt, its result and the
+        settlement commit together, so it happens exactly once. `lease` (for example the run
+        owner's) authorises it and is re-verified here."""
+        lease.verify(conn, now)
+        self._require_pending()
+        result_hash = None if result is None else blobs.put_json(conn, result, now)
+        number = self.attempt_count + 1
+        conn.execute(
+            "INSERT INTO effect_attempts (effect_id, attempt_number, owner_id, lease_generation,"
+            " started_at, finished_at, outcome, result_hash)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'applied', ?)",
+            (self.effect_id, number, lease.owner_id, lease.generation, now, now, result_hash),
+        )
+        conn.execute(
+            "UPDATE effects SET status = 'applied', attempt_count = :n, result_hash = :result,"
+            " updated_at = :now, settled_at = :now WHERE effect_id = :id",
+            {"n": number, "result": result_hash, "now": now, "id": self.effect_id},
+        )
+        resources.bump_current(conn, self.resource_id, "effect.applied", lease.actor, now,
+                               lease_generation=lease.generation)
+        return get(conn, self.effect_id)
+
+    def interrupt(self, conn: apsw.Connection, actor: Actor, now: int, *,
+                  provably_unsent: bool, owner_gone: bool = False) -> Effect:
+        """Close an abandoned attempt as `interrupted`; the effect becomes ambiguous unless the
+        caller can prove nothing was sent, in which case it is pending again. `owner_gone`:
+        the caller knows the process of a live-looking lease is gone, so its lease is freed."""
+        state = leases.read(conn, self.resource_id)
+        if owner_gone and state is not None and state.is_live(now):
+            leases.clear_row(conn, self.resource_id)
+            state = None
+        if self.status is not EffectStatus.APPLYING or (state is not None and state.is_live(now)):
+            raise WriteRejected(f"{self.effect_id} is not an abandoned attempt")
+        conn.execute(
+            "UPDATE effect_attempts SET finished_at = :now, outcome = 'interrupted'"
+            " WHERE effect_id = :id AND outcome IS NULL",
+            {"now": now, "id": self.effect_id},
+        )
+        status = "pending" if provably_unsent else "ambiguous"
+        conn.execute(
+            "UPDATE effects SET status = :status, updated_at = :now,"
+            " settled_at = CASE WHEN :status = 'pending' THEN NULL ELSE :now END"
+            " WHERE effect_id = :id",
+            {"status": status, "now": now, "id": self.effect_id},
+        )
+        leases.clear_row(conn, self.resource_id)
+        resources.bump_current(
+            conn, self.resource_id, "effect.interrupted", actor, now, payload={"status": status},
+        )
+        return get(conn, self.effect_id)
+
+    def defer(self, conn: apsw.Connection, at: int, now: int) -> None:
+        """Move a pending effect's next attempt time (no attempt is recorded: nothing was
+        tried). A coalesced send waits for its slot so, without an attempt row for each look."""
+        conn.execute(
+            "UPDATE effects SET next_attempt_at = :at, updated_at = :now"
+            " WHERE effect_id = :id AND status = 'pending'",
+            {"at": at, "now": now, "id": self.effect_id},
+        )
+
+    def cancel(self, conn: apsw.Connection, actor: Actor, now: int, reason: str) -> Effect:
+        """Cancel a pending effect that is no longer wanted (its cause was superseded)."""
+        self._require_pending()
+        conn.execute(
+            "UPDATE effects SET status = 'cancelled', updated_at = :now, settled_at = :now"
+            " WHERE effect_id = :id",
+            {"now": now, "id": self.effect_id},
+        )
+        resources.bump_current(
+            conn, self.resource_id, "effect.cancelled", actor, now, payload={"reason": reason}
+        )
+        return get(conn, self.effect_id)
+
+    def _require_pending(self) -> None:
+        if self.status is not EffectStatus.PENDING:
+            raise WriteRejected(f"{self.effect_id} is {self.status.value}, not pending")
+
+
+def _document(conn: apsw.Connection, effect_id: str, column: str) -> Any:
+    """A recorded result or error document of an effect (None when it has none)."""
+    value = conn.execute(f"SELECT {column} FROM effects WHERE effect_id = ?", (effect_id,)).get
+    return None if value is None else blobs.get_json(conn, bytes(value))
+
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
@@ -114,6 +236,55 @@ class Attempt:
     attempt_number: int
     lease: Lease
 
+    def renew(self, conn: apsw.Connection, now: int) -> Attempt:
+        """Keep a long attempt's lease alive (multi-part sends, rate-limit waits)."""
+        return Attempt(self.effect, self.attempt_number, self.lease.renew(conn, now))
+
+    def finish(
+        self,
+        conn: apsw.Connection,
+        outcome: AttemptOutcome,
+        now: int,
+        *,
+        result: JsonValue = None,
+        error: JsonValue = None,
+        external_ref: str | None = None,
+        retry_at: int | None = None,
+    ) -> Effect:
+        """Record the outcome and settle the effect (or, for a provably unsent try,
+        reschedule it)."""
+        self.lease.verify(conn, now)
+        if outcome == AttemptOutcome.INTERRUPTED:
+            raise WriteRejected("only a takeover interrupts an attempt (see `Effect.interrupt`)")
+        if retry_at is not None and outcome != AttemptOutcome.REJECTED:
+            raise WriteRejected("only an attempt that provably did nothing may be retried")
+        result_hash = None if result is None else blobs.put_json(conn, result, now)
+        error_hash = None if error is None else blobs.put_json(conn, error, now)
+        effect_id = self.effect.effect_id
+        conn.execute(
+            "UPDATE effect_attempts SET finished_at = :now, outcome = :outcome,"
+            " result_hash = :result, error_hash = :error"
+            " WHERE effect_id = :id AND attempt_number = :n",
+            {"now": now, "outcome": outcome, "result": result_hash, "error": error_hash,
+             "id": effect_id, "n": self.attempt_number},
+        )
+        status = "pending" if retry_at is not None else outcome
+        conn.execute(
+            "UPDATE effects SET status = :status, next_attempt_at = :retry, result_hash = :result,"
+            " error_hash = :error, external_ref = coalesce(:ref, external_ref), updated_at = :now,"
+            " settled_at = CASE WHEN :status = 'pending' THEN NULL ELSE :now END"
+            " WHERE effect_id = :id",
+            {"status": status, "retry": retry_at, "result": result_hash, "error": error_hash,
+             "ref": external_ref, "now": now, "id": effect_id},
+        )
+        leases.clear_row(conn, self.effect.resource_id)
+        event = "effect.retry_scheduled" if retry_at is not None else f"effect.{outcome}"
+        resources.bump_current(
+            conn, self.effect.resource_id, event, self.lease.actor, now,
+            lease_generation=self.lease.generation,
+        )
+        return get(conn, effect_id)
+
 
 def effect_id_for(source_resource_id: str, effect_type: str, idempotency_key: str) -> str:
     """Deterministic id: the same cause always names the same effect. 96 bits in 16
@@ -128,7 +299,7 @@ def reserve(
     conn: apsw.Connection,
     *,
     source_resource_id: str,
-    source_revision: int,
+    source_revision: int | None = None,
     effect_type: str,
     idempotency_key: str,
     payload: JsonValue,
@@ -147,7 +318,10 @@ def reserve(
     `recorded_by_caller`: the caller records the reservation in this transaction, in its
     change of another resource (a channel's one event for the deliveries a pass reserves,
     naming them); the effect starts at revision 0 as above.
-    Otherwise the reservation is the effect's first change: `effect.reserved`, revision 1."""
+    Otherwise the reservation is the effect's first change: `effect.reserved`, revision 1.
+    `source_revision` defaults to the source's current one (0 before its first change)."""
+    if source_revision is None:
+        source_revision = resources.current_revision(conn, source_resource_id) or 0
     payload_hash = blobs.put_json(conn, payload, now)
     existing = find(conn, source_resource_id, effect_type, idempotency_key)
     if existing is not None:
@@ -207,14 +381,8 @@ def scoped_key(scope: str) -> str:
     of a decision: one each, so the scope alone keys them): 60 bits of the scope in 10
     characters after a `~`, instead of the scope itself (a channel id is 49 characters,
     stored in the effect's row and its unique index). Earlier versions keyed them by the
-    scope itself; both forms are in the scope (`in_scope`, `find_scoped`, `list_due`)."""
+    scope itself; both forms are in the scope (`find_scoped`, `list_due`)."""
     return "~" + digest_id(scope, 10)
-
-
-def in_scope(key: str, scope: str) -> bool:
-    """Whether an idempotency key is the scope's: its short key, the scope itself (an
-    earlier version's key), or `scope:...`."""
-    return key == scoped_key(scope) or key == scope or key.startswith(scope + ":")
 
 
 def find_scoped(conn: apsw.Connection, source_resource_id: str, effect_type: str,
@@ -223,11 +391,6 @@ def find_scoped(conn: apsw.Connection, source_resource_id: str, effect_type: str
     itself in a database an earlier version wrote), or None."""
     return find(conn, source_resource_id, effect_type, scoped_key(scope)) or \
         find(conn, source_resource_id, effect_type, scope)
-
-
-def payload(conn: apsw.Connection, effect: Effect) -> Any:
-    """The effect's request document."""
-    return blobs.get_json(conn, effect.payload_hash)
 
 
 _SCOPE = (
@@ -256,8 +419,8 @@ def list_due(
 ) -> list[Effect]:
     """Pending effects of these types whose next attempt time has come, oldest first.
 
-    `scope` keeps only effects whose idempotency key is the scope's (`in_scope`: channel
-    effects are keyed by their channel).
+    `scope` keeps only effects whose idempotency key is the scope's (its short key, the scope
+    itself or `scope:...`: channel effects are keyed by their channel).
     """
     marks, names = _types(effect_types)
     rows = conn.execute(
@@ -285,13 +448,14 @@ def _next_due_at(
 
 
 def list_for_source(
-    conn: apsw.Connection, source_resource_id: str, effect_type: str
+    conn: apsw.Connection, source_resource_id: str, effect_type: str, *,
+    scope: str | None = None,
 ) -> list[Effect]:
-    """Every effect of one type that a resource caused, oldest first."""
+    """Every effect of one type that a resource caused, oldest first (`scope`: as `list_due`)."""
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM effects WHERE source_resource_id = ? AND effect_type = ?"
-        " ORDER BY created_at, rowid",
-        (source_resource_id, effect_type),
+        f"SELECT {_COLUMNS} FROM effects WHERE source_resource_id = :source"
+        f" AND effect_type = :type{_SCOPE} ORDER BY created_at, rowid",
+        {"source": source_resource_id, "type": effect_type, **_scope(scope)},
     )
     return [Effect.from_row(r) for r in rows]
 
@@ -310,116 +474,6 @@ def _list_applying(
     return [Effect.from_row(r) for r in rows]
 
 
-def begin_attempt(
-    conn: apsw.Connection,
-    effect_id: str,
-    owner_type: OwnerType,
-    owner_id: str,
-    now: int,
-    entropy: Entropy,
-) -> Attempt:
-    """Claim the effect's lease, record a new attempt and mark the effect applying."""
-    effect = get(conn, effect_id)
-    if effect.status is not EffectStatus.PENDING:
-        raise WriteRejected(f"{effect_id} is {effect.status.value}, not pending")
-    lease = leases.acquire_row(conn, effect.resource_id, owner_type, owner_id, now, entropy)
-    number = effect.attempt_count + 1
-    conn.execute(
-        "UPDATE effects SET status = 'applying', attempt_count = :n, updated_at = :now"
-        " WHERE effect_id = :id",
-        {"n": number, "now": now, "id": effect_id},
-    )
-    conn.execute(
-        "INSERT INTO effect_attempts (effect_id, attempt_number, owner_id, lease_generation,"
-        " started_at) VALUES (?, ?, ?, ?, ?)",
-        (effect_id, number, owner_id, lease.generation, now),
-    )
-    # No event payload: the attempt's number and owner are its `effect_attempts` row, and the
-    # event names the claim's generation (a payload would be a blob reference per event).
-    resources.bump_current(
-        conn, effect.resource_id, "effect.attempt_started", lease.actor, now,
-        lease_generation=lease.generation,
-    )
-    return Attempt(get(conn, effect_id), number, lease)
-
-
-def renew_attempt(conn: apsw.Connection, attempt: Attempt, now: int) -> Attempt:
-    """Keep a long attempt's lease alive (multi-part sends, rate-limit waits)."""
-    lease = leases.renew(conn, attempt.lease, now)
-    return Attempt(attempt.effect, attempt.attempt_number, lease)
-
-
-def finish_attempt(
-    conn: apsw.Connection,
-    attempt: Attempt,
-    outcome: AttemptOutcome,
-    now: int,
-    *,
-    result: JsonValue = None,
-    error: JsonValue = None,
-    external_ref: str | None = None,
-    retry_at: int | None = None,
-) -> Effect:
-    """Record the attempt's outcome and settle (or, for a provably unsent try, reschedule)."""
-    leases.verify(conn, attempt.lease, now)
-    if outcome == AttemptOutcome.INTERRUPTED:
-        raise WriteRejected("only a takeover interrupts an attempt (see `interrupt`)")
-    if retry_at is not None and outcome != AttemptOutcome.REJECTED:
-        raise WriteRejected("only an attempt that provably did nothing may be retried")
-    result_hash = None if result is None else blobs.put_json(conn, result, now)
-    error_hash = None if error is None else blobs.put_json(conn, error, now)
-    effect_id = attempt.effect.effect_id
-    conn.execute(
-        "UPDATE effect_attempts SET finished_at = :now, outcome = :outcome, result_hash = :result,"
-        " error_hash = :error WHERE effect_id = :id AND attempt_number = :n",
-        {"now": now, "outcome": outcome, "result": result_hash, "error": error_hash,
-         "id": effect_id, "n": attempt.attempt_number},
-    )
-    status = "pending" if retry_at is not None else outcome
-    conn.execute(
-        "UPDATE effects SET status = :status, next_attempt_at = :retry, result_hash = :result,"
-        " error_hash = :error, external_ref = coalesce(:ref, external_ref), updated_at = :now,"
-        " settled_at = CASE WHEN :status = 'pending' THEN NULL ELSE :now END"
-        " WHERE effect_id = :id",
-        {"status": status, "retry": retry_at, "result": result_hash, "error": error_hash,
-         "ref": external_ref, "now": now, "id": effect_id},
-    )
-    leases.clear_row(conn, attempt.effect.resource_id)
-    event = "effect.retry_scheduled" if retry_at is not None else f"effect.{outcome}"
-    resources.bump_current(
-        conn, attempt.effect.resource_id, event, attempt.lease.actor, now,
-        lease_generation=attempt.lease.generation,
-    )
-    return get(conn, effect_id)
-
-
-def apply_locally(
-    conn: apsw.Connection, effect: Effect, lease: Lease, now: int, *, result: JsonValue = None
-) -> Effect:
-    """Apply a local effect in the caller's transaction: the attempt, its result and the
-    settlement commit together, so it happens exactly once. `lease` (for example the run
-    owner's) authorises it and is re-verified here."""
-    leases.verify(conn, lease, now)
-    if effect.status is not EffectStatus.PENDING:
-        raise WriteRejected(f"{effect.effect_id} is {effect.status.value}, not pending")
-    result_hash = None if result is None else blobs.put_json(conn, result, now)
-    number = effect.attempt_count + 1
-    conn.execute(
-        "INSERT INTO effect_attempts (effect_id, attempt_number, owner_id, lease_generation,"
-        " started_at, finished_at, outcome, result_hash)"
-        " VALUES (?, ?, ?, ?, ?, ?, 'applied', ?)",
-        (effect.effect_id, number, lease.owner_id, lease.generation, now, now, result_hash),
-    )
-    conn.execute(
-        "UPDATE effects SET status = 'applied', attempt_count = :n, result_hash = :result,"
-        " updated_at = :now, settled_at = :now WHERE effect_id = :id",
-        {"n": number, "result": result_hash, "now": now, "id": effect.effect_id},
-    )
-    resources.bump_current(conn, effect.resource_id, "effect.applied", lease.actor, now,
-                           lease_generation=lease.generation)
-    return get(conn, effect.effect_id)
-
-
 def abandoned(
     conn: apsw.Connection, effect_types: Sequence[str], now: int, *, scope: str | None = None
 ) -> list[Effect]:
@@ -430,68 +484,3 @@ def abandoned(
         if state is None or not state.is_live(now):
             found.append(effect)
     return found
-
-
-def interrupt(
-    conn: apsw.Connection, effect: Effect, actor: Actor, now: int, *, provably_unsent: bool
-) -> Effect:
-    """Close an abandoned attempt as `interrupted`; the effect becomes ambiguous unless the
-    caller can prove nothing was sent, in which case it is pending again."""
-    state = leases.read(conn, effect.resource_id)
-    if effect.status is not EffectStatus.APPLYING or (state is not None and state.is_live(now)):
-        raise WriteRejected(f"{effect.effect_id} is not an abandoned attempt")
-    conn.execute(
-        "UPDATE effect_attempts SET finished_at = :now, outcome = 'interrupted'"
-        " WHERE effect_id = :id AND outcome IS NULL",
-        {"now": now, "id": effect.effect_id},
-    )
-    status = "pending" if provably_unsent else "ambiguous"
-    conn.execute(
-        "UPDATE effects SET status = :status, updated_at = :now,"
-        " settled_at = CASE WHEN :status = 'pending' THEN NULL ELSE :now END"
-        " WHERE effect_id = :id",
-        {"status": status, "now": now, "id": effect.effect_id},
-    )
-    leases.clear_row(conn, effect.resource_id)
-    resources.bump_current(
-        conn, effect.resource_id, "effect.interrupted", actor, now,
-        payload={"status": status},
-    )
-    return get(conn, effect.effect_id)
-
-
-def defer(conn: apsw.Connection, effect_id: str, at: int, now: int) -> None:
-    """Move a pending effect's next attempt time (no attempt is recorded: nothing was tried).
-    A coalesced send waits for its slot so, without an attempt row for each look."""
-    conn.execute(
-        "UPDATE effects SET next_attempt_at = :at, updated_at = :now"
-        " WHERE effect_id = :id AND status = 'pending'",
-        {"at": at, "now": now, "id": effect_id},
-    )
-
-
-def cancel(conn: apsw.Connection, effect: Effect, actor: Actor, now: int, reason: str) -> Effect:
-    """Cancel a pending effect that is no longer wanted (its cause was superseded)."""
-    if effect.status is not EffectStatus.PENDING:
-        raise WriteRejected(f"{effect.effect_id} is {effect.status.value}, not pending")
-    conn.execute(
-        "UPDATE effects SET status = 'cancelled', updated_at = :now, settled_at = :now"
-        " WHERE effect_id = :id",
-        {"now": now, "id": effect.effect_id},
-    )
-    resources.bump_current(
-        conn, effect.resource_id, "effect.cancelled", actor, now, payload={"reason": reason}
-    )
-    return get(conn, effect.effect_id)
-
-
-def result_of(conn: apsw.Connection, effect_id: str) -> Any:
-    """The recorded result document of an effect (None when it has none)."""
-    value = conn.execute("SELECT result_hash FROM effects WHERE effect_id = ?", (effect_id,)).get
-    return None if value is None else blobs.get_json(conn, bytes(value))
-
-
-def error_of(conn: apsw.Connection, effect_id: str) -> Any:
-    """The recorded error document of an effect (None when it has none)."""
-    value = conn.execute("SELECT error_hash FROM effects WHERE effect_id = ?", (effect_id,)).get
-    return None if value is None else blobs.get_json(conn, bytes(value))

@@ -10,11 +10,12 @@
     ├── DiskFull                    the file system holding the database is full (75)
     ├── DiskIOError                 the disk failed a read or write (74)
     └── WriteRejected               a command's checks failed; nothing was written
-        ├── StaleRevision           the expected resource revision is not current
         ├── LeaseHeld               a live owner holds the lease (75)
         ├── StaleLease              token, generation or expiry no longer valid
-        ├── BlobMismatch            same hash, different bytes/length/media type
-        └── EffectConflict          same effect key, different payload
+        └── Contradiction           the written data contradicts what is stored
+            ├── StaleRevision       the expected resource revision is not current
+            ├── BlobMismatch        same hash, different bytes/length/media type
+            └── EffectConflict      same effect key, different payload
 
 apsw errors are translated into these at the state boundary (`raise ... from exc`).
 """
@@ -26,7 +27,7 @@ from typing import ClassVar
 from state.exit_codes import ExitCode
 
 __all__ = [
-    "CORRUPT_INSTRUCTION", "RESET_INSTRUCTION", "BlobMismatch", "DatabaseBusy",
+    "CORRUPT_INSTRUCTION", "RESET_INSTRUCTION", "BlobMismatch", "Contradiction", "DatabaseBusy",
     "DatabaseCorrupt", "DatabaseMissing", "DatabaseReplaced", "DiskFull", "DiskIOError",
     "EffectConflict", "IncompatibleDatabase", "LeaseHeld", "PermissionProblem", "StaleLease",
     "StaleRevision", "StateError", "WriteRejected",
@@ -114,7 +115,14 @@ class WriteRejected(StateError):
     exit_code = ExitCode.INTERNAL
 
 
-class StaleRevision(WriteRejected):
+class Contradiction(WriteRejected):
+    """What a write says contradicts what is stored: the data's own fault (one inbox row's,
+    say), not the lease's or the database's."""
+
+    code = "contradiction"
+
+
+class StaleRevision(Contradiction):
     """The expected revision of a resource is not its current revision."""
 
     code = "stale_revision"
@@ -134,13 +142,13 @@ class StaleLease(WriteRejected):
     exit_code = ExitCode.TEMPORARY
 
 
-class BlobMismatch(WriteRejected):
+class BlobMismatch(Contradiction):
     """A blob with this hash exists with different bytes, length or media type."""
 
     code = "blob_mismatch"
 
 
-class EffectConflict(WriteRejected):
+class EffectConflict(Contradiction):
     """An effect with the same key exists with a different payload."""
 
     code = "effect_conflict"

@@ -34,9 +34,10 @@ __all__ = [
 STATE_RELATIVE_PATH = Path(".pi/agent/workflows/state.sqlite")
 
 
-def default_path() -> Path:
-    """The one production location: ~/.pi/agent/workflows/state.sqlite."""
-    return Path.home() / STATE_RELATIVE_PATH
+def default_path(home: Path | None = None) -> Path:
+    """The one production location: ~/.pi/agent/workflows/state.sqlite (under `home` when
+    given, the user's home by default)."""
+    return (Path.home() if home is None else home) / STATE_RELATIVE_PATH
 
 
 def _legacy_paths(db_path: Path) -> list[Path]:

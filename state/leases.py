@@ -11,9 +11,8 @@ from __future__ import annotations
 import base64
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Final
 
 import apsw
 
@@ -25,8 +24,7 @@ from state.resources import Actor, ActorType
 
 __all__ = [
     "RENEW_WHEN_LEFT_MS", "TTL_MS", "Lease", "LeaseState", "OwnerType", "WritePermit",
-    "acquire_row", "actor_of", "brief_tenure", "check_permit", "claim", "clear_row", "read",
-    "release", "renew", "take_over", "verify",
+    "acquire_row", "brief_tenure", "claim", "clear_row", "read",
 ]
 
 
@@ -38,17 +36,9 @@ class OwnerType(StrEnum):
     CONTROLLER = "controller"
     CHANNEL = "channel"
 
-
-# A lease holder acts as the actor of the same name.
-_ACTOR_TYPE: Final[dict[OwnerType, ActorType]] = {
-    OwnerType.SESSION: ActorType.SESSION, OwnerType.HOST: ActorType.HOST,
-    OwnerType.CONTROLLER: ActorType.CONTROLLER, OwnerType.CHANNEL: ActorType.CHANNEL,
-}
-
-
-def actor_of(owner_type: OwnerType, owner_id: str) -> Actor:
-    """The actor a lease holder acts as."""
-    return Actor(_ACTOR_TYPE[owner_type], owner_id)
+    def actor(self, owner_id: str) -> Actor:
+        """The actor a lease holder of this type acts as (the actor type of the same name)."""
+        return Actor(ActorType(self.value), owner_id)
 
 
 TTL_MS = 60_000
@@ -68,7 +58,46 @@ class Lease:
 
     @property
     def actor(self) -> Actor:
-        return actor_of(self.owner_type, self.owner_id)
+        return OwnerType(self.owner_type).actor(self.owner_id)
+
+    def needs_renewal(self, now: int) -> bool:
+        """Whether 20 s or less remain, so that `renew` would extend it."""
+        return self.expires_at - now <= RENEW_WHEN_LEFT_MS
+
+    def verify(self, conn: apsw.Connection, now: int, *, allow_expired: bool = False) -> None:
+        """Raise StaleLease unless this is still the current, unexpired ownership."""
+        row = conn.execute(
+            "SELECT generation, owner_type, owner_id, token_hash, expires_at FROM leases"
+            " WHERE resource_id = ?",
+            (self.resource_id,),
+        ).fetchone()
+        expected = (self.generation, self.owner_type, self.owner_id, _token_hash(self.token))
+        if row is None or tuple(row[:4]) != expected:
+            raise StaleLease(f"{self.resource_id} is no longer owned by this process")
+        if not allow_expired and row[4] <= now:
+            raise StaleLease(f"the lease on {self.resource_id} expired")
+
+    def renew(self, conn: apsw.Connection, now: int, *, ttl_ms: int = TTL_MS) -> Lease:
+        """Extend a live lease when 20 s or less remain; otherwise write nothing."""
+        self.verify(conn, now)
+        if not self.needs_renewal(now):
+            return self
+        conn.execute(
+            "UPDATE leases SET heartbeat_at = :now, expires_at = :expires WHERE resource_id = :id",
+            {"now": now, "expires": now + ttl_ms, "id": self.resource_id},
+        )
+        return replace(self, expires_at=now + ttl_ms)
+
+    def release(self, conn: apsw.Connection, now: int, *, payload: JsonValue = None) -> None:
+        """Release our lease (even if it just expired, as long as nobody claimed it since).
+        `payload` lets the owner record what its tenure ended with, in the same event."""
+        self.verify(conn, now, allow_expired=True)
+        clear_row(conn, self.resource_id)
+        kind = _resource_type(conn, self.resource_id)
+        resources.bump_current(
+            conn, self.resource_id, f"{kind}.lease_released", self.actor, now,
+            payload=payload, lease_generation=self.generation,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +109,20 @@ class WritePermit:
     actor: Actor
     expected_revision: int | None
     lease: Lease | None = None
+
+    def check(self, conn: apsw.Connection, now: int) -> None:
+        """Re-verify the evidence inside the write transaction: the lease must be the
+        resource's live lease, and the expected revision (when given) the current one."""
+        if self.lease is not None:
+            if self.lease.resource_id != self.resource_id:
+                raise StaleLease(f"the lease is for {self.lease.resource_id}, not"
+                                 f" {self.resource_id}")
+            self.lease.verify(conn, now)
+        if self.expected_revision is not None:
+            current = resources.current_revision(conn, self.resource_id)
+            if current != self.expected_revision:
+                raise StaleRevision(f"{self.resource_id} is at revision {current}, not"
+                                    f" {self.expected_revision} ({self.operation})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +214,13 @@ def claim(
     entropy: Entropy,
     *,
     ttl_ms: int = TTL_MS,
+    dead_owner_id: str | None = None,
 ) -> Lease:
-    """Claim a free or expired lease and record `<type>.lease_acquired`."""
+    """Claim a free or expired lease and record `<type>.lease_acquired`. `dead_owner_id`: a
+    live-looking owner the caller knows is dead (its process is gone), whose lease is taken
+    over first, recording `<type>.lease_taken_over`; LeaseHeld when someone else holds it."""
+    if dead_owner_id is not None:
+        _take_over(conn, resource_id, dead_owner_id, OwnerType(owner_type).actor(owner_id), now)
     kind = _resource_type(conn, resource_id)
     lease = acquire_row(conn, resource_id, owner_type, owner_id, now, entropy, ttl_ms=ttl_ms)
     resources.bump_current(
@@ -187,70 +235,17 @@ def claim(
     return lease
 
 
-def take_over(
-    conn: apsw.Connection,
-    resource_id: str,
-    dead_owner_id: str,
-    owner_type: OwnerType,
-    owner_id: str,
-    now: int,
-    entropy: Entropy,
-) -> Lease:
-    """Claim a lease whose live-looking owner the caller knows is dead (its process is gone),
-    recording `<type>.lease_taken_over`; LeaseHeld when someone else holds it by now."""
+def _take_over(conn: apsw.Connection, resource_id: str, dead_owner_id: str, actor: Actor,
+               now: int) -> None:
+    """Free a live-looking lease of a dead owner (the claim that follows takes it)."""
     state = read(conn, resource_id)
     if state is not None and state.is_live(now) and state.owner_id != dead_owner_id:
         raise LeaseHeld(f"{resource_id} is held by a live owner until {state.expires_at}")
     if state is not None and state.is_live(now):
         clear_row(conn, resource_id)
         resources.bump_current(conn, resource_id, f"{_resource_type(conn, resource_id)}"
-                               ".lease_taken_over", actor_of(owner_type, owner_id), now,
+                               ".lease_taken_over", actor, now,
                                lease_generation=state.generation)
-    return claim(conn, resource_id, owner_type, owner_id, now, entropy)
-
-
-def verify(conn: apsw.Connection, lease: Lease, now: int, *, allow_expired: bool = False) -> None:
-    """Raise StaleLease unless `lease` is still the current, unexpired ownership."""
-    row = conn.execute(
-        "SELECT generation, owner_type, owner_id, token_hash, expires_at FROM leases"
-        " WHERE resource_id = ?",
-        (lease.resource_id,),
-    ).fetchone()
-    expected = (lease.generation, lease.owner_type, lease.owner_id, _token_hash(lease.token))
-    if row is None or tuple(row[:4]) != expected:
-        raise StaleLease(f"{lease.resource_id} is no longer owned by this process")
-    if not allow_expired and row[4] <= now:
-        raise StaleLease(f"the lease on {lease.resource_id} expired")
-
-
-def check_permit(conn: apsw.Connection, permit: WritePermit, now: int) -> None:
-    """Re-verify a permit's evidence inside the write transaction: its lease must be the
-    resource's live lease, and its expected revision (when given) the current one."""
-    if permit.lease is not None:
-        if permit.lease.resource_id != permit.resource_id:
-            raise StaleLease(f"the lease is for {permit.lease.resource_id}, not"
-                             f" {permit.resource_id}")
-        verify(conn, permit.lease, now)
-    if permit.expected_revision is not None:
-        current = resources.current_revision(conn, permit.resource_id)
-        if current != permit.expected_revision:
-            raise StaleRevision(f"{permit.resource_id} is at revision {current}, not"
-                                f" {permit.expected_revision} ({permit.operation})")
-
-
-def renew(conn: apsw.Connection, lease: Lease, now: int, *, ttl_ms: int = TTL_MS) -> Lease:
-    """Extend a live lease when 20 s or less remain; otherwise write nothing."""
-    verify(conn, lease, now)
-    if lease.expires_at - now > RENEW_WHEN_LEFT_MS:
-        return lease
-    conn.execute(
-        "UPDATE leases SET heartbeat_at = :now, expires_at = :expires WHERE resource_id = :id",
-        {"now": now, "expires": now + ttl_ms, "id": lease.resource_id},
-    )
-    return Lease(
-        lease.resource_id, lease.owner_type, lease.owner_id, lease.generation, now + ttl_ms,
-        lease.token,
-    )
 
 
 def clear_row(conn: apsw.Connection, resource_id: str) -> None:
@@ -259,18 +254,6 @@ def clear_row(conn: apsw.Connection, resource_id: str) -> None:
         "UPDATE leases SET owner_type = NULL, owner_id = NULL, token_hash = NULL,"
         " acquired_at = NULL, heartbeat_at = NULL, expires_at = NULL WHERE resource_id = ?",
         (resource_id,),
-    )
-
-
-def release(conn: apsw.Connection, lease: Lease, now: int, *, payload: JsonValue = None) -> None:
-    """Release our lease (even if it just expired, as long as nobody claimed it since).
-    `payload` lets the owner record what its tenure ended with, in the same event."""
-    verify(conn, lease, now, allow_expired=True)
-    clear_row(conn, lease.resource_id)
-    kind = _resource_type(conn, lease.resource_id)
-    resources.bump_current(
-        conn, lease.resource_id, f"{kind}.lease_released", lease.actor, now,
-        payload=payload, lease_generation=lease.generation,
     )
 
 

@@ -237,9 +237,9 @@ class Bridge:
                     c, channel_id, self.owner_id, self._now(), self.db.entropy))
             elif held.owner_id and self._may_take_over(held.owner_id):
                 dead = held.owner_id
-                self.lease = self.db.write(lambda c: leases.take_over(
-                    c, resource, dead, OwnerType.CHANNEL, self.owner_id, self._now(),
-                    self.db.entropy))
+                self.lease = self.db.write(lambda c: leases.claim(
+                    c, resource, OwnerType.CHANNEL, self.owner_id, self._now(),
+                    self.db.entropy, dead_owner_id=dead))
         except LeaseHeld:  # another bridge won the race
             self.lease = None
         if self.lease is None:
@@ -277,9 +277,9 @@ class Bridge:
 
     def _renew(self) -> None:
         lease = self.lease
-        if lease is None or lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
+        if lease is None or not lease.needs_renewal(self._now()):
             return
-        self.lease = self.db.write(lambda c: leases.renew(c, lease, self._now()))
+        self.lease = self.db.write(lambda c: lease.renew(c, self._now()))
 
     def _lost(self) -> None:
         # Suspended past the TTL and another bridge took over: wait like a newcomer.
@@ -298,7 +298,7 @@ class Bridge:
         if lease is None or self._window_keeps_the_lease():
             return  # our Pi lives (a /reload): its next bridge takes the lease over, no other
         try:
-            self.db.write(lambda c: leases.release(c, lease, self._now()))
+            self.db.write(lambda c: lease.release(c, self._now()))
         except StateError as exc:
             print(f"piw-channels pi bridge: could not release the lease: {exc}", file=sys.stderr)
 

@@ -39,7 +39,6 @@ from channels.gate.confinement import Confinement, Probe
 from channels.pi import gate_decisions
 from channels.pi.answers import load_open
 from channels.pi.gating import GatedCall
-from state import leases
 from state.database import Database
 from state.errors import StateError
 
@@ -206,7 +205,7 @@ class GateDesk:
             waiting.hold.apply_deadline()
             decided = self.db.read(lambda c: records.resolution_of(c, waiting.decision_id))
         if decided is None:
-            if waiting.hold.lease.expires_at - now <= leases.RENEW_WHEN_LEFT_MS:
+            if waiting.hold.lease.needs_renewal(now):
                 waiting.hold.renew()
             return
         waiting.hold.finish()

@@ -37,7 +37,7 @@ from channels.notifications import producing
 from channels.notifications.records import NotificationType
 from channels.pi import notes
 from channels.pi.notes import PiNote
-from state import effects, leases
+from state import effects
 from state.database import Database
 from state.effects import Attempt
 from state.errors import LeaseHeld, WriteRejected
@@ -147,7 +147,7 @@ class NoteDesk:
     def tick(self) -> None:
         """Renew the attempts whose line waits in the extension (Pi busy with a turn)."""
         for notification_id, attempt in list(self.attempts.items()):
-            if attempt.lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
+            if not attempt.lease.needs_renewal(self._now()):
                 continue
             self.attempts[notification_id] = self.db.write(
                 partial(notes.renew_note, attempt=attempt, now=self._now()))
@@ -180,5 +180,5 @@ class NoteDesk:
 
 
 def _unsent(conn: apsw.Connection, attempt: Attempt, now: int) -> None:
-    effects.finish_attempt(conn, attempt, effects.AttemptOutcome.REJECTED, now,
-                           error={"description": "the extension's pipe is closed"}, retry_at=now)
+    attempt.finish(conn, effects.AttemptOutcome.REJECTED, now,
+                   error={"description": "the extension's pipe is closed"}, retry_at=now)

@@ -71,7 +71,7 @@ def reserve(
             owner_scope=OwnerScope.CHANNEL, actor=actor, now=now, recorded_by_source=True,
         )
     for effect in _pending_presentations(conn, decision.resource_id):
-        effects.cancel(conn, effect, actor, now, "decision resolved before delivery")
+        effect.cancel(conn, actor, now, "decision resolved before delivery")
     _reserve_turn_intent(conn, decision, resolution, revision, actor, now, answered_on)
 
 
@@ -183,5 +183,5 @@ def apply_continue_locally(
                                    else runs.RunStatus.CANCELLED)
     runs.finish_run(conn, lease, decision.run_id, decision.attempt_id, status, now,
                     output=resolution.response, detail=resolution.reason)
-    effects.apply_locally(conn, effect, lease, now, result={"runStatus": status})
+    effect.apply_locally(conn, lease, now, result={"runStatus": status})
     return resolution

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 import apsw
 
@@ -33,7 +33,7 @@ from channels.decisions.request import (
     timeout_answer_digest,
 )
 from state import blobs, resources
-from state.canonical import canonical_bytes, sha256
+from state.canonical import JsonValue, canonical_bytes, sha256
 from state.leases import Lease
 from state.resources import Actor, ActorType
 
@@ -132,15 +132,15 @@ def _resolve_human(
     now: int,
     allowed_channels: Sequence[str],
 ) -> Verdict:
-    response_bytes = _response_bytes(answer.response)
-    previous = _previous_submission(conn, answer, response_bytes)
+    recorded = _recorded_response(answer.response)
+    previous = _previous_submission(conn, answer, recorded)
     if previous is not None:
         return previous
     winner = resolution_of(conn, decision.decision_id)
     result, message, response = _judge(decision, answer, winner, now, allowed_channels)
     if result is Result.WON:
         winner = _win_human(conn, decision, answer, response, now)
-    _record_submission(conn, decision, answer, response_bytes, result, winner, now)
+    _record_submission(conn, decision, answer, recorded, result, winner, now)
     return Verdict(result, message, winner)
 
 
@@ -176,15 +176,18 @@ def _resolved_message(winner: Resolution) -> str:
     return "That human decision was already answered."
 
 
-def _response_bytes(response: Any) -> bytes:
+def _recorded_response(response: Any) -> JsonValue:
+    """The response as a submission records it: itself, or a stand-in when canonical JSON
+    cannot hold it."""
     try:
-        return canonical_bytes(response)
+        canonical_bytes(response)
     except ValueError:
-        return canonical_bytes({"unrepresentable": repr(response)[:200]})
+        return {"unrepresentable": repr(response)[:200]}
+    return cast(JsonValue, response)
 
 
 def _previous_submission(
-    conn: apsw.Connection, answer: HumanAnswer, response_bytes: bytes
+    conn: apsw.Connection, answer: HumanAnswer, recorded: JsonValue
 ) -> Verdict | None:
     """A retry under the same (channel, idempotency key) returns the first attempt's result."""
     row = conn.execute(
@@ -197,7 +200,7 @@ def _previous_submission(
     same = (
         row[0] == answer.decision_id
         and bytes(row[1]) == _digest_bytes_or_zero(answer.request_digest)
-        and bytes(row[2]) == sha256(response_bytes)
+        and bytes(row[2]) == sha256(canonical_bytes(recorded))
     )
     if not same:
         return Verdict(Result.REJECTED,
@@ -220,7 +223,7 @@ def _record_submission(
     conn: apsw.Connection,
     decision: StoredDecision,
     answer: HumanAnswer,
-    response_bytes: bytes,
+    recorded: JsonValue,
     result: Result,
     winner: Resolution | None,
     now: int,
@@ -241,7 +244,7 @@ def _record_submission(
             "actor": answer.actor_id,
             "event": answer.external_event_id,
             "key": answer.idempotency_key,
-            "response": blobs.put_bytes(conn, response_bytes, blobs.JSON, now),
+            "response": blobs.put_json(conn, recorded, now),
             "result": result.value,
             "winner": None if winner is None else winner.digest,
             "now": now,

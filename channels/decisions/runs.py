@@ -6,7 +6,6 @@ Pi owns the workflow engine; this store only creates a run that waits at one dec
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -15,7 +14,7 @@ import apsw
 
 from channels.decisions.errors import DecisionRefused
 from state import blobs, leases, resources
-from state.canonical import JsonValue, canonical_bytes
+from state.canonical import JsonValue
 from state.clock import Entropy
 from state.ids import digest_id, number_id
 from state.leases import Lease, OwnerType
@@ -149,16 +148,15 @@ def create_waiting_run(
     entropy: Entropy,
 ) -> RunHandle:
     """Create the run (status waiting), its waiting attempt and claim the run lease."""
-    definition_bytes = canonical_bytes(spec.definition)
-    definition_digest = hashlib.sha256(definition_bytes).digest()
-    definition_hash = blobs.put_bytes(conn, definition_bytes, blobs.JSON, now)
+    # A definition's digest is its blob's hash: the SHA-256 of its canonical JSON.
+    definition_digest = definition_hash = blobs.put_json(conn, spec.definition, now)
     conn.execute(
         "INSERT INTO workflow_definitions (definition_digest, workflow_name, definition_hash,"
         " created_at) VALUES (?, ?, ?, ?) ON CONFLICT (definition_digest) DO NOTHING",
         (definition_digest, spec.workflow_name, definition_hash, now),
     )
     resource_id = run_resource(spec.run_id)
-    owner = leases.actor_of(owner_type, owner_id)
+    owner = owner_type.actor(owner_id)
     # Created and claimed in one command: one change, one event (run.created, naming the
     # generation of the claim below: a new resource's first lease is generation 1). No
     # payload: the runs row holds its id and workflow.
@@ -244,8 +242,7 @@ def turn_session(conn: apsw.Connection, run_id: str) -> str | None:
 def verify_owner(conn: apsw.Connection, lease: Lease, run_id: str, now: int,
                  operation: str = "run.write") -> None:
     """The lease must be the live lease of this run (checked again in this transaction)."""
-    permit = leases.WritePermit(run_resource(run_id), operation, lease.actor, None, lease)
-    leases.check_permit(conn, permit, now)
+    leases.WritePermit(run_resource(run_id), operation, lease.actor, None, lease).check(conn, now)
 
 
 def create_finished_run(conn: apsw.Connection, prefix: str, workflow_name: str, node: str,
@@ -261,7 +258,7 @@ def create_finished_run(conn: apsw.Connection, prefix: str, workflow_name: str, 
         source_ref=workflow_name)
     handle = create_waiting_run(conn, spec, OwnerType.HOST, owner_id, now, entropy)
     finish_run(conn, handle.lease, spec.run_id, handle.attempt_id, RunStatus.COMPLETED, now)
-    leases.release(conn, handle.lease, now)
+    handle.lease.release(conn, now)
     return RunPoint(run_id, handle.attempt_id, title, None)
 
 

@@ -126,7 +126,7 @@ def confirm_turn(
     effect = effects.get(conn, str(row[0]))
     if effect.status is not effects.EffectStatus.PENDING:
         return False
-    effects.apply_locally(conn, effect, lease, now, result={"entryId": entry_id})
+    effect.apply_locally(conn, lease, now, result={"entryId": entry_id})
     return True
 
 

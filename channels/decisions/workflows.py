@@ -174,15 +174,15 @@ def create_ask(db: Database, spec: AskSpec, owner_id: str) -> AskHandle:
 
 def release_run(db: Database, lease: Lease) -> None:
     """Give up run ownership (an owner that stops waiting must not block others)."""
-    db.write(lambda c: leases.release(c, lease, db.clock.now_ms()))
+    db.write(lambda c: lease.release(c, db.clock.now_ms()))
 
 
 def renew_run(db: Database, lease: Lease) -> Lease:
     """Keep the run lease alive while waiting: a write transaction only near expiry (a
     waiter that looks often must not take the write lock each time it looks)."""
-    if lease.expires_at - db.clock.now_ms() > leases.RENEW_WHEN_LEFT_MS:
+    if not lease.needs_renewal(db.clock.now_ms()):
         return lease
-    return db.write(lambda c: leases.renew(c, lease, db.clock.now_ms()))
+    return db.write(lambda c: lease.renew(c, db.clock.now_ms()))
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ from typing import Final
 from channels.config.files import file_identity
 from channels.gate.paths import is_within, resolve
 from channels.gate.verdict import Judgement, block
-from state.files import STATE_RELATIVE_PATH
+from state.files import default_path
 
 __all__ = ["AGENT_SETTINGS", "AGENT_SETTINGS_FILES", "CONFIG", "DATABASE", "PI_SETTINGS", "TOKEN",
            "Place", "Protected", "file_block"]
@@ -56,7 +56,7 @@ class Protected:
         (read leniently: a broken file still protects the paths it mentions), this process
         and its parent (in the bridge: the bridge and its Pi), and the agents' settings in
         `project` and above."""
-        return cls(home / STATE_RELATIVE_PATH, config_dir, _token_files(config_dir),
+        return cls(default_path(home), config_dir, _token_files(config_dir),
                    (os.getpid(), os.getppid()), project)
 
     @property

@@ -30,7 +30,7 @@ from state.database import Database
 from state.effects import OwnerScope
 from state.errors import WriteRejected
 from state.exit_codes import ExitCode
-from state.resources import Actor, ActorType, current_revision
+from state.resources import Actor, ActorType
 
 __all__ = [
     "DEFAULT_AUDIENCE", "MAX_TEXT_CODE_UNITS", "PI_NOTIFY", "TELEGRAM_NOTIFY",
@@ -161,25 +161,25 @@ def _write(conn: apsw.Connection, spec: NotifySpec, routes: tuple[str, ...],
                 " a notification is never changed: use another --index")
         return Notified(existing, True, routes, ())
     source = runs.run_resource(run_id)
-    revision = current_revision(conn, source) or 0
     common: dict[str, Any] = {"notificationId": notification_id, "runId": run_id,
                               "type": spec.kind, "title": title,
                               "context": dict(spec.context), "createdAt": now}
     pi_effect = effects.reserve(
-        conn, source_resource_id=source, source_revision=revision, effect_type=PI_NOTIFY,
+        conn, source_resource_id=source, effect_type=PI_NOTIFY,
         idempotency_key=f"{target or 'none'}:{notification_id}",
         payload={**common, "targetSessionId": target}, owner_scope=OwnerScope.CHANNEL, actor=actor,
         now=now)
     if target == NO_SESSION or "pi" not in routes:
         # No Pi session hears of it: the row's effect is settled as not wanted, at once.
-        effects.cancel(conn, effects.get(conn, pi_effect.effect_id), actor, now,
-                       "no Pi session" if target == NO_SESSION else "audience has no pi route")
+        effects.get(conn, pi_effect.effect_id).cancel(
+            conn, actor, now,
+            "no Pi session" if target == NO_SESSION else "audience has no pi route")
     stored = Notification(notification_id, pi_effect.effect_id, run_id, attempt_id, index,
                           target, spec.kind, content, now, spec.text)
     records.insert(conn, stored)
     point.touch(conn, now)  # found among the recently active runs (alerts, status)
     telegram = [effects.reserve(
-        conn, source_resource_id=source, source_revision=revision, effect_type=TELEGRAM_NOTIFY,
+        conn, source_resource_id=source, effect_type=TELEGRAM_NOTIFY,
         idempotency_key=f"{channel_id}:{notification_id}",
         payload={**common, "channelId": channel_id, "recipients": list(chats)},
         owner_scope=OwnerScope.CHANNEL, actor=actor, now=now).effect_id

@@ -66,8 +66,8 @@ class NotificationView:
 
 def _delivery(conn: apsw.Connection, effect: effects.Effect,
               names: dict[str, str]) -> _Delivery:
-    payload = effects.payload(conn, effect)
-    result = effects.result_of(conn, effect.effect_id) or {}
+    payload = effect.payload(conn)
+    result = effect.result(conn) or {}
     status = "superseded" if isinstance(result, dict) and result.get("superseded") \
         else effect.status.value
     if effect.effect_type == PI_NOTIFY:

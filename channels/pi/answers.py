@@ -18,7 +18,6 @@ from channels.decisions.presentation import render_person_text
 from channels.decisions.records import StoredDecision
 from channels.decisions.resolution import HumanAnswer, Result, Verdict
 from channels.pi.sessions import LOCAL_PROFILE, claim_channel, local_channel_id, routes_to_pi
-from state import leases
 from state.database import Database
 from state.leases import Lease
 
@@ -259,4 +258,4 @@ def answer_locally(
         return db.write(lambda c: submit_answer(c, lease, channel_id, event, db.clock.now_ms(),
                                                 config))
     finally:
-        db.write(lambda c: leases.release(c, lease, db.clock.now_ms()))
+        db.write(lambda c: lease.release(c, db.clock.now_ms()))

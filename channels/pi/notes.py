@@ -46,7 +46,7 @@ def due_notes(conn: apsw.Connection, session_id: str, now: int) -> list[PiNote]:
     """The session's notifications waiting to be shown, oldest first."""
     found = []
     for n in records.for_session(conn, session_id, ("pending",), now):
-        payload = effects.payload(conn, effects.get(conn, n.effect_id))
+        payload = effects.get(conn, n.effect_id).payload(conn)
         title = payload.get("title")
         found.append(PiNote(n, str(title) if title else None, dict(payload.get("context") or {})))
     return found
@@ -62,13 +62,13 @@ def begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: PiNot
     """The intent, before the line goes out: the channel's owner opens an attempt on the
     notification's effect (WriteRejected or LeaseHeld when another path has it)."""
     store.verify(conn, lease, channel_id, now)
-    return effects.begin_attempt(conn, note.notification.effect_id, OwnerType.CHANNEL,
-                                 owner_id, now, entropy)
+    effect = effects.get(conn, note.notification.effect_id)
+    return effect.begin_attempt(conn, OwnerType.CHANNEL, owner_id, now, entropy)
 
 
 def renew_note(conn: apsw.Connection, attempt: Attempt, now: int) -> Attempt:
     """Keep an attempt alive while the extension waits for Pi to be idle."""
-    return effects.renew_attempt(conn, attempt, now)
+    return attempt.renew(conn, now)
 
 
 def confirm_note(conn: apsw.Connection, lease: Lease, channel_id: str, session_id: str,
@@ -86,9 +86,9 @@ def confirm_note(conn: apsw.Connection, lease: Lease, channel_id: str, session_i
         return False
     if attempt is None or attempt.effect.effect_id != effect.effect_id:
         raise KeyError(notification_id)
-    effects.finish_attempt(conn, attempt, effects.AttemptOutcome.APPLIED, now,
-                           result={"entryId": entry_id, "adopted": adopted},
-                           external_ref=entry_id)
+    attempt.finish(conn, effects.AttemptOutcome.APPLIED, now,
+                   result={"entryId": entry_id, "adopted": adopted},
+                   external_ref=entry_id)
     return True
 
 
@@ -120,10 +120,8 @@ def recover_notes(conn: apsw.Connection, lease: Lease, channel_id: str, session_
         found = records.get(conn, notification_id)
         assert found is not None
         effect = effects.get(conn, found.effect_id)
-        held = leases.read(conn, effect.resource_id)
-        if held is not None and held.is_live(now):
-            leases.clear_row(conn, effect.resource_id)  # its process is gone
-        effects.interrupt(conn, effect, actor, now, provably_unsent=True)
+        # its process is gone: a lease that still looks live is freed
+        effect.interrupt(conn, actor, now, provably_unsent=True, owner_gone=True)
     return reopened
 
 
@@ -135,5 +133,5 @@ def note_receipt(conn: apsw.Connection, notification_id: str) -> dict[str, Any] 
     effect = effects.get(conn, found.effect_id)
     if effect.status is not EffectStatus.APPLIED:
         return None
-    result = effects.result_of(conn, found.effect_id)
+    result = effect.result(conn)
     return dict(result) if isinstance(result, dict) else None

@@ -48,7 +48,7 @@ def due_settlements(conn: apsw.Connection, channel_id: str, now: int) -> list[Se
     for effect in effects.list_due(conn, [SETTLE_EFFECT], now):
         if effect.idempotency_key not in _keys(channel_id):
             continue
-        body = effects.payload(conn, effect)
+        body = effect.payload(conn)
         decision_id = str(body["decisionId"])
         channel, terminal = views.winner_source(conn, decision_id)
         found.append(Settlement(effect.effect_id, decision_id, str(body["outcome"]),
@@ -68,16 +68,17 @@ def begin_settlement(
 ) -> Attempt:
     """Start applying a settlement (the channel owner only)."""
     store.verify(conn, lease, channel_id, now)
-    return effects.begin_attempt(conn, effect_id, OwnerType.CHANNEL, lease.owner_id, now, entropy)
+    effect = effects.get(conn, effect_id)
+    return effect.begin_attempt(conn, OwnerType.CHANNEL, lease.owner_id, now, entropy)
 
 
 def finish_settlement(conn: apsw.Connection, attempt: Attempt, sent: bool, now: int) -> Effect:
     """Settle as applied, or, when the line provably was not written (the pipe was closed),
     make it pending again for the next bridge of this session."""
     if sent:
-        return effects.finish_attempt(conn, attempt, AttemptOutcome.APPLIED, now)
-    return effects.finish_attempt(conn, attempt, AttemptOutcome.REJECTED, now,
-                                  error={"pipe": "closed"}, retry_at=now)
+        return attempt.finish(conn, AttemptOutcome.APPLIED, now)
+    return attempt.finish(conn, AttemptOutcome.REJECTED, now,
+                          error={"pipe": "closed"}, retry_at=now)
 
 
 def recover_settlements(conn: apsw.Connection, lease: Lease, channel_id: str, now: int) -> int:
@@ -91,6 +92,6 @@ def recover_settlements(conn: apsw.Connection, lease: Lease, channel_id: str, no
     count = 0
     for effect in effects.abandoned(conn, [SETTLE_EFFECT], now):
         if effect.idempotency_key in _keys(channel_id):
-            effects.interrupt(conn, effect, actor, now, provably_unsent=True)
+            effect.interrupt(conn, actor, now, provably_unsent=True)
             count += 1
     return count

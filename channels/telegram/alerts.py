@@ -312,7 +312,7 @@ def _notification_conditions(conn: apsw.Connection, channel_id: str,
             effect = effects.get(conn, str(entry["effectId"]))
         except KeyError:
             continue
-        payload = effects.payload(conn, effect)
+        payload = effect.payload(conn)
         n = notification_records.get(conn, str(payload.get("notificationId")))
         if n is None:
             continue

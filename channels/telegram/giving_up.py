@@ -11,7 +11,6 @@ from channels.telegram.failures import Failure, failure
 from channels.telegram.reservations import messages_of_effect
 from channels.telegram.settle_rules import maybe_acted
 from channels.telegram.transport import CallOutcome, ProviderResult, describe
-from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, Effect
 from state.errors import StateError
@@ -36,9 +35,8 @@ def give_up(db: Database, channel_id: str, attempt: Attempt, exc: Exception,
         maybe_sent = [m for m in written if m.has_intents(c)]
         for message in written:
             message.set_status(c, MessageStatus("ambiguous" if maybe_sent else "failed"), now)
-        effects.finish_attempt(c, attempt,
-                               AttemptOutcome("ambiguous" if maybe_sent else "rejected"), now,
-                               error=error)
+        attempt.finish(c, AttemptOutcome("ambiguous" if maybe_sent else "rejected"), now,
+                       error=error)
 
     with contextlib.suppress(StateError):  # already settled by the failing path
         db.write(settle)
@@ -49,8 +47,8 @@ def give_up_unbegun(db: Database, channel_id: str, effect: Effect, owner_id: str
                     exc: Exception, errors: list[dict[str, Any]]) -> Failure | None:
     """A bug before the attempt could begin: begin a bare one, and give it up."""
     try:
-        attempt = db.write(lambda c: effects.begin_attempt(
-            c, effect.effect_id, OwnerType.CHANNEL, owner_id, db.clock.now_ms(), db.entropy))
+        attempt = db.write(lambda c: effect.begin_attempt(
+            c, OwnerType.CHANNEL, owner_id, db.clock.now_ms(), db.entropy))
     except StateError:
         return None
     return give_up(db, channel_id, attempt, exc, errors)

@@ -29,7 +29,6 @@ from channels.telegram.reservations import (
     delivery_recipients,
     prompts,
     reserve_notice,
-    resource_revision,
 )
 from channels.telegram.text_answers import choice_named, hint
 from channels.telegram.updates import press_field
@@ -203,8 +202,7 @@ def _prompt(
         payload["presser"] = p["userId"]
         key += f":{p['userId']}"
     effects.reserve(
-        conn, source_resource_id=decision.resource_id,
-        source_revision=resource_revision(conn, decision.resource_id), effect_type=PROMPT,
+        conn, source_resource_id=decision.resource_id, effect_type=PROMPT,
         idempotency_key=key, payload=payload, owner_scope=OwnerScope.CHANNEL, actor=worker, now=now,
     )
     return _answered(p.get("callbackId"), {"result": "prompted", "choice": choice_id},
@@ -287,10 +285,9 @@ def _settle_again(conn: apsw.Connection, channel: Channel, decision: records.Sto
     if not earlier.status.settled:
         return
     effects.reserve(
-        conn, source_resource_id=decision.resource_id,
-        source_revision=resource_revision(conn, decision.resource_id), effect_type=SETTLE,
+        conn, source_resource_id=decision.resource_id, effect_type=SETTLE,
         idempotency_key=f"{channel.channel_id}:learned:{learned}",
-        payload=effects.payload(conn, earlier), owner_scope=OwnerScope.CHANNEL, actor=worker,
+        payload=earlier.payload(conn), owner_scope=OwnerScope.CHANNEL, actor=worker,
         now=now,
     )
 

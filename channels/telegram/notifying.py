@@ -151,7 +151,7 @@ def _superseded_by(conn: apsw.Connection, payload: dict[str, Any]) -> str | None
 def _earlier_progress(conn: apsw.Connection, channel_id: str, effect: Effect) -> list[Effect]:
     """For a final: this run's progress effects on the channel still pending before it (they
     go first, so that the result replies to a card that shows the last progress)."""
-    payload = effects.payload(conn, effect)
+    payload = effect.payload(conn)
     if payload.get("type") != "final":
         return []
     found = []
@@ -159,7 +159,7 @@ def _earlier_progress(conn: apsw.Connection, channel_id: str, effect: Effect) ->
         if other.effect_id == effect.effect_id:
             break
         if other.status is effects.EffectStatus.PENDING and \
-                effects.payload(conn, other).get("type") == "progress":
+                other.payload(conn).get("type") == "progress":
             found.append(other)
     return found
 
@@ -173,7 +173,7 @@ def _due_at(conn: apsw.Connection, channel_id: str, effect: Effect, now: int) ->
     """When a progress may touch its card (None: now): EDIT_EVERY_MS after the card was last
     sent or edited, unless a final of the run waits (then at once) or it is overtaken (it is
     settled at once, unsent)."""
-    payload = effects.payload(conn, effect)
+    payload = effect.payload(conn)
     if payload.get("type") != "progress" or _superseded_by(conn, payload) is not None:
         return None
     run_id = str(payload["runId"])
@@ -181,7 +181,7 @@ def _due_at(conn: apsw.Connection, channel_id: str, effect: Effect, now: int) ->
         return None
     touched = [e.settled_at for e in _mine(conn, channel_id, run_id)
                if e.status is effects.EffectStatus.APPLIED and e.settled_at is not None
-               and (effects.result_of(conn, e.effect_id) or {}).get("touched")]
+               and (e.result(conn) or {}).get("touched")]
     last = max(touched, default=None)
     if last is None or now - last >= _EDIT_EVERY_MS:
         return None
@@ -202,13 +202,13 @@ async def ready(out: _Outbound, effect: Effect,
     now = out.db.clock.now_ms()
     at = out.db.read(lambda c: _due_at(c, channel_id, effect, now))
     if at is not None:
-        out.db.write(lambda c: effects.defer(c, effect.effect_id, at, now))
+        out.db.write(lambda c: effect.defer(c, at, now))
     return at is None
 
 
 async def apply(out: _Outbound, attempt: Attempt) -> None:
     """Apply one telegram.notify effect whose attempt has begun."""
-    payload = out.db.read(lambda c: effects.payload(c, attempt.effect))
+    payload = out.db.read(lambda c: attempt.effect.payload(c))
     newer = out.db.read(lambda c: _superseded_by(c, payload))
     if newer is not None:
         _finish(out, attempt, AttemptOutcome.APPLIED, result={"superseded": newer})
@@ -233,8 +233,8 @@ async def apply(out: _Outbound, attempt: Attempt) -> None:
 def _finish(out: _Outbound, attempt: Attempt, outcome: effects.AttemptOutcome, *,
             result: Any = None, error: Any = None, retry_in_ms: int | None = None) -> None:
     now = out.db.clock.now_ms()
-    out.db.write(lambda c: effects.finish_attempt(
-        c, attempt, outcome, now, result=result, error=error,
+    out.db.write(lambda c: attempt.finish(
+        c, outcome, now, result=result, error=error,
         retry_at=None if retry_in_ms is None else now + retry_in_ms))
 
 
@@ -255,7 +255,7 @@ class _Sender:
 
     def _intent(self, r: int, index: int, text: str) -> None:
         def command(c: Any) -> Attempt:
-            renewed = effects.renew_attempt(c, self.attempt, self._now())
+            renewed = self.attempt.renew(c, self._now())
             self.message.write_intent(c, r, index, text, self._now())
             return renewed
         self.attempt = self.out.db.write(command)
@@ -304,9 +304,9 @@ class _Sender:
             if unknown or refused:  # an alert, for a day (before the lease is cleared)
                 _note_trouble(c, self.attempt.lease, self.out.channel.channel_id,
                              self.attempt.effect.effect_id, now)
-            effects.finish_attempt(c, self.attempt, outcome, now,
-                                   result={"recipients": report, "touched": touched},
-                                   error={"recipients": report} if unknown else None)
+            self.attempt.finish(c, outcome, now,
+                                result={"recipients": report, "touched": touched},
+                                error={"recipients": report} if unknown else None)
         self.out.db.write(command)
 
     async def card(self, part: CardPart) -> None:

@@ -126,7 +126,7 @@ class Outbound:
         if self.pacer is None:
             return False
         p = None if effect.effect_type == SETTLE else \
-            self.db.read(lambda c: effects.payload(c, effect))  # a settlement's chats: later
+            self.db.read(lambda c: effect.payload(c))  # a settlement's chats: later
         # Less the time an attempt takes to begin, or it is begun for a slot it then misses.
         left_ms = int((self.deadline() - time.time()) * 1000) - _BEGIN_MARGIN_MS
         return self.pacer.blocked(p, left_ms)
@@ -142,8 +142,8 @@ class Outbound:
         from channels.telegram import settle_sends
 
         def begin(c: Any) -> tuple[Attempt, Settlement | None]:
-            attempt = effects.begin_attempt(c, effect.effect_id, leases.OwnerType.CHANNEL,
-                                            self.owner_id, self._now(), self.db.entropy)
+            attempt = effect.begin_attempt(c, leases.OwnerType.CHANNEL, self.owner_id,
+                                           self._now(), self.db.entropy)
             # A settlement's intents commit with its attempt: one commit before the sends.
             return attempt, (settle_sends.intents(c, self.channel, attempt, self._now())
                              if effect.effect_type == SETTLE else None)
@@ -196,18 +196,18 @@ class Outbound:
     def _finish(self, attempt: Attempt, outcome: effects.AttemptOutcome, *, result: Any = None,
                 error: Any = None, retry_in_ms: int | None = None) -> None:
         retry_at = None if retry_in_ms is None else self._now() + retry_in_ms
-        self.db.write(lambda c: effects.finish_attempt(
-            c, attempt, outcome, self._now(), result=result, error=error, retry_at=retry_at))
+        self.db.write(lambda c: attempt.finish(
+            c, outcome, self._now(), result=result, error=error, retry_at=retry_at))
 
     def note_error(self, method: str, res: ProviderResult) -> None:
         self.errors.append({"method": method, **describe(res)})
 
     def _renew(self, attempt: Attempt) -> Attempt:
-        return self.db.write(lambda c: effects.renew_attempt(c, attempt, self._now()))
+        return self.db.write(lambda c: attempt.renew(c, self._now()))
 
     def renew_if_due(self, attempt: Attempt) -> Attempt:
         """Renew the attempt's lease only when it nears expiry (no empty transaction)."""
-        if attempt.lease.expires_at - self._now() > leases.RENEW_WHEN_LEFT_MS:
+        if not attempt.lease.needs_renewal(self._now()):
             return attempt
         return self._renew(attempt)
 
@@ -222,7 +222,7 @@ class Outbound:
         from channels.telegram.card import card_parts
         from channels.telegram.plans import Delivery
 
-        payload = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        payload = self.db.read(lambda c: attempt.effect.payload(c))
         decision_id = records.decision_of_resource(attempt.effect.source_resource_id)
         decision = self.db.read(lambda c: records.load(c, decision_id))
         document = channel_request_document(decision.request)
@@ -268,8 +268,8 @@ class Outbound:
                                                                           self._now()))
         outcome = effects.AttemptOutcome("applied" if delivered else "rejected")
         # The card is out; its first reminder is reserved once it is due (`due_reminders`).
-        self.db.write(lambda c: effects.finish_attempt(c, attempt, outcome, self._now(),
-                                                       result={"recipients": report}))
+        self.db.write(lambda c: attempt.finish(c, outcome, self._now(),
+                                               result={"recipients": report}))
 
     async def _send_recipient(
         self, attempt: Attempt, d: Delivery, r: int, chat: str
@@ -295,7 +295,7 @@ class Outbound:
     def _write_intent(self, attempt: Attempt, message_id: str, r: int, p: int, text: str,
                       new: bool) -> Attempt:
         def command(c: Any) -> Attempt:
-            renewed = effects.renew_attempt(c, attempt, self._now())
+            renewed = attempt.renew(c, self._now())
             if new:
                 messages.Message(message_id).write_intent(c, r, p, text, self._now())
             return renewed
@@ -329,7 +329,7 @@ class Outbound:
     def _ambiguous(self, attempt: Attempt, message_id: str, error: dict[str, Any]) -> None:
         def command(c: Any) -> None:
             messages.Message(message_id).set_status(c, MessageStatus.AMBIGUOUS, self._now())
-            effects.finish_attempt(c, attempt, AttemptOutcome.AMBIGUOUS, self._now(), error=error)
+            attempt.finish(c, AttemptOutcome.AMBIGUOUS, self._now(), error=error)
         self.db.write(command)
 
     # -- prompts -------------------------------------------------------------------------------
@@ -337,7 +337,7 @@ class Outbound:
     async def _prompt(self, attempt: Attempt) -> None:
         from channels.telegram.sent import keyboard_messages
 
-        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        p = self.db.read(lambda c: attempt.effect.payload(c))
         chat = str(p["chatId"])
         message_id = prompt_of(p)
         message = self.db.write(lambda c: messages.ensure_message(
@@ -367,7 +367,7 @@ class Outbound:
             def confirm(c: Any) -> None:
                 message.set_status(c, MessageStatus.CONFIRMED, self._now(),
                                    conversation_ref=chat, message_ref=ref)
-                effects.finish_attempt(c, attempt, AttemptOutcome.APPLIED, self._now())
+                attempt.finish(c, AttemptOutcome.APPLIED, self._now())
             self.db.write(confirm)
         elif status["status"] == "rejected":
             self.db.write(lambda c: message.set_status(c, MessageStatus.FAILED, self._now()))
@@ -376,7 +376,7 @@ class Outbound:
     # -- notices: one short message, intent first, never sent twice ---------------------------
 
     async def _notice(self, attempt: Attempt) -> None:
-        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        p = self.db.read(lambda c: attempt.effect.payload(c))
         chat, text = str(p["chatId"]), str(p["text"])
         message_id = notice_message_id(self.channel.channel_id, str(p["key"]))
         message = self.db.write(lambda c: messages.ensure_message(
@@ -397,7 +397,7 @@ class Outbound:
         if status is None:
             def confirm(c: Any) -> None:
                 message.set_status(c, MessageStatus.CONFIRMED, self._now())
-                effects.finish_attempt(c, attempt, AttemptOutcome.APPLIED, self._now())
+                attempt.finish(c, AttemptOutcome.APPLIED, self._now())
             self.db.write(confirm)
         elif status["status"] == "rejected":
             self._finish(attempt, AttemptOutcome.REJECTED, error=status)
@@ -407,7 +407,7 @@ class Outbound:
     async def _remind(self, attempt: Attempt) -> None:
         from channels.telegram.sent import keyboard_messages
 
-        p = self.db.read(lambda c: effects.payload(c, attempt.effect))
+        p = self.db.read(lambda c: attempt.effect.payload(c))
         decision_id, number = str(p["decisionId"]), int(p["number"])
         decision = self.db.read(lambda c: records.load(c, decision_id))
         if self.db.read(lambda c: records.resolution_of(c, decision_id)) is not None:
@@ -438,5 +438,5 @@ class Outbound:
         def confirm(c: Any) -> None:  # the next one is reserved once it is due
             now = self._now()
             message.set_status(c, MessageStatus.CONFIRMED, now)
-            effects.finish_attempt(c, final, AttemptOutcome.APPLIED, now)
+            final.finish(c, AttemptOutcome.APPLIED, now)
         self.db.write(confirm)

@@ -45,7 +45,7 @@ from channels.telegram.outbound import LEASE_MARGIN_S, Outbound
 from channels.telegram.reports import ChannelReport, PollOptions
 from channels.telegram.shared_bots import shared_bots
 from channels.telegram.transport import BotApi, CallOutcome, ProviderResult, describe
-from state import effects, errors, leases
+from state import effects, errors
 from state.database import Database, savepoint
 from state.leases import Lease
 from state.resources import Actor, ActorType
@@ -68,10 +68,6 @@ ANSWER_CONCURRENCY = 16
 _MIN_LONG_POLL_SECONDS = 1  # in a --for window, a getUpdates waits at least this long
 # Waiting for the lease ends with this much window left (more than a holder has at its end).
 _HANDOVER_MIN_SECONDS = _MIN_LONG_POLL_SECONDS + 2
-
-
-# State errors that are one row's own: its data contradicts what is stored.
-_ROW_FAULTS = (errors.EffectConflict, errors.BlobMismatch, errors.StaleRevision)
 
 
 async def poll(
@@ -201,7 +197,7 @@ class ChannelPoll:
             except Exception as exc:
                 self.report.errors.append({"internal": f"alerts: {type(exc).__name__}: {exc}"})
                 report = None
-            leases.release(c, lease, now, payload=None if report is None else report.state)
+            lease.release(c, now, payload=None if report is None else report.state)
             return report
 
         # A lease already lost (expired and claimed by another poller) has nothing to release.
@@ -211,7 +207,7 @@ class ChannelPoll:
     def _renew(self) -> None:
         """Extend the channel lease when 20 s or less remain (a cheap no-op otherwise)."""
         lease = self.lease
-        self.lease = self.db.write(lambda c: leases.renew(c, lease, self._now()))
+        self.lease = self.db.write(lambda c: lease.renew(c, self._now()))
 
     def _until(self) -> float:
         """Calls end by the window's end, and early enough for the lease to outlive them."""
@@ -256,7 +252,7 @@ class ChannelPoll:
 
         def command(c: Any) -> Lease:
             now = self._now()
-            renewed = leases.renew(c, self.lease, now)
+            renewed = self.lease.renew(c, now)
             kept = holds.load(c, self.channel.channel_id)
             holds.save(c, renewed, self.channel.channel_id, {**kept, **pacer_holds}, now)
             return renewed
@@ -307,7 +303,7 @@ class ChannelPoll:
         for effect in self._abandoned(conn):
             written = reservations.messages_of_effect(conn, channel_id, effect)
             maybe_sent = [m for m in written if m.has_intents(conn)]
-            effects.interrupt(conn, effect, self._actor, now, provably_unsent=not maybe_sent)
+            effect.interrupt(conn, self._actor, now, provably_unsent=not maybe_sent)
             notifying.interrupted(conn, self.lease, channel_id, effect, bool(maybe_sent), now)
             for message in maybe_sent:  # surfaces agree: the message is ambiguous too
                 message.set_status(conn, _AMBIGUOUS, now)
@@ -336,7 +332,7 @@ class ChannelPoll:
 
     def _reserve_deliveries(self, conn: Any) -> list[str]:
         now = self._now()
-        leases.verify(conn, self.lease, now)  # the channel's owner reserves its deliveries
+        self.lease.verify(conn, now)  # the channel's owner reserves its deliveries
         wanted = reservations.open_routed_decisions(conn, self.channel, now)
         fresh = reservations.reserve_deliveries(conn, self.channel, wanted, self._actor, now,
                                                 lease=self.lease)
@@ -393,7 +389,7 @@ class ChannelPoll:
 
         def ingest(c: Any) -> Lease:
             now = self._now()
-            renewed = leases.renew(c, self.lease, now)
+            renewed = self.lease.renew(c, now)
             inbox.ingest(c, renewed, channel_id, events, now,
                          cursor_key=identity.TELEGRAM_CURSOR, next_cursor=next_offset)
             return renewed
@@ -446,7 +442,7 @@ class ChannelPoll:
         whole batch. The renewed lease comes back, for the caller to keep once committed."""
         from channels.telegram import inbound, membership  # only a pass with updates needs them
 
-        lease = leases.renew(conn, self.lease, self._now())
+        lease = self.lease.renew(conn, self._now())
         done = []
         for row in rows:
             now = self._now()
@@ -457,7 +453,7 @@ class ChannelPoll:
                 if changed := membership.alert_for(self.channel, done[-1].result):
                     self.report.problems.append(changed)  # a config change needed at once
             except Exception as exc:
-                if isinstance(exc, errors.StateError) and not isinstance(exc, _ROW_FAULTS):
+                if isinstance(exc, errors.StateError) and not isinstance(exc, errors.Contradiction):
                     raise
                 done.append(self._row_failed(conn, row, exc, now))
         return lease, done

@@ -18,7 +18,7 @@ from channels.telegram.transport import BotApi, CallOutcome, ProviderResult, des
 from state import effects
 from state.database import Database
 from state.effects import Attempt, AttemptOutcome, OwnerScope
-from state.resources import Actor, current_revision
+from state.resources import Actor
 
 __all__ = ["REACT", "apply", "reserve_receipt"]
 
@@ -46,8 +46,7 @@ def reserve_receipt(conn: apsw.Connection, channel: Channel, decision_id: str, c
     """Reserve the receipt on the reply `message_id` in `chat` (once per reply)."""
     resource_id = records.decision_resource(decision_id)
     effects.reserve(
-        conn, source_resource_id=resource_id,
-        source_revision=current_revision(conn, resource_id) or 0, effect_type=REACT,
+        conn, source_resource_id=resource_id, effect_type=REACT,
         idempotency_key=f"{channel.channel_id}:react:{chat}:{message_id}",
         payload={"decisionId": decision_id, "channelId": channel.channel_id, "chatId": chat,
                  "messageId": message_id, "emoji": _RECEIPT},
@@ -56,7 +55,7 @@ def reserve_receipt(conn: apsw.Connection, channel: Channel, decision_id: str, c
 
 async def apply(out: _Outbound, attempt: Attempt) -> None:
     """Set the reaction, and record what came of it."""
-    p = out.db.read(lambda c: effects.payload(c, attempt.effect))
+    p = out.db.read(lambda c: attempt.effect.payload(c))
     res = await out.api.set_message_reaction(str(p["chatId"]), int(p["messageId"]),
                                              str(p["emoji"]), deadline=out.until(attempt))
     outcome, retry_in = _outcome(res, attempt.attempt_number)
@@ -67,8 +66,8 @@ async def apply(out: _Outbound, attempt: Attempt) -> None:
 
     def finish(c: apsw.Connection) -> None:
         now = out.db.clock.now_ms()
-        effects.finish_attempt(c, attempt, outcome, now, error=error,
-                               retry_at=None if retry_in is None else now + retry_in)
+        attempt.finish(c, outcome, now, error=error,
+                       retry_at=None if retry_in is None else now + retry_in)
     out.db.write(finish)
 
 

@@ -20,7 +20,7 @@ from state import effects, resources
 from state.effects import OwnerScope
 from state.exit_codes import ExitCode
 from state.leases import Lease
-from state.resources import Actor, current_revision
+from state.resources import Actor
 
 __all__ = [
     "DELIVER", "NOTICE", "PROMPT", "REMIND", "SETTLE", "ambiguous_chats", "delivery_failure",
@@ -28,7 +28,7 @@ __all__ = [
     "has_unreserved", "messages_of_effect", "notice_message_id", "open_routed_decisions",
     "prompt_of", "prompts", "refused_chats", "refused_recipients", "reminder_message_id",
     "reserve_copy", "reserve_deliveries", "reserve_due_reminders", "reserve_notice",
-    "reserve_resend", "resource_revision",
+    "reserve_resend",
 ]
 
 
@@ -50,7 +50,7 @@ def delivery_recipients(
     card = effects.find_scoped(conn, decision.resource_id, DELIVER, channel.channel_id)
     if card is None:
         return list(channel.recipients)
-    payload = effects.payload(conn, card)
+    payload = card.payload(conn)
     return [str(r) for r in payload.get("recipients", channel.recipients)]
 
 
@@ -79,9 +79,8 @@ def reserve_deliveries(
         if effects.find_scoped(conn, resource_id, DELIVER, channel.channel_id) is not None:
             continue  # reserved once, with the recipients of that moment
         reservation = effects.reserve(
-            conn, source_resource_id=resource_id,
-            source_revision=resource_revision(conn, resource_id),
-            effect_type=DELIVER, idempotency_key=effects.scoped_key(channel.channel_id),
+            conn, source_resource_id=resource_id, effect_type=DELIVER,
+            idempotency_key=effects.scoped_key(channel.channel_id),
             # The decision is the effect's source, the channel its key: the payload is the
             # recipients alone, one blob shared by every delivery to the same chats.
             payload={"recipients": list(channel.recipients)},
@@ -127,17 +126,13 @@ def reserve_resend(
             " only an ambiguous or failed delivery can be resent")
     key = f"{channel.channel_id}:resend:{len(mine)}"
     reservation = effects.reserve(
-        conn, source_resource_id=resource_id, source_revision=resource_revision(conn, resource_id),
+        conn, source_resource_id=resource_id,
         effect_type=DELIVER, idempotency_key=key,
         payload={"decisionId": decision_id, "channelId": channel.channel_id,
                  "recipients": list(channel.recipients), "resend": True},
         owner_scope=OwnerScope.CHANNEL, actor=worker, now=now,
     )
     return reservation.effect_id
-
-
-def resource_revision(conn: apsw.Connection, resource_id: str) -> int:
-    return current_revision(conn, resource_id) or 0
 
 
 def notice_message_id(channel_id: str, key: str) -> str:
@@ -152,7 +147,7 @@ def reserve_notice(conn: apsw.Connection, channel: Channel, decision_id: str | N
     resource_id = records.decision_resource(decision_id) if decision_id is not None \
         else store.channel_resource(channel.channel_id)
     effects.reserve(
-        conn, source_resource_id=resource_id, source_revision=resource_revision(conn, resource_id),
+        conn, source_resource_id=resource_id,
         effect_type=NOTICE, idempotency_key=f"{channel.channel_id}:{key}",
         payload={"decisionId": decision_id, "channelId": channel.channel_id, "chatId": chat,
                  "replyTo": reply_to, "text": text, "key": key},
@@ -165,7 +160,7 @@ def reserve_copy(conn: apsw.Connection, channel: Channel, decision_id: str, chat
     keyboard settlement removes like the first one's."""
     resource_id = records.decision_resource(decision_id)
     effects.reserve(
-        conn, source_resource_id=resource_id, source_revision=resource_revision(conn, resource_id),
+        conn, source_resource_id=resource_id,
         effect_type=DELIVER, idempotency_key=f"{channel.channel_id}:copy:{key}",
         payload={"decisionId": decision_id, "channelId": channel.channel_id,
                  "recipients": list(channel.recipients), "only": chat, "copy": key},
@@ -219,8 +214,7 @@ def reserve_due_reminders(conn: apsw.Connection, channel: Channel, worker: Actor
     reserved = []
     for decision, number, at in due_reminders(conn, channel, now):
         reservation = effects.reserve(
-            conn, source_resource_id=decision.resource_id,
-            source_revision=resource_revision(conn, decision.resource_id), effect_type=REMIND,
+            conn, source_resource_id=decision.resource_id, effect_type=REMIND,
             idempotency_key=f"{channel.channel_id}:{number}",
             payload={"decisionId": decision.decision_id, "channelId": channel.channel_id,
                      "number": number, "at": at},
@@ -264,7 +258,7 @@ def prompts(conn: apsw.Connection, channel_id: str,
     """(message id, choice id, chat) of every prompt presses asked for on the channel."""
     found = []
     for effect in effects.list_for_source(conn, decision.resource_id, PROMPT):
-        payload = effects.payload(conn, effect)
+        payload = effect.payload(conn)
         if payload.get("channelId") == channel_id:
             found.append((prompt_of(payload), str(payload["choiceId"]), str(payload["chatId"])))
     return found
@@ -273,8 +267,7 @@ def prompts(conn: apsw.Connection, channel_id: str,
 def _channel_deliveries(conn: apsw.Connection, channel_id: str,
                         resource_id: str) -> list[effects.Effect]:
     """The delivery effects of one decision on this channel (the first, then resends)."""
-    return [e for e in effects.list_for_source(conn, resource_id, DELIVER)
-            if effects.in_scope(e.idempotency_key, channel_id)]
+    return effects.list_for_source(conn, resource_id, DELIVER, scope=channel_id)
 
 
 def refused_recipients(conn: apsw.Connection, channel_id: str,
@@ -291,10 +284,10 @@ def refused_recipients(conn: apsw.Connection, channel_id: str,
 def refused_chats(conn: apsw.Connection, effect: effects.Effect) -> list[dict[str, Any]]:
     """The recipients a settled Telegram send (a card's delivery, a notification) was refused
     for, each with its chat: its result lists them by their index in its payload's."""
-    outcome = effects.result_of(conn, effect.effect_id)
+    outcome = effect.result(conn)
     if not isinstance(outcome, dict):
         return []
-    recipients = [str(r) for r in effects.payload(conn, effect).get("recipients", [])]
+    recipients = [str(r) for r in effect.payload(conn).get("recipients", [])]
     refused = []
     for entry in outcome.get("recipients", []):
         index = entry.get("index")
@@ -324,7 +317,7 @@ def messages_of_effect(conn: apsw.Connection, channel_id: str,
 
 def _message_ids_of_effect(conn: apsw.Connection, channel_id: str,
                            effect: effects.Effect) -> list[str]:
-    p = effects.payload(conn, effect)
+    p = effect.payload(conn)
     if effect.effect_type == notifying.NOTIFY:
         return [notifying.message_of(channel_id, p)]
     decision_id = records.decision_of_resource(effect.source_resource_id)
@@ -347,7 +340,7 @@ def delivery_failure(conn: apsw.Connection, channel_id: str,
     mine = _channel_deliveries(conn, channel_id, resource_id)
     if not mine or mine[-1].status is not effects.EffectStatus.REJECTED:
         return None
-    error = effects.error_of(conn, mine[-1].effect_id)
+    error = mine[-1].error(conn)
     if not isinstance(error, dict) or "recipients" in error:
         return None
     internal = "internal" in error
@@ -362,7 +355,7 @@ def ambiguous_chats(conn: apsw.Connection, channel_id: str, decision_id: str,
     mine = _channel_deliveries(conn, channel_id, resource_id)
     if not mine:
         return []
-    payload = effects.payload(conn, mine[-1])
+    payload = mine[-1].payload(conn)
     recipients = [str(r) for r in payload.get("recipients", [])]
     message_id = delivery_message_id(channel_id, decision_id, payload)
     unknown = sorted({p.recipient_index for p in messages.Message(message_id).parts(conn)

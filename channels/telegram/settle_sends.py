@@ -81,7 +81,7 @@ def _removed_before(c: apsw.Connection, attempt: Attempt,
     the outcome posts from ever fitting in a pass."""
     if attempt.attempt_number <= 1:
         return []
-    error = effects.error_of(c, attempt.effect.effect_id)
+    error = attempt.effect.error(c)
     gone = error.get("keyboardsRemoved", []) if isinstance(error, dict) else []
     return [k for k in keyboards if [k[0], k[1]] in gone]
 
@@ -135,5 +135,5 @@ async def settle(out: _Sender, attempt: Attempt, s: Settlement) -> None:
                                 "fingerprint": views.fingerprint_of(c, s.decision_id)})
         done = effects.AttemptOutcome(("ambiguous" if unknown else "applied")
                                       if outcome == "applied" else "rejected")
-        effects.finish_attempt(c, final, done, now, error=error, retry_at=retry_at)
+        final.finish(c, done, now, error=error, retry_at=retry_at)
     out.db.write(confirm)

@@ -39,7 +39,7 @@ def claim_and_release(owner: str, results: object) -> None:
             except LeaseHeld:
                 time.sleep(0.01)
         results.put(lease.generation)  # type: ignore[attr-defined]
-        db.write(lambda c: leases.release(c, lease, db.clock.now_ms()))
+        db.write(lambda c: lease.release(c, db.clock.now_ms()))
     finally:
         db.close()
 

@@ -153,10 +153,10 @@ def test_claim_renew_release_keeps_generation_and_stores_only_the_token_hash(
     assert stored == sha256(lease.token.encode()) and lease.token.encode() not in stored
     assert lease.token not in repr(lease)
     # More than 20 s left: renewal writes nothing.
-    assert db.write(lambda c: leases.renew(c, lease, now + 39_000)) == lease
-    renewed = db.write(lambda c: leases.renew(c, lease, now + 40_000))
+    assert db.write(lambda c: lease.renew(c, now + 39_000)) == lease
+    renewed = db.write(lambda c: lease.renew(c, now + 40_000))
     assert renewed.expires_at == now + 100_000 and renewed.generation == 1
-    db.write(lambda c: leases.release(c, renewed, now + 41_000))
+    db.write(lambda c: renewed.release(c, now + 41_000))
     row = db.conn.execute("SELECT generation, owner_type, token_hash, expires_at FROM leases").fetchone()
     assert row == (1, None, None, None)
     again = db.write(lambda c: leases.claim(c, "channel:c", "channel", "me", now + 42_000, db.entropy))
@@ -178,11 +178,11 @@ def test_a_live_lease_cannot_be_claimed_but_an_expired_one_can(
     assert second.generation == first.generation + 1
     # The old owner's handoff: its writes are now rejected.
     with pytest.raises(StaleLease):
-        db.write(lambda c: leases.verify(c, first, t0 + 60_001))
+        db.write(lambda c: first.verify(c, t0 + 60_001))
     with pytest.raises(StaleLease):
-        db.write(lambda c: leases.renew(c, first, t0 + 60_001))
+        db.write(lambda c: first.renew(c, t0 + 60_001))
     with pytest.raises(StaleLease):
-        db.write(lambda c: leases.release(c, first, t0 + 60_001))
+        db.write(lambda c: first.release(c, t0 + 60_001))
 
 
 @pytest.mark.parametrize("field", ["token", "generation", "owner_id"])
@@ -201,7 +201,7 @@ def test_a_forged_or_stale_lease_value_cannot_write(
                                  lease.expires_at, lease.token),
     }[field]
     with pytest.raises(StaleLease):
-        db.write(lambda c: leases.verify(c, forged, now + 1))
+        db.write(lambda c: forged.verify(c, now + 1))
 
 
 def test_an_expired_lease_cannot_write(db: Database, clock: ManualClock) -> None:
@@ -209,7 +209,7 @@ def test_an_expired_lease_cannot_write(db: Database, clock: ManualClock) -> None
     now = clock.now_ms()
     lease = db.write(lambda c: leases.claim(c, "channel:c", "channel", "me", now, db.entropy))
     with pytest.raises(StaleLease, match="expired"):
-        db.write(lambda c: leases.verify(c, lease, now + 60_000))
+        db.write(lambda c: lease.verify(c, now + 60_000))
 
 
 def test_lease_generation_can_never_go_down(db: Database) -> None:
@@ -281,12 +281,12 @@ def test_effect_attempt_lifecycle_applied(db: Database, clock: ManualClock) -> N
     now = clock.now_ms()
     assert [e.effect_id for e in db.read(lambda c: effects.list_due(c, ["telegram.deliver"], now))] \
         == [res.effect_id]
-    attempt = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "channel", "w1", now,
-                                                         db.entropy))
+    attempt = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+        c, "channel", "w1", now, db.entropy))
     assert attempt.effect.status is effects.EffectStatus.APPLYING
     assert db.read(lambda c: effects.list_due(c, ["telegram.deliver"], now)) == []
-    done = db.write(lambda c: effects.finish_attempt(c, attempt, "applied", now + 1,
-                                                       result={"ok": True}, external_ref="m1"))
+    done = db.write(lambda c: attempt.finish(c, "applied", now + 1,
+                                             result={"ok": True}, external_ref="m1"))
     assert done.status is effects.EffectStatus.APPLIED and done.settled_at == now + 1
     assert db.conn.execute("SELECT outcome FROM effect_attempts").fetchall() == [("applied",)]
     assert db.conn.execute("SELECT owner_type FROM leases WHERE resource_id = ?",
@@ -301,18 +301,18 @@ def test_a_provably_unsent_attempt_is_rescheduled_not_settled(
     make_resource(db)
     res = reserve(db, {"chat": 1})
     now = clock.now_ms()
-    attempt = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "channel", "w", now,
-                                                         db.entropy))
-    effect = db.write(lambda c: effects.finish_attempt(c, attempt, "rejected", now,
-                                                         error={"outcome": "not_sent"},
-                                                         retry_at=now + 5000))
+    attempt = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+        c, "channel", "w", now, db.entropy))
+    effect = db.write(lambda c: attempt.finish(c, "rejected", now,
+                                               error={"outcome": "not_sent"},
+                                               retry_at=now + 5000))
     assert effect.status is effects.EffectStatus.PENDING and effect.next_attempt_at == now + 5000
     assert db.read(lambda c: effects.list_due(c, ["telegram.deliver"], now + 4999)) == []
     assert len(db.read(lambda c: effects.list_due(c, ["telegram.deliver"], now + 5000))) == 1
     with pytest.raises(WriteRejected):
-        attempt2 = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "channel", "w",
-                                                              now + 5000, db.entropy))
-        db.write(lambda c: effects.finish_attempt(c, attempt2, "ambiguous", now, retry_at=now))
+        attempt2 = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+            c, "channel", "w", now + 5000, db.entropy))
+        db.write(lambda c: attempt2.finish(c, "ambiguous", now, retry_at=now))
 
 
 def test_an_abandoned_attempt_becomes_interrupted_and_ambiguous(
@@ -321,28 +321,28 @@ def test_an_abandoned_attempt_becomes_interrupted_and_ambiguous(
     make_resource(db)
     res = reserve(db, {"chat": 1})
     now = clock.now_ms()
-    attempt = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "channel", "dead", now,
-                                                         db.entropy))
+    attempt = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+        c, "channel", "dead", now, db.entropy))
     assert db.read(lambda c: effects.abandoned(c, ["telegram.deliver"], now + 1)) == []
     stale = db.read(lambda c: effects.abandoned(c, ["telegram.deliver"], now + 60_000))
     assert [e.effect_id for e in stale] == [res.effect_id]
-    effect = db.write(lambda c: effects.interrupt(c, stale[0], HOST, now + 60_000,
-                                                    provably_unsent=False))
+    effect = db.write(lambda c: stale[0].interrupt(c, HOST, now + 60_000,
+                                                   provably_unsent=False))
     assert effect.status is effects.EffectStatus.AMBIGUOUS
     assert db.conn.execute("SELECT outcome FROM effect_attempts").fetchall() == [("interrupted",)]
     # The dead owner's late result is refused: its lease is gone.
     with pytest.raises(StaleLease):
-        db.write(lambda c: effects.finish_attempt(c, attempt, "applied", now + 60_001))
+        db.write(lambda c: attempt.finish(c, "applied", now + 60_001))
 
 
 def test_a_pending_effect_can_be_cancelled_once(db: Database) -> None:
     make_resource(db)
     res = reserve(db, {"chat": 1})
     effect = db.read(lambda c: effects.get(c, res.effect_id))
-    cancelled = db.write(lambda c: effects.cancel(c, effect, HOST, 20, "decision resolved"))
+    cancelled = db.write(lambda c: effect.cancel(c, HOST, 20, "decision resolved"))
     assert cancelled.status is effects.EffectStatus.CANCELLED
     with pytest.raises(WriteRejected):
-        db.write(lambda c: effects.cancel(c, cancelled, HOST, 21, "again"))
+        db.write(lambda c: cancelled.cancel(c, HOST, 21, "again"))
 
 
 # -- busy handling -----------------------------------------------------------------------------
@@ -388,15 +388,15 @@ def test_a_write_permit_is_evidence_checked_again_not_authority(
     now = clock.now_ms()
     lease = db.write(lambda c: leases.claim(c, "run:p", "host", "me", now, db.entropy))
     good = leases.WritePermit("run:p", "run.finish", lease.actor, 2, lease)
-    db.write(lambda c: leases.check_permit(c, good, now + 1))
+    db.write(lambda c: good.check(c, now + 1))
     stale_revision = leases.WritePermit("run:p", "run.finish", lease.actor, 1, lease)
     with pytest.raises(StaleRevision, match=r"run\.finish"):
-        db.write(lambda c: leases.check_permit(c, stale_revision, now + 1))
+        db.write(lambda c: stale_revision.check(c, now + 1))
     wrong_resource = leases.WritePermit("run:other", "run.finish", lease.actor, None, lease)
     with pytest.raises(StaleLease):
-        db.write(lambda c: leases.check_permit(c, wrong_resource, now + 1))
+        db.write(lambda c: wrong_resource.check(c, now + 1))
     with pytest.raises(StaleLease, match="expired"):
-        db.write(lambda c: leases.check_permit(c, good, now + 60_000))
+        db.write(lambda c: good.check(c, now + 60_000))
 
 
 def test_an_effect_recorded_by_its_source_change_starts_at_revision_0(db: Database) -> None:
@@ -419,9 +419,9 @@ def test_an_effect_recorded_by_its_source_change_starts_at_revision_0(db: Databa
     assert db.conn.execute("SELECT source_revision, status FROM effects").fetchall() == [
         (2, "pending")]
     assert events_of(db, resource_id) == []
-    attempt = db.write(lambda c: effects.begin_attempt(c, res.effect_id, "host", "w", 6,
-                                                         db.entropy))
-    db.write(lambda c: effects.finish_attempt(c, attempt, "applied", 7))
+    attempt = db.write(lambda c: effects.get(c, res.effect_id).begin_attempt(
+        c, "host", "w", 6, db.entropy))
+    db.write(lambda c: attempt.finish(c, "applied", 7))
     assert events_of(db, resource_id) == [(1, "effect.attempt_started"), (2, "effect.applied")]
 
 

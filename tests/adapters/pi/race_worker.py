@@ -10,7 +10,6 @@ from channels.decisions import resolution
 from channels.decisions.resolution import HumanAnswer, Verdict
 from channels.pi import answers, sessions
 from channels.pi.answers import AnswerEvent
-from state import leases
 from state.database import Database
 from state.leases import Lease
 
@@ -30,7 +29,7 @@ def pi_side(barrier: Any, session_id: str, targets: list[dict[str, str]], result
             barrier.wait()
             report = _submit(db, lease, channel_id, event, config)
             results.put((target["decision_id"], "pi", report.result))
-        db.write(lambda c: leases.release(c, lease, db.clock.now_ms()))
+        db.write(lambda c: lease.release(c, db.clock.now_ms()))
 
 
 def telegram_side(barrier: Any, targets: list[dict[str, str]], results: Any) -> None:
@@ -75,4 +74,4 @@ def pi_side_at_once(barrier: Any, session_id: str, targets: list[dict[str, str]]
                 details={"source": "interactive", "mode": "tui"})
             report = _submit(db, lease, channel_id, event, config)
             results.put((target["decision_id"], "pi", report.result))
-        db.write(lambda c: leases.release(c, lease, db.clock.now_ms()))
+        db.write(lambda c: lease.release(c, db.clock.now_ms()))

@@ -160,8 +160,8 @@ def test_an_attempt_of_a_live_owner_is_left_alone_and_reopened_once_its_process_
     # the session's lease while it lived.
     owner = subprocess.Popen(["sleep", "120"])
     owner_id = f"pi-bridge:{socket.gethostname()}:{owner.pid}:x"
-    db.write(lambda c: effects.begin_attempt(c, second.effect_id, "channel", owner_id,
-                                             clock.now_ms(), db.entropy))
+    db.write(lambda c: effects.get(c, second.effect_id).begin_attempt(
+        c, "channel", owner_id, clock.now_ms(), db.entropy))
     try:
         with _bridges(home, False) as [bridge]:
             bridge.send(HELLO)

@@ -343,8 +343,8 @@ def test_stale_presentation_closure_settles_presenting_channels_and_drops_undeli
         ("telegram.deliver", "telegram-b", "cancelled"),
         ("telegram.settle", effects.scoped_key("telegram-a"), "pending"),  # the short key
     ]
-    payload = db.read(lambda c: effects.payload(c, effects.get(c, effects.effect_id_for(
-        resource, "telegram.settle", effects.scoped_key("telegram-a")))))
+    payload = db.read(lambda c: effects.get(c, effects.effect_id_for(
+        resource, "telegram.settle", effects.scoped_key("telegram-a"))).payload(c))
     # Telegram renders its own outcome post: the request names only what the source (the
     # decision) and the key (the channel) do not, one blob for every decision answered so.
     assert payload == {"outcome": "accepted", "provenance": "human"}

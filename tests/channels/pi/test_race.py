@@ -16,7 +16,7 @@ import apsw
 
 from channels import messages, store
 from channels.pi import deliveries, sessions
-from state import effects, leases
+from state import effects
 from state.database import Database
 from tests.adapters.pi import race_worker
 from tests.adapters.pi.helpers import SESSION, BridgeProcess, ask, route_to_telegram
@@ -43,7 +43,7 @@ def present_everywhere(db: Database) -> list[dict[str, str]]:
                                  "text", now)
 
     db.write(telegram_rows)
-    db.write(lambda c: leases.release(c, lease, now))
+    db.write(lambda c: lease.release(c, now))
     return [{"decision_id": h.decision_id, "digest": h.request.request_digest} for h in handles]
 
 

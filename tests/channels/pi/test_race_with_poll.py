@@ -11,7 +11,6 @@ from pathlib import Path
 from adapters.telegram.fake import FakeBotApi
 from channels import inbox
 from channels.pi import deliveries, sessions
-from state import leases
 from state.database import Database
 from tests.adapters.pi import race_worker
 from tests.adapters.pi.helpers import SESSION, ask
@@ -35,7 +34,7 @@ def _present_in_pi(db: Database, decision_ids: list[str]) -> None:
     found = [d for d in db.read(lambda c: deliveries.undelivered(c, channel_id, SESSION, None))
              if d.decision.decision_id in decision_ids]
     db.write(lambda c: deliveries.record_deliveries(c, lease, channel_id, found, now))
-    db.write(lambda c: leases.release(c, lease, now))
+    db.write(lambda c: lease.release(c, now))
 
 
 def test_pi_answers_race_a_real_poll_one_winner_each_and_both_channels_settled(

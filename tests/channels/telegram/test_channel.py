@@ -558,9 +558,8 @@ def test_a_live_lease_makes_the_pass_skip_the_channel(flow: Flow) -> None:
                                                 flow.db.clock.now_ms(), flow.db.entropy))
     assert flow.poll().status == "busy"
     assert flow.server.requests("getUpdates") == []
-    from state import leases
 
-    flow.db.write(lambda c: leases.release(c, lease, flow.db.clock.now_ms()))
+    flow.db.write(lambda c: lease.release(c, flow.db.clock.now_ms()))
     assert flow.poll().status == "polled"
     generations = flow.rows("SELECT generation, owner_type FROM leases WHERE resource_id = ?",
                             store.channel_resource(CHANNEL))
