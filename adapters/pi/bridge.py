@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.pi.binding import Binding
-from adapters.pi.decisiondesk import DecisionDesk, Owner
+from adapters.pi.decisiondesk import DecisionDesk
 from adapters.pi.framing import (
     LineWriter,
     ProtocolError,
@@ -54,11 +54,12 @@ from channels.config.errors import ConfigError
 from channels.config.model import ChannelsConfig
 from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.pi import deliveries, sessions, settle_view
+from channels.pi import deliveries, sessions
+from channels.pi.owner import SessionOwner
 from state import leases
 from state.database import Database
-from state.errors import LeaseHeld, StaleLease, StateError
-from state.leases import Lease, OwnerType
+from state.errors import StaleLease, StateError
+from state.leases import Lease
 
 __all__ = ["Bridge", "ConfigLoader"]
 
@@ -169,7 +170,7 @@ class Bridge:
             self.decisions.turned(message, self._owner())
         else:
             if kind == "ask":
-                self.decisions.ask(message, self._owner()[2], self._config_of)
+                self.decisions.ask(message, self._owner().session_id, self._config_of)
             else:
                 self.decisions.answer(message, self._owner(), self.hello, self._config_of)
             self.sync()  # our own commit does not move data_version: settle right away
@@ -217,9 +218,9 @@ class Bridge:
         assert self.desk is not None
         return self.desk
 
-    def _owner(self) -> Owner:
+    def _owner(self) -> SessionOwner:
         assert self.lease is not None and self.channel_id and self.session_id
-        return self.lease, self.channel_id, self.session_id
+        return SessionOwner(self.lease, self.channel_id, self.session_id)
 
     def _try_claim(self, *, needed: bool = False) -> None:
         assert self.channel_id is not None and self.session_id is not None
@@ -229,28 +230,16 @@ class Bridge:
                 return
             self.db.write(lambda c: sessions.register_session(c, session_id, self._now()))
             self.registered = True
-        resource = store.channel_resource(channel_id)
-        held = self.db.read(lambda c: leases.read(c, resource))
-        try:
-            if held is None or not held.is_live(self._now()):
-                self.lease = self.db.write(lambda c: store.claim(
-                    c, channel_id, self.owner_id, self._now(), self.db.entropy))
-            elif held.owner_id and self._may_take_over(held.owner_id):
-                dead = held.owner_id
-                self.lease = self.db.write(lambda c: leases.take_over(
-                    c, resource, dead, OwnerType.CHANNEL, self.owner_id, self._now(),
-                    self.db.entropy))
-        except LeaseHeld:  # another bridge won the race
-            self.lease = None
-        if self.lease is None:
+        owner = SessionOwner.claim(self.db, channel_id, session_id, self.owner_id,
+                                   self._may_take_over)
+        self.lease = None if owner is None else owner.lease
+        if owner is None:
             if not self.waiting_announced:
                 self.waiting_announced = True
                 self.error("lease_held", "another bridge serves this Pi session; waiting for it")
             return
         self.waiting_announced = False
-        lease = self.lease
-        self.db.write(lambda c: settle_view.recover_settlements(c, lease, channel_id, self._now()))
-        self.notes.recover(lease, channel_id, session_id)
+        self.notes.recover(owner)
         self.sync()
 
     def _may_take_over(self, owner: str) -> bool:
@@ -365,7 +354,7 @@ class Bridge:
             self.decisions.deliver(owner, config)
         self.decisions.settle(owner)
         self.decisions.offer_turns(owner)
-        self.notes.offer(*owner)
+        self.notes.offer(owner)
 
     def _config(self) -> tuple[bool, ChannelsConfig | None]:
         """(usable, config): a broken private config is reported once, then nothing is
