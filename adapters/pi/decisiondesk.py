@@ -18,7 +18,6 @@ from typing import Any
 
 from adapters.pi import asking
 from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, text_field
-from adapters.pi.lines import deliver_message, settle_message
 from channels.config.model import ChannelsConfig
 from channels.decisions import turn_intents, views, workflows
 from channels.pi.answers import AnswerEvent
@@ -124,11 +123,11 @@ class DecisionDesk:
             self.sent.add(item.decision.decision_id)
             if item.decision.deadline_at is not None:
                 self.deadlines[item.decision.decision_id] = item.decision.deadline_at
-            self.out.send(deliver_message(item))
+            self.out.send({"type": "deliver", **item.to_json()})
 
     def settle(self, owner: SessionOwner) -> None:
         """Send `settle` for each decision shown here that is resolved now."""
-        owner.settle(self.db, lambda item: self.out.send(settle_message(item)))
+        owner.settle(self.db, lambda item: self.out.send({"type": "settle", **item.to_json()}))
 
     def offer_turns(self, owner: SessionOwner) -> None:
         """Offer each answer that waits for the session as a turn."""
