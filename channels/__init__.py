@@ -9,7 +9,7 @@ Imports point down only: `channels` uses `state`, never `adapters`."""
 
 __all__ = [
     "PIW_CHANNELS_PACKAGE", "config", "decisions", "errors", "failures", "gate", "notifications",
-    "pi", "reports", "store", "telegram", "transport",
+    "pi", "reports", "telegram", "transport",
 ]
 
 

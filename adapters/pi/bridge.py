@@ -48,14 +48,12 @@ from adapters.pi.framing import (
 from adapters.pi.gatedesk import GateDesk
 from adapters.pi.notifying import NoteDesk
 from adapters.pi.session_file import check_session
-from channels import store
 from channels.config import loading
 from channels.config.errors import ConfigError
 from channels.config.model import ChannelsConfig
 from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.pi import deliveries, sessions
-from channels.pi.owner import SessionOwner
+from channels.pi.owner import PiSession, SessionOwner
 from state import leases
 from state.database import Database
 from state.errors import StaleLease, StateError
@@ -81,6 +79,7 @@ class Bridge:
     owner_id: str
     load_config: ConfigLoader = loading.load_config
     binding: Binding = field(default_factory=lambda: Binding(None, "no secret descriptor"))
+    session: PiSession | None = None  # set by `hello`
     session_id: str | None = None
     channel_id: str | None = None
     hello: dict[str, str] = field(default_factory=dict)
@@ -182,26 +181,27 @@ class Bridge:
                 raise ProtocolError("session_mismatch",
                                     "this bridge serves another Pi session; start a new bridge")
             return
-        checked = self._verify(message, session_id)
+        session, checked = self._verify(message, session_id)
         hello = {"pi_version": text_field(message, "pi_version"),
                  "mode": text_field(message, "mode"), "session": checked}
         # The channel row (and its resource and lease) is written only once the session needs
         # it: a `pi --no-session` start that never sees a decision leaves nothing behind.
-        self.channel_id = sessions.session_channel_id(session_id)
+        self.session, self.channel_id = session, session.channel_id
         self.session_id, self.hello = session_id, hello
         self._try_claim()
 
-    def _verify(self, message: dict[str, Any], session_id: str) -> str:
+    def _verify(self, message: dict[str, Any], session_id: str) -> tuple[PiSession, str]:
         """Only the extension that spawned this bridge may speak for a Pi session, and only
         for a session Pi has: nothing is registered (no channel, no deliveries, no answers)
-        for anyone else. Returns how the session was checked."""
+        for anyone else. Returns the session and how it was checked."""
         if self.binding.secret is None:
             raise ProtocolError("unverified", "this bridge was not started by the Pi extension"
                                 f" ({self.binding.problem}); nothing is accepted")
         if not self.binding.accepts(message.get("secret")):
             raise ProtocolError("unverified", "hello.secret does not match the secret on the"
                                 " extension's pipe; nothing is accepted")
-        if sessions.PI_SESSION_ID.fullmatch(session_id) is None:
+        session = PiSession.of(session_id)
+        if session is None:
             raise ProtocolError("unverified", "hello.session_id is not a Pi session id")
         if "session_file" not in message:
             raise ProtocolError("unverified", "hello.session_file is missing (the session's"
@@ -209,7 +209,7 @@ class Bridge:
         checked = check_session(session_id, message["session_file"])
         if checked.problem is not None:
             raise ProtocolError("unverified", f"{checked.problem}; nothing is accepted")
-        return checked.kind
+        return session, checked.kind
 
     # -- lease ---------------------------------------------------------------------------------
 
@@ -223,15 +223,14 @@ class Bridge:
         return SessionOwner(self.lease, self.channel_id, self.session_id)
 
     def _try_claim(self, *, needed: bool = False) -> None:
-        assert self.channel_id is not None and self.session_id is not None
-        channel_id, session_id = self.channel_id, self.session_id
+        session = self.session
+        assert session is not None
         if not self.registered:
             if not needed and not self._needs_channel():
                 return
-            self.db.write(lambda c: sessions.register_session(c, session_id, self._now()))
+            session.register(self.db)
             self.registered = True
-        owner = SessionOwner.claim(self.db, channel_id, session_id, self.owner_id,
-                                   self._may_take_over)
+        owner = session.claim(self.db, self.owner_id, self._may_take_over)
         self.lease = None if owner is None else owner.lease
         if owner is None:
             if not self.waiting_announced:
@@ -256,13 +255,13 @@ class Bridge:
     def _needs_channel(self) -> bool:
         """Does this session need its channel: it has one already (it was opened before), or
         a decision routed to `pi` is open for it, or an answer waits for it?"""
-        assert self.session_id is not None and self.channel_id is not None
-        channel_id, session_id = self.channel_id, self.session_id
+        session = self.session
+        assert session is not None
         self.seen_version, self.last_sync = self._data_version(), time.monotonic()
         usable, config = self._config()
-        self.registered = self.db.read(lambda c: store.channel_row(c, channel_id)) is not None
-        return self.registered or self.db.read(lambda c: deliveries.has_work(
-            c, session_id, config if usable else None, self._now(), deliver=usable))
+        self.registered = session.registered(self.db)
+        return self.registered or session.has_work(self.db, config if usable else None,
+                                                   deliver=usable)
 
     def _renew(self) -> None:
         lease = self.lease

@@ -3,4 +3,4 @@ answers and settled views (settle_view), and the owner of a session's channel (o
 writes its bridge makes through the channel's lease. The bridge process that talks to Pi lives
 in `adapters.pi`."""
 
-__all__ = ["answers", "deliveries", "gate_decisions", "gating", "notes", "owner", "sessions"]
+__all__ = ["answers", "gate_decisions", "gating", "notes", "owner", "sessions"]

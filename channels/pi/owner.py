@@ -1,6 +1,7 @@
-"""The owner of a Pi session's channel: the bridge that holds its lease, and the writes it
-makes for the session through that lease (deliveries and their receipts, answers, turn
-receipts, settlements).
+"""A Pi session as its bridge meets it: the session and its channel (PiSession), and the
+channel's owner (SessionOwner), the bridge that holds its lease, with the writes it makes for
+the session through that lease (deliveries and their receipts, answers, turn receipts,
+settlements).
 
 Each operation is its own short transaction (or a few), and a line the bridge writes to the
 extension goes out between them through the `send` it passes in, never inside one: the
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from channels import store
 from channels.config.model import ChannelsConfig
-from channels.pi import answers, deliveries, settle_view, turns
+from channels.pi import answers, deliveries, sessions, settle_view, turns
 from channels.pi.answers import AnswerEvent, AnswerReport
 from channels.pi.deliveries import Delivery
 from channels.pi.settle_view import Settlement
@@ -23,23 +24,42 @@ from state.database import Database
 from state.errors import LeaseHeld
 from state.leases import Lease, OwnerType
 
-__all__ = ["SessionOwner"]
+__all__ = ["PiSession", "SessionOwner"]
 
 
 @dataclass(frozen=True, slots=True)
-class SessionOwner:
-    """The lease of one Pi session's channel, with the channel and the session it is for."""
+class PiSession:
+    """A Pi session a bridge speaks for, with its channel (registered once it is needed)."""
 
-    lease: Lease
-    channel_id: str
     session_id: str
+    channel_id: str
 
     @classmethod
-    def claim(cls, db: Database, channel_id: str, session_id: str, owner_id: str,
+    def of(cls, session_id: str) -> PiSession | None:
+        """The session of `session_id`; None when that is not a Pi session id."""
+        if sessions.PI_SESSION_ID.fullmatch(session_id) is None:
+            return None
+        return cls(session_id, sessions.session_channel_id(session_id))
+
+    def registered(self, db: Database) -> bool:
+        """Does the session's channel row exist (the session was opened before)?"""
+        return db.read(lambda c: store.channel_row(c, self.channel_id)) is not None
+
+    def has_work(self, db: Database, config: ChannelsConfig | None, *, deliver: bool) -> bool:
+        """Anything to show or to receive (`deliveries.has_work`): then it needs its channel."""
+        return db.read(lambda c: deliveries.has_work(
+            c, self.session_id, config, db.clock.now_ms(), deliver=deliver))
+
+    def register(self, db: Database) -> None:
+        """Write the session's channel row (idempotent)."""
+        db.write(lambda c: sessions.register_session(c, self.session_id, db.clock.now_ms()))
+
+    def claim(self, db: Database, owner_id: str,
               may_take_over: Callable[[str], bool]) -> SessionOwner | None:
         """Claim the channel's lease, or take it over from a live owner `may_take_over`
         accepts; then reopen the settlements a dead bridge left applying. None while another
         owner keeps it."""
+        channel_id = self.channel_id
         resource = store.channel_resource(channel_id)
         held = db.read(lambda c: leases.read(c, resource))
         try:
@@ -57,7 +77,16 @@ class SessionOwner:
             return None
         db.write(lambda c: settle_view.recover_settlements(c, lease, channel_id,
                                                            db.clock.now_ms()))
-        return cls(lease, channel_id, session_id)
+        return SessionOwner(lease, channel_id, self.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOwner:
+    """The lease of one Pi session's channel, with the channel and the session it is for."""
+
+    lease: Lease
+    channel_id: str
+    session_id: str
 
     def deliver(self, db: Database, config: ChannelsConfig | None,
                 skip: frozenset[str]) -> list[Delivery]:
