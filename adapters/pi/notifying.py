@@ -33,18 +33,11 @@ from channels.config.model import ChannelsConfig, audience_routes
 from channels.decisions import context
 from channels.notifications import producing
 from channels.notifications.records import NotificationType
-from channels.pi.notes import PiNote, SessionNotes
+from channels.pi.notes import SessionNotes
 from channels.pi.owner import SessionOwner
 from state.database import Database
 
 __all__ = ["NoteDesk"]
-
-
-def _notify_line(note: PiNote) -> dict[str, Any]:
-    """The `notify` line of one notification (pure)."""
-    n = note.notification
-    return {"type": "notify", "notification_id": n.notification_id, "kind": n.notification_type,
-            "title": note.title, "text": n.text, "run_id": n.run_id, "context": note.context}
 
 
 @dataclass
@@ -70,7 +63,7 @@ class NoteDesk:
 
     def offer(self, owner: SessionOwner) -> None:
         """Send each due notification once, its attempt written first."""
-        self.notes.offer(owner, lambda note: self.out.send(_notify_line(note)))
+        self.notes.offer(owner, lambda note: self.out.send({"type": "notify", **note.to_json()}))
 
     def handle(self, message: dict[str, Any], owner: SessionOwner,
                config_of: ConfigOf) -> None:

@@ -34,25 +34,31 @@ from state.resources import Actor, ActorType
 if TYPE_CHECKING:  # owner -> deliveries -> notes: the type only
     from channels.pi.owner import SessionOwner
 
-__all__ = ["PiNote", "SessionNotes", "note_receipt", "pending_count"]
+__all__ = ["SessionNotes", "note_receipt", "pending_count"]
 
 
 @dataclass(frozen=True, slots=True)
-class PiNote:
+class _PiNote:
     """A notification to show in the session, with what its line says."""
 
     notification: Notification
     title: str | None
     context: dict[str, Any]
 
+    def to_json(self) -> dict[str, Any]:
+        """The wire form the session is sent (its `notify` line)."""
+        n = self.notification
+        return {"notification_id": n.notification_id, "kind": n.notification_type,
+                "title": self.title, "text": n.text, "run_id": n.run_id, "context": self.context}
 
-def _due_notes(conn: apsw.Connection, session_id: str, now: int) -> list[PiNote]:
+
+def _due_notes(conn: apsw.Connection, session_id: str, now: int) -> list[_PiNote]:
     """The session's notifications waiting to be shown, oldest first."""
     found = []
     for n in records.for_session(conn, session_id, ("pending",), now):
         payload = effects.payload(conn, effects.get(conn, n.effect_id))
         title = payload.get("title")
-        found.append(PiNote(n, str(title) if title else None, dict(payload.get("context") or {})))
+        found.append(_PiNote(n, str(title) if title else None, dict(payload.get("context") or {})))
     return found
 
 
@@ -61,7 +67,7 @@ def pending_count(conn: apsw.Connection, session_id: str) -> int:
     return len(records.for_session(conn, session_id, ("pending", "applying")))
 
 
-def _begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: PiNote,
+def _begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: _PiNote,
                owner_id: str, now: int, entropy: Entropy) -> Attempt:
     """The intent, before the line goes out: the channel's owner opens an attempt on the
     notification's effect (WriteRejected or LeaseHeld when another path has it)."""
@@ -177,7 +183,7 @@ class SessionNotes:
             self.db.write(lambda c: _recover_notes(
                 c, owner.lease, owner.channel_id, owner.session_id, self._now(), gone))
 
-    def offer(self, owner: SessionOwner, send: Callable[[PiNote], bool]) -> None:
+    def offer(self, owner: SessionOwner, send: Callable[[_PiNote], bool]) -> None:
         """Send each due notification once, its attempt written first. An attempt this
         bridge does not know of (left by a bridge that lost the lease while it lived) is
         reopened once its lease has run out or its process is gone."""
