@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import apsw
 
@@ -30,9 +30,6 @@ from state.effects import Attempt, EffectStatus
 from state.errors import LeaseHeld, WriteRejected
 from state.leases import Lease, OwnerType
 from state.resources import Actor, ActorType
-
-if TYPE_CHECKING:  # owner -> deliveries -> notes: the type only
-    from channels.pi.owner import SessionOwner
 
 __all__ = ["SessionNotes", "note_receipt", "pending_count"]
 
@@ -154,6 +151,18 @@ def _unsent(conn: apsw.Connection, attempt: Attempt, now: int) -> None:
                            error={"description": "the extension's pipe is closed"}, retry_at=now)
 
 
+class _Owner(Protocol):
+    """The owner of the session's channel (`channels.pi.owner.SessionOwner`, which imports
+    this module through `deliveries`: its shape only, so no import circle)."""
+
+    @property
+    def lease(self) -> Lease: ...
+    @property
+    def channel_id(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+
+
 @dataclass
 class SessionNotes:
     """The notifications one bridge shows in its session: the attempts it has open (a line
@@ -166,7 +175,7 @@ class SessionNotes:
     def _now(self) -> int:
         return self.db.clock.now_ms()
 
-    def recover(self, owner: SessionOwner) -> None:
+    def recover(self, owner: _Owner) -> None:
         """On claiming the session's channel: reopen what an earlier bridge left applying."""
         self.attempts.clear()
         self._reopen(owner)
@@ -175,7 +184,7 @@ class SessionNotes:
         """The channel's lease is lost: the next owner recovers the attempts left open."""
         self.attempts.clear()
 
-    def _reopen(self, owner: SessionOwner) -> None:
+    def _reopen(self, owner: _Owner) -> None:
         # A read first: the write happens only when an attempt can be reopened.
         gone = workflows.owner_process_gone
         if any(i not in self.attempts for i in self.db.read(lambda c: _reopenable(
@@ -183,7 +192,7 @@ class SessionNotes:
             self.db.write(lambda c: _recover_notes(
                 c, owner.lease, owner.channel_id, owner.session_id, self._now(), gone))
 
-    def offer(self, owner: SessionOwner, send: Callable[[_PiNote], bool]) -> None:
+    def offer(self, owner: _Owner, send: Callable[[_PiNote], bool]) -> None:
         """Send each due notification once, its attempt written first. An attempt this
         bridge does not know of (left by a bridge that lost the lease while it lived) is
         reopened once its lease has run out or its process is gone."""
@@ -206,7 +215,7 @@ class SessionNotes:
                 self.db.write(partial(_unsent, attempt=attempt, now=self._now()))
                 return
 
-    def confirm(self, owner: SessionOwner, notification_id: str, entry_id: str,
+    def confirm(self, owner: _Owner, notification_id: str, entry_id: str,
                 adopted: bool) -> None:
         """The receipt: the Pi entry that shows the notification (`_confirm_note`; KeyError
         when it is not a notification this bridge offered to this session)."""
