@@ -8,7 +8,7 @@ Imports point down only: `channels` uses `state`, never `adapters`."""
 
 __all__ = [
     "PIW_CHANNELS_PACKAGE", "config", "decisions", "errors", "gate", "notifications",
-    "pi", "reports", "store", "telegram",
+    "pi", "reports", "telegram",
 ]
 
 

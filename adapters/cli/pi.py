@@ -105,7 +105,7 @@ def _print_report(report: AnswerReport, *, as_json: bool) -> int:
     if as_json:
         print(json.dumps(report.to_json(), ensure_ascii=False))
     else:
-        print(operator.describe(report))
+        print(report.describe())
     return ExitCode.OK if report.accepted else ExitCode.NOT_ACCEPTED
 
 

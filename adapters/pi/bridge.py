@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.pi.binding import Binding
-from adapters.pi.decisiondesk import DecisionDesk, Owner
+from adapters.pi.decisiondesk import DecisionDesk
 from adapters.pi.framing import (
     LineWriter,
     ProtocolError,
@@ -48,17 +48,15 @@ from adapters.pi.framing import (
 from adapters.pi.gatedesk import GateDesk
 from adapters.pi.notifying import NoteDesk
 from adapters.pi.session_file import check_session
-from channels import store
 from channels.config import loading
 from channels.config.errors import ConfigError
 from channels.config.model import ChannelsConfig
 from channels.decisions import workflows
 from channels.errors import ChannelsError
-from channels.pi import deliveries, sessions, settle_view
-from state import leases
+from channels.pi.owner import PiSession, SessionOwner
 from state.database import Database
-from state.errors import LeaseHeld, StaleLease, StateError
-from state.leases import Lease, OwnerType
+from state.errors import StaleLease, StateError
+from state.leases import Lease
 
 __all__ = ["Bridge", "ConfigLoader"]
 
@@ -80,6 +78,7 @@ class Bridge:
     owner_id: str
     load_config: ConfigLoader = loading.load_config
     binding: Binding = field(default_factory=lambda: Binding(None, "no secret descriptor"))
+    session: PiSession | None = None  # set by `hello`
     session_id: str | None = None
     channel_id: str | None = None
     hello: dict[str, str] = field(default_factory=dict)
@@ -169,7 +168,7 @@ class Bridge:
             self.decisions.turned(message, self._owner())
         else:
             if kind == "ask":
-                self.decisions.ask(message, self._owner()[2], self._config_of)
+                self.decisions.ask(message, self._owner().session_id, self._config_of)
             else:
                 self.decisions.answer(message, self._owner(), self.hello, self._config_of)
             self.sync()  # our own commit does not move data_version: settle right away
@@ -181,26 +180,27 @@ class Bridge:
                 raise ProtocolError("session_mismatch",
                                     "this bridge serves another Pi session; start a new bridge")
             return
-        checked = self._verify(message, session_id)
+        session, checked = self._verify(message, session_id)
         hello = {"pi_version": text_field(message, "pi_version"),
                  "mode": text_field(message, "mode"), "session": checked}
         # The channel row (and its resource and lease) is written only once the session needs
         # it: a `pi --no-session` start that never sees a decision leaves nothing behind.
-        self.channel_id = sessions.session_channel_id(session_id)
+        self.session, self.channel_id = session, session.channel_id
         self.session_id, self.hello = session_id, hello
         self._try_claim()
 
-    def _verify(self, message: dict[str, Any], session_id: str) -> str:
+    def _verify(self, message: dict[str, Any], session_id: str) -> tuple[PiSession, str]:
         """Only the extension that spawned this bridge may speak for a Pi session, and only
         for a session Pi has: nothing is registered (no channel, no deliveries, no answers)
-        for anyone else. Returns how the session was checked."""
+        for anyone else. Returns the session and how it was checked."""
         if self.binding.secret is None:
             raise ProtocolError("unverified", "this bridge was not started by the Pi extension"
                                 f" ({self.binding.problem}); nothing is accepted")
         if not self.binding.accepts(message.get("secret")):
             raise ProtocolError("unverified", "hello.secret does not match the secret on the"
                                 " extension's pipe; nothing is accepted")
-        if sessions.PI_SESSION_ID.fullmatch(session_id) is None:
+        session = PiSession.of(session_id)
+        if session is None:
             raise ProtocolError("unverified", "hello.session_id is not a Pi session id")
         if "session_file" not in message:
             raise ProtocolError("unverified", "hello.session_file is missing (the session's"
@@ -208,7 +208,7 @@ class Bridge:
         checked = check_session(session_id, message["session_file"])
         if checked.problem is not None:
             raise ProtocolError("unverified", f"{checked.problem}; nothing is accepted")
-        return checked.kind
+        return session, checked.kind
 
     # -- lease ---------------------------------------------------------------------------------
 
@@ -217,40 +217,27 @@ class Bridge:
         assert self.desk is not None
         return self.desk
 
-    def _owner(self) -> Owner:
+    def _owner(self) -> SessionOwner:
         assert self.lease is not None and self.channel_id and self.session_id
-        return self.lease, self.channel_id, self.session_id
+        return SessionOwner(self.lease, self.channel_id, self.session_id)
 
     def _try_claim(self, *, needed: bool = False) -> None:
-        assert self.channel_id is not None and self.session_id is not None
-        channel_id, session_id = self.channel_id, self.session_id
+        session = self.session
+        assert session is not None
         if not self.registered:
             if not needed and not self._needs_channel():
                 return
-            self.db.write(lambda c: sessions.register_session(c, session_id, self._now()))
+            session.register(self.db)
             self.registered = True
-        resource = store.channel_resource(channel_id)
-        held = self.db.read(lambda c: leases.read(c, resource))
-        try:
-            if held is None or not held.is_live(self._now()):
-                self.lease = self.db.write(lambda c: store.claim(
-                    c, channel_id, self.owner_id, self._now(), self.db.entropy))
-            elif held.owner_id and self._may_take_over(held.owner_id):
-                dead = held.owner_id
-                self.lease = self.db.write(lambda c: leases.claim(
-                    c, resource, OwnerType.CHANNEL, self.owner_id, self._now(),
-                    self.db.entropy, dead_owner_id=dead))
-        except LeaseHeld:  # another bridge won the race
-            self.lease = None
-        if self.lease is None:
+        owner = session.claim(self.db, self.owner_id, self._may_take_over)
+        self.lease = None if owner is None else owner.lease
+        if owner is None:
             if not self.waiting_announced:
                 self.waiting_announced = True
                 self.error("lease_held", "another bridge serves this Pi session; waiting for it")
             return
         self.waiting_announced = False
-        lease = self.lease
-        self.db.write(lambda c: settle_view.recover_settlements(c, lease, channel_id, self._now()))
-        self.notes.recover(lease, channel_id, session_id)
+        self.notes.recover(owner)
         self.sync()
 
     def _may_take_over(self, owner: str) -> bool:
@@ -267,13 +254,13 @@ class Bridge:
     def _needs_channel(self) -> bool:
         """Does this session need its channel: it has one already (it was opened before), or
         a decision routed to `pi` is open for it, or an answer waits for it?"""
-        assert self.session_id is not None and self.channel_id is not None
-        channel_id, session_id = self.channel_id, self.session_id
+        session = self.session
+        assert session is not None
         self.seen_version, self.last_sync = self._data_version(), time.monotonic()
         usable, config = self._config()
-        self.registered = self.db.read(lambda c: store.channel_row(c, channel_id)) is not None
-        return self.registered or self.db.read(lambda c: deliveries.has_work(
-            c, session_id, config if usable else None, self._now(), deliver=usable))
+        self.registered = session.registered(self.db)
+        return self.registered or session.has_work(self.db, config if usable else None,
+                                                   deliver=usable)
 
     def _renew(self) -> None:
         lease = self.lease
@@ -365,7 +352,7 @@ class Bridge:
             self.decisions.deliver(owner, config)
         self.decisions.settle(owner)
         self.decisions.offer_turns(owner)
-        self.notes.offer(*owner)
+        self.notes.offer(owner)
 
     def _config(self) -> tuple[bool, ChannelsConfig | None]:
         """(usable, config): a broken private config is reported once, then nothing is

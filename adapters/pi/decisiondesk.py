@@ -6,7 +6,7 @@ and a `settle` for every decision shown here once it is resolved anywhere.
     extension -> bridge: delivered, answer, ask, turned
 
 The bridge (`adapters.pi.bridge`) routes the lines and holds the session channel's lease
-(passed in as `Owner`); every database step here is a short transaction, and no line is
+(passed in as `SessionOwner`); every database step is a short transaction, and no line is
 written while one is open.
 """
 
@@ -18,22 +18,18 @@ from typing import Any
 
 from adapters.pi import asking
 from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, text_field
-from adapters.pi.lines import deliver_message, settle_message
 from channels.config.model import ChannelsConfig
 from channels.decisions import turn_intents, views, workflows
-from channels.pi import answers, deliveries, settle_view, turns
 from channels.pi.answers import AnswerEvent
-from channels.pi.settle_view import Settlement
+from channels.pi.owner import SessionOwner
 from state.database import Database
 from state.errors import StaleLease, WriteRejected
-from state.leases import Lease
 
-__all__ = ["ConfigOf", "DecisionDesk", "Owner"]
+__all__ = ["ConfigOf", "DecisionDesk"]
 
 
 _INTERACTIVE = "interactive"
 
-Owner = tuple[Lease, str, str]  # the session channel's lease, its channel id, the session id
 # (usable, config, problem): a broken private config is usable for nothing but settlements.
 ConfigOf = Callable[[], tuple[bool, ChannelsConfig | None, str | None]]
 
@@ -54,20 +50,18 @@ class DecisionDesk:
 
     # -- the extension's lines -----------------------------------------------------------------
 
-    def delivered(self, message: dict[str, Any], owner: Owner) -> None:
+    def delivered(self, message: dict[str, Any], owner: SessionOwner) -> None:
         """The receipt of a delivery: the Pi entry that shows the decision."""
         message_id = identifier_field(message, "message_id")
         entry_id = identifier_field(message, "entry_id")
-        lease, channel_id, session_id = owner
         try:
-            self.db.write(lambda c: deliveries.confirm_delivery(
-                c, lease, channel_id, session_id, message_id, entry_id, self._now()))
+            owner.confirm_delivery(self.db, message_id, entry_id)
         except StaleLease:
             raise
         except WriteRejected as exc:  # not a delivery of this session
             raise ProtocolError("unknown_message", str(exc)) from None
 
-    def answer(self, message: dict[str, Any], owner: Owner, hello: dict[str, str],
+    def answer(self, message: dict[str, Any], owner: SessionOwner, hello: dict[str, str],
                config_of: ConfigOf) -> None:
         """An answer from the session: submitted, and its result sent back."""
         entered = message.get("input")
@@ -75,7 +69,7 @@ class DecisionDesk:
             raise ProtocolError("malformed", "answer.input must be null, text or an object")
         source = text_field(message, "source")
         event_id = identifier_field(message, "event_id")
-        lease, channel_id, session_id = owner
+        session_id = owner.session_id
         event = AnswerEvent(
             decision_id=identifier_field(message, "decision_id"),
             request_digest=text_field(message, "request_digest"),
@@ -91,8 +85,7 @@ class DecisionDesk:
         usable, config, problem = config_of()
         if not usable:
             raise ProtocolError("config_invalid", f"cannot route answers: {problem}")
-        report = self.db.write(lambda c: answers.submit_answer(
-            c, lease, channel_id, event, self._now(), config))
+        report = owner.submit(self.db, event, config)
         self.out.send({"type": "result", "event_id": event_id, **report.to_json(),
                        "duplicate": report.duplicate})
 
@@ -112,61 +105,41 @@ class DecisionDesk:
                        "fingerprint": fingerprint,
                        "delivered_to": asking.delivered_to(config, spec.audience)})
 
-    def turned(self, message: dict[str, Any], owner: Owner) -> None:
+    def turned(self, message: dict[str, Any], owner: SessionOwner) -> None:
         """The receipt of a turn: the Pi entry that received the answer."""
         turn_intent_id = identifier_field(message, "turn_intent_id")
         entry_id = identifier_field(message, "entry_id")
-        lease, channel_id, session_id = owner
         try:
-            self.db.write(lambda c: turns.confirm_turn(
-                c, lease, channel_id, session_id, turn_intent_id, entry_id, self._now()))
+            owner.confirm_turn(self.db, turn_intent_id, entry_id)
         except KeyError:
             raise ProtocolError("unknown_turn",
                                 f"{turn_intent_id} is not a turn of this Pi session") from None
 
     # -- what goes to the extension ------------------------------------------------------------
 
-    def deliver(self, owner: Owner, config: ChannelsConfig | None) -> None:
+    def deliver(self, owner: SessionOwner, config: ChannelsConfig | None) -> None:
         """Deliver the open decisions routed to `pi` that this process has not sent."""
-        lease, channel_id, session_id = owner
-        skip = frozenset(self.sent)
-        found = self.db.read(lambda c: deliveries.undelivered(
-            c, channel_id, session_id, config, skip, now=self._now(), include_confirmed=True))
-        if not found:
-            return
-        recorded = self.db.write(lambda c: deliveries.record_deliveries(
-            c, lease, channel_id, found, self._now()))
-        for item in recorded:
+        for item in owner.deliver(self.db, config, frozenset(self.sent)):
             self.sent.add(item.decision.decision_id)
             if item.decision.deadline_at is not None:
                 self.deadlines[item.decision.decision_id] = item.decision.deadline_at
-            self.out.send(deliver_message(item))
+            self.out.send({"type": "deliver", **item.to_json()})
 
-    def settle(self, owner: Owner) -> None:
+    def settle(self, owner: SessionOwner) -> None:
         """Send `settle` for each decision shown here that is resolved now."""
-        lease, channel_id, _ = owner
-        due = self.db.read(lambda c: settle_view.due_settlements(c, channel_id, self._now()))
-        for item in due:
-            self._settle_one(lease, channel_id, item)
+        owner.settle(self.db, lambda item: self.out.send({"type": "settle", **item.to_json()}))
 
-    def offer_turns(self, owner: Owner) -> None:
+    def offer_turns(self, owner: SessionOwner) -> None:
         """Offer each answer that waits for the session as a turn."""
         # Offered until the extension reports the entry: it looks in the session first, so
         # offering again (a new bridge, a lost line) never adds a second turn.
-        session_id = owner[2]
+        session_id = owner.session_id
         for item in self.db.read(lambda c: turn_intents.due_turns(c, session_id, self._now())):
             if item.turn_intent_id not in self.offered:
                 self.offered.add(item.turn_intent_id)
                 self.out.send({"type": "turn", "turn_intent_id": item.turn_intent_id,
                                "decision_id": item.decision_id, "content": item.content,
                                "by_person": item.by_person})
-
-    def _settle_one(self, lease: Lease, channel_id: str, item: Settlement) -> None:
-        # Three steps so that no transaction is open while the line is written.
-        attempt = self.db.write(lambda c: settle_view.begin_settlement(
-            c, lease, channel_id, item.effect_id, self._now(), self.db.entropy))
-        sent = self.out.send(settle_message(item))
-        self.db.write(lambda c: settle_view.finish_settlement(c, attempt, sent, self._now()))
 
     def apply_deadlines(self) -> list[tuple[str, Exception]] | None:
         """A decision shown here must not look answerable past its deadline until cron runs:

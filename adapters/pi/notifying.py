@@ -11,7 +11,8 @@ turn of the session reaches the phone.
                   delivered_to, problem}
 
 `notify` goes out for each pending `pi.notify` of the session once its attempt is written
-(`channels.pi.notes`: the intent before the line, never a second line for an open attempt);
+(`channels.pi.notes.SessionNotes`: the intent before the line, never a second line for an
+open attempt);
 `notified` is its receipt (the Pi entry id; `adopted` when the extension found the entry in
 the branch already). `post` is the extension's own notification (`/notify on`): a row made
 with `channels.notifications.producing`, for the audience's Telegram chats (a session is not
@@ -23,100 +24,59 @@ at once that nothing would.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any, cast
-
-import apsw
 
 from adapters.pi.decisiondesk import ConfigOf
 from adapters.pi.framing import LineWriter, ProtocolError, identifier_field, text_field
 from channels.config.model import ChannelsConfig, audience_routes
-from channels.decisions import context, workflows
+from channels.decisions import context
 from channels.notifications import producing
 from channels.notifications.records import NotificationType
-from channels.pi import notes
-from channels.pi.notes import PiNote
-from state import effects
+from channels.pi.notes import SessionNotes
+from channels.pi.owner import SessionOwner
 from state.database import Database
-from state.effects import Attempt
-from state.errors import LeaseHeld, WriteRejected
-from state.leases import Lease
 
 __all__ = ["NoteDesk"]
 
 
-def _notify_line(note: PiNote) -> dict[str, Any]:
-    """The `notify` line of one notification (pure)."""
-    n = note.notification
-    return {"type": "notify", "notification_id": n.notification_id, "kind": n.notification_type,
-            "title": note.title, "text": n.text, "run_id": n.run_id, "context": note.context}
-
-
 @dataclass
 class NoteDesk:
-    """The notifications of one session's bridge: attempts open, runs it posted to."""
+    """The notifications of one session's bridge: their lines, and the runs it posted to."""
 
     db: Database
     out: LineWriter
     owner_id: str
-    attempts: dict[str, Attempt] = field(default_factory=dict)  # notification id -> attempt
+    notes: SessionNotes = field(init=False)  # the attempts open for the lines sent
     runs: set[str] = field(default_factory=set)  # the runs of this session's own posts
 
-    def _now(self) -> int:
-        return self.db.clock.now_ms()
+    def __post_init__(self) -> None:
+        self.notes = SessionNotes(self.db, self.owner_id)
 
-    def recover(self, lease: Lease, channel_id: str, session_id: str) -> None:
+    def recover(self, owner: SessionOwner) -> None:
         """On claiming the session's channel: reopen what an earlier bridge left applying."""
-        self.attempts.clear()
-        self._reopen(lease, channel_id, session_id)
+        self.notes.recover(owner)
 
     def forget(self) -> None:
         """The channel's lease is lost: the next owner recovers the attempts left open."""
-        self.attempts.clear()
+        self.notes.forget()
 
-    def _reopen(self, lease: Lease, channel_id: str, session_id: str) -> None:
-        # A read first: the write happens only when an attempt can be reopened.
-        if any(i not in self.attempts for i in self.db.read(lambda c: notes.reopenable(
-                c, session_id, self.owner_id, self._now(), workflows.owner_process_gone))):
-            self.db.write(lambda c: notes.recover_notes(
-                c, lease, channel_id, session_id, self._now(), workflows.owner_process_gone))
+    def offer(self, owner: SessionOwner) -> None:
+        """Send each due notification once, its attempt written first."""
+        self.notes.offer(owner, lambda note: self.out.send({"type": "notify", **note.to_json()}))
 
-    def offer(self, lease: Lease, channel_id: str, session_id: str) -> None:
-        """Send each due notification once, its attempt written first. An attempt this
-        bridge does not know of (left by a bridge that lost the lease while it lived) is
-        reopened once its lease has run out or its process is gone."""
-        self._reopen(lease, channel_id, session_id)
-        due = self.db.read(lambda c: notes.due_notes(c, session_id, self._now()))
-        for note in due:
-            notification_id = note.notification.notification_id
-            if notification_id in self.attempts:
-                continue
-            try:
-                attempt = self.db.write(partial(
-                    notes.begin_note, lease=lease, channel_id=channel_id, note=note,
-                    owner_id=self.owner_id, now=self._now(), entropy=self.db.entropy))
-            except (WriteRejected, LeaseHeld):
-                continue  # another path has it: the database decided, this one stays out
-            self.attempts[notification_id] = attempt
-            if not self.out.send(_notify_line(note)):
-                # The pipe is closed: the line provably did not go out; due again.
-                self.attempts.pop(notification_id)
-                self.db.write(partial(_unsent, attempt=attempt, now=self._now()))
-                return
-
-    def handle(self, message: dict[str, Any], owner: tuple[Lease, str, str],
+    def handle(self, message: dict[str, Any], owner: SessionOwner,
                config_of: ConfigOf) -> None:
         """A `notified` or a `post` line (the bridge holds the session's channel)."""
-        lease, channel_id, session_id = owner
         if message["type"] == "notified":
-            self.notified(message, lease, channel_id, session_id)
+            self.notified(message, owner)
             return
         usable, config, problem = config_of()
         if not usable:
             raise ProtocolError("config_invalid", f"cannot route notifications: {problem}")
         name = message.get("session_name")
-        self.post(message, session_id, config, name if isinstance(name, str) and name else None)
+        self.post(message, owner.session_id, config,
+                  name if isinstance(name, str) and name else None)
 
     def state(self, message: dict[str, Any], config_of: ConfigOf) -> None:
         """For `/notify on`: the Telegram routes the session's own posts would reach."""
@@ -128,29 +88,19 @@ class NoteDesk:
         self.out.send({"type": "notify_state", "event_id": event_id, "audience": audience,
                        "delivered_to": list(routes), "problem": problem})
 
-    def notified(self, message: dict[str, Any], lease: Lease, channel_id: str,
-                 session_id: str) -> None:
+    def notified(self, message: dict[str, Any], owner: SessionOwner) -> None:
         """The receipt: the Pi entry that shows the notification."""
         notification_id = identifier_field(message, "notification_id")
         entry_id = identifier_field(message, "entry_id")
-        adopted = message.get("adopted") is True
-        attempt = self.attempts.get(notification_id)
         try:
-            self.db.write(lambda c: notes.confirm_note(
-                c, lease, channel_id, session_id, attempt, notification_id, entry_id, adopted,
-                self._now()))
+            self.notes.confirm(owner, notification_id, entry_id, message.get("adopted") is True)
         except KeyError:
             raise ProtocolError("unknown_notification", f"{notification_id} is not a"
                                 " notification this bridge offered to this session") from None
-        self.attempts.pop(notification_id, None)
 
     def tick(self) -> None:
         """Renew the attempts whose line waits in the extension (Pi busy with a turn)."""
-        for notification_id, attempt in list(self.attempts.items()):
-            if not attempt.lease.needs_renewal(self._now()):
-                continue
-            self.attempts[notification_id] = self.db.write(
-                partial(notes.renew_note, attempt=attempt, now=self._now()))
+        self.notes.renew()
 
     def post(self, message: dict[str, Any], session_id: str, config: ChannelsConfig | None,
              session_name: str | None) -> None:
@@ -178,7 +128,3 @@ class NoteDesk:
                        "run_id": done.notification.run_id, "adopted": done.adopted,
                        "delivered_to": [r for r in done.channels if r != "pi"]})
 
-
-def _unsent(conn: apsw.Connection, attempt: Attempt, now: int) -> None:
-    attempt.finish(conn, effects.AttemptOutcome.REJECTED, now,
-                   error={"description": "the extension's pipe is closed"}, retry_at=now)

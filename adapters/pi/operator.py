@@ -28,7 +28,6 @@ from channels.config.model import ChannelsConfig
 from channels.decisions import workflows
 from channels.decisions.choices import validate_response
 from channels.decisions.errors import DecisionError
-from channels.decisions.records import Outcome
 from channels.pi import answers
 from channels.pi.answers import AnswerEvent, AnswerReport, OpenDecision
 from state.database import Database
@@ -36,7 +35,7 @@ from state.errors import PermissionProblem
 from state.exit_codes import ExitCode
 
 __all__ = [
-    "Key", "TextRequired", "answer", "answer_interactively", "describe", "menu_step",
+    "Key", "TextRequired", "answer", "answer_interactively", "menu_step",
     "open_terminal", "parse_key", "split_keys",
 ]
 
@@ -153,24 +152,6 @@ def _submit(db: Database, decision: OpenDecision, choice: str, text: str | None,
         details={"source": "terminal"},
     )
     return answers.answer_locally(db, event, workflows.new_owner_id(db, "pi-local"), config)
-
-
-# -- printing results --------------------------------------------------------------------------
-
-
-def describe(report: AnswerReport) -> str:
-    """One line for the operator: accepted, already decided (with the winner), stale,
-    rejected (with the reason)."""
-    if report.accepted:
-        again = " (this answer was already recorded)" if report.result == "adopted" else ""
-        return f"accepted: {report.label or report.choice}{again}"
-    if report.result == "already_resolved":
-        if report.outcome == Outcome.ACCEPTED:
-            return f"already decided: {report.label or report.choice}"
-        return f"already decided: cancelled ({report.reason})"
-    if report.result == "stale":
-        return f"stale: {report.message}"
-    return f"rejected: {report.message}"
 
 
 # -- terminal input ----------------------------------------------------------------------------

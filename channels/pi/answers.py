@@ -147,6 +147,20 @@ class AnswerReport:
     def accepted(self) -> bool:
         return self.result in (Result.WON.value, Result.ADOPTED.value)
 
+    def describe(self) -> str:
+        """One line for the operator: accepted, already decided (with the winner), stale,
+        rejected (with the reason)."""
+        if self.accepted:
+            again = " (this answer was already recorded)" if self.result == "adopted" else ""
+            return f"accepted: {self.label or self.choice}{again}"
+        if self.result == "already_resolved":
+            if self.outcome == records.Outcome.ACCEPTED:
+                return f"already decided: {self.label or self.choice}"
+            return f"already decided: cancelled ({self.reason})"
+        if self.result == "stale":
+            return f"stale: {self.message}"
+        return f"rejected: {self.message}"
+
     def to_json(self) -> dict[str, Any]:
         """The stored inbox result and the wire form."""
         return {

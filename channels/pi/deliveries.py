@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 
@@ -47,6 +48,10 @@ class Delivery:
 
     message_id: str
     decision: OpenDecision
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form the session is sent (its `deliver` line)."""
+        return {"message_id": self.message_id, **self.decision.to_json()}
 
 
 def undelivered(

@@ -35,7 +35,7 @@ from state.canonical import canonical_bytes, sha256
 __all__ = [
     "ALLOW", "ALLOWING", "ALLOW_SESSION", "CHOICES", "DENY", "DENY_REASON",
     "MAX_ATTACHED_BYTES", "PREVIEW_LINES", "PREVIEW_UNITS", "REASON_INPUT", "Attachment",
-    "GatedCall", "TooLong", "attachment", "chunks", "describe", "outcome_text", "presentation",
+    "GatedCall", "TooLong", "chunks", "outcome_text", "presentation",
     "preview_of", "run_id", "session_prefix", "shown_input", "subject_prefix", "title",
     "where_answered",
 ]
@@ -79,6 +79,10 @@ class Attachment:
     def lines(self) -> int:
         return self.data.count(b"\n") + (0 if self.data.endswith(b"\n") else 1)
 
+    def describe(self) -> str:
+        """`input.txt: 4,012 lines, 112,345 bytes (UTF-8)`: what a card says is attached."""
+        return f"{self.name}: {self.lines:,} lines, {len(self.data):,} bytes (UTF-8)"
+
 
 @dataclass(frozen=True, slots=True)
 class GatedCall:
@@ -111,6 +115,16 @@ class GatedCall:
     def subject_hash(self) -> bytes:
         """The blob hash `human_decisions.subject_hash` stores for this subject."""
         return sha256(canonical_bytes(self.subject))
+
+    def attachment(self) -> Attachment | None:
+        """The file a card attaches: the input exactly as it will run (control characters
+        kept; a lone surrogate, which UTF-8 cannot hold, written as `\\udXXX`), when it is
+        too long for the card's parts; None when the parts show it whole."""
+        if utf16_len(shown_input(self)) <= _INPUT_BUDGET:
+            return None
+        name = {"bash": "input.txt", "edit": "edit.diff", "write": "content.txt"}.get(
+            self.tool, "input.json")
+        return Attachment(name, _whole_input(self).encode("utf-8", "backslashreplace"))
 
 
 def session_prefix(session_id: str) -> str:
@@ -151,17 +165,6 @@ def shown_input(call: GatedCall) -> str:
     """The whole input as a person reads it (control characters written as \\xNN)."""
     text = _UNSHOWABLE.sub(lambda m: f"\\x{ord(m.group()):02x}", _whole_input(call))
     return text if text.strip() else repr(text)
-
-
-def attachment(call: GatedCall) -> Attachment | None:
-    """The file a card attaches: the input exactly as it will run (control characters kept;
-    a lone surrogate, which UTF-8 cannot hold, written as `\\udXXX`), when it is too long
-    for the card's parts; None when the parts show it whole."""
-    if utf16_len(shown_input(call)) <= _INPUT_BUDGET:
-        return None
-    name = {"bash": "input.txt", "edit": "edit.diff", "write": "content.txt"}.get(
-        call.tool, "input.json")
-    return Attachment(name, _whole_input(call).encode("utf-8", "backslashreplace"))
 
 
 def _whole_input(call: GatedCall) -> str:
@@ -215,7 +218,7 @@ def presentation(call: GatedCall, rule: str | None, where: context.Context) -> d
     """Summary, the input in preformatted blocks (or its first lines and what is attached),
     the fields, and the context last."""
     shown = shown_input(call)
-    attached = attachment(call)
+    attached = call.attachment()
     if attached is not None and len(attached.data) > MAX_ATTACHED_BYTES:
         raise TooLong(f"its input is {len(attached.data):,} bytes long, more than a decision"
                       f" attaches ({MAX_ATTACHED_BYTES:,})")
@@ -230,7 +233,7 @@ def presentation(call: GatedCall, rule: str | None, where: context.Context) -> d
         blocks = [{"kind": "preformatted", "text": preview}, {"kind": "paragraph", "text": (
             "Above: the beginning of the input. The whole input, exactly what will run, comes"
             f" with this card on Telegram as the file {attached.name}.")}]
-        items.append({"label": "Attached", "value": describe(attached)})
+        items.append({"label": "Attached", "value": attached.describe()})
     fields: FieldsBlock = {"kind": "fields", "items": items}
     blocks.append(fields)
     line = title(call)
@@ -244,11 +247,6 @@ def preview_of(shown: str) -> str:
     preview = chunks(head, PREVIEW_UNITS)[0].rstrip("\n")
     # A block must not be blank: input that starts with blank lines shows its first text.
     return preview if preview.strip() else chunks(shown.strip(), PREVIEW_UNITS)[0]
-
-
-def describe(attached: Attachment) -> str:
-    """`input.txt: 4,012 lines, 112,345 bytes (UTF-8)`: what a card says is attached."""
-    return f"{attached.name}: {attached.lines:,} lines, {len(attached.data):,} bytes (UTF-8)"
 
 
 def outcome_text(outcome: str, provenance: str, choice: str | None, text: str | None,

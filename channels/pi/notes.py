@@ -13,42 +13,49 @@ is there and its receipt says so (`adopted`). The rows belong to `channels.notif
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
 
 import apsw
 
 from channels import store
+from channels.decisions import workflows
 from channels.notifications import records
 from channels.notifications.records import Notification
 from state import effects, leases
 from state.clock import Entropy
+from state.database import Database
 from state.effects import Attempt, EffectStatus
+from state.errors import LeaseHeld, WriteRejected
 from state.leases import Lease, OwnerType
 from state.resources import Actor, ActorType
 
-__all__ = [
-    "PiNote", "begin_note", "confirm_note", "due_notes", "note_receipt", "pending_count",
-    "recover_notes", "renew_note", "reopenable",
-]
+__all__ = ["SessionNotes", "note_receipt", "pending_count"]
 
 
 @dataclass(frozen=True, slots=True)
-class PiNote:
+class _PiNote:
     """A notification to show in the session, with what its line says."""
 
     notification: Notification
     title: str | None
     context: dict[str, Any]
 
+    def to_json(self) -> dict[str, Any]:
+        """The wire form the session is sent (its `notify` line)."""
+        n = self.notification
+        return {"notification_id": n.notification_id, "kind": n.notification_type,
+                "title": self.title, "text": n.text, "run_id": n.run_id, "context": self.context}
 
-def due_notes(conn: apsw.Connection, session_id: str, now: int) -> list[PiNote]:
+
+def _due_notes(conn: apsw.Connection, session_id: str, now: int) -> list[_PiNote]:
     """The session's notifications waiting to be shown, oldest first."""
     found = []
     for n in records.for_session(conn, session_id, ("pending",), now):
         payload = effects.get(conn, n.effect_id).payload(conn)
         title = payload.get("title")
-        found.append(PiNote(n, str(title) if title else None, dict(payload.get("context") or {})))
+        found.append(_PiNote(n, str(title) if title else None, dict(payload.get("context") or {})))
     return found
 
 
@@ -57,7 +64,7 @@ def pending_count(conn: apsw.Connection, session_id: str) -> int:
     return len(records.for_session(conn, session_id, ("pending", "applying")))
 
 
-def begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: PiNote,
+def _begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: _PiNote,
                owner_id: str, now: int, entropy: Entropy) -> Attempt:
     """The intent, before the line goes out: the channel's owner opens an attempt on the
     notification's effect (WriteRejected or LeaseHeld when another path has it)."""
@@ -66,12 +73,12 @@ def begin_note(conn: apsw.Connection, lease: Lease, channel_id: str, note: PiNot
     return effect.begin_attempt(conn, OwnerType.CHANNEL, owner_id, now, entropy)
 
 
-def renew_note(conn: apsw.Connection, attempt: Attempt, now: int) -> Attempt:
+def _renew_note(conn: apsw.Connection, attempt: Attempt, now: int) -> Attempt:
     """Keep an attempt alive while the extension waits for Pi to be idle."""
     return attempt.renew(conn, now)
 
 
-def confirm_note(conn: apsw.Connection, lease: Lease, channel_id: str, session_id: str,
+def _confirm_note(conn: apsw.Connection, lease: Lease, channel_id: str, session_id: str,
                  attempt: Attempt | None, notification_id: str, entry_id: str, adopted: bool,
                  now: int) -> bool:
     """Record the Pi entry id as the receipt of this bridge's attempt. False when the effect
@@ -92,7 +99,7 @@ def confirm_note(conn: apsw.Connection, lease: Lease, channel_id: str, session_i
     return True
 
 
-def reopenable(conn: apsw.Connection, session_id: str, owner_id: str, now: int,
+def _reopenable(conn: apsw.Connection, session_id: str, owner_id: str, now: int,
                owner_gone: Callable[[str], bool]) -> list[str]:
     """The session's open attempts that no live bridge will finish: their lease ran out, or
     their owner's process is gone (never this owner's own)."""
@@ -106,16 +113,16 @@ def reopenable(conn: apsw.Connection, session_id: str, owner_id: str, now: int,
     return found
 
 
-def recover_notes(conn: apsw.Connection, lease: Lease, channel_id: str, session_id: str,
+def _recover_notes(conn: apsw.Connection, lease: Lease, channel_id: str, session_id: str,
                   now: int, owner_gone: Callable[[str], bool]) -> list[str]:
     """The owner of the session's channel reopens the attempts no live bridge will finish
-    (`reopenable`): they are closed as interrupted and the notifications are due again.
+    (`_reopenable`): they are closed as interrupted and the notifications are due again.
     Offering one again is not blind: the extension finds an entry that arrived in the branch
     and reports it (the receipt then says `adopted`), so it is shown at most once. Returns the
     notification ids reopened."""
     store.verify(conn, lease, channel_id, now)
     actor = Actor(ActorType.CHANNEL, lease.owner_id)
-    reopened = reopenable(conn, session_id, lease.owner_id, now, owner_gone)
+    reopened = _reopenable(conn, session_id, lease.owner_id, now, owner_gone)
     for notification_id in reopened:
         found = records.get(conn, notification_id)
         assert found is not None
@@ -135,3 +142,91 @@ def note_receipt(conn: apsw.Connection, notification_id: str) -> dict[str, Any] 
         return None
     result = effect.result(conn)
     return dict(result) if isinstance(result, dict) else None
+
+
+def _unsent(conn: apsw.Connection, attempt: Attempt, now: int) -> None:
+    attempt.finish(conn, effects.AttemptOutcome.REJECTED, now,
+                   error={"description": "the extension's pipe is closed"}, retry_at=now)
+
+
+class _Owner(Protocol):
+    """The owner of the session's channel (`channels.pi.owner.SessionOwner`, which imports
+    this module through `deliveries`: its shape only, so no import circle)."""
+
+    @property
+    def lease(self) -> Lease: ...
+    @property
+    def channel_id(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+
+
+@dataclass
+class SessionNotes:
+    """The notifications one bridge shows in its session: the attempts it has open (a line
+    sent, no receipt yet), each begun before its line goes out."""
+
+    db: Database
+    owner_id: str
+    attempts: dict[str, Attempt] = field(default_factory=dict)  # notification id -> attempt
+
+    def _now(self) -> int:
+        return self.db.clock.now_ms()
+
+    def recover(self, owner: _Owner) -> None:
+        """On claiming the session's channel: reopen what an earlier bridge left applying."""
+        self.attempts.clear()
+        self._reopen(owner)
+
+    def forget(self) -> None:
+        """The channel's lease is lost: the next owner recovers the attempts left open."""
+        self.attempts.clear()
+
+    def _reopen(self, owner: _Owner) -> None:
+        # A read first: the write happens only when an attempt can be reopened.
+        gone = workflows.owner_process_gone
+        if any(i not in self.attempts for i in self.db.read(lambda c: _reopenable(
+                c, owner.session_id, self.owner_id, self._now(), gone))):
+            self.db.write(lambda c: _recover_notes(
+                c, owner.lease, owner.channel_id, owner.session_id, self._now(), gone))
+
+    def offer(self, owner: _Owner, send: Callable[[_PiNote], bool]) -> None:
+        """Send each due notification once, its attempt written first. An attempt this
+        bridge does not know of (left by a bridge that lost the lease while it lived) is
+        reopened once its lease has run out or its process is gone."""
+        self._reopen(owner)
+        due = self.db.read(lambda c: _due_notes(c, owner.session_id, self._now()))
+        for note in due:
+            notification_id = note.notification.notification_id
+            if notification_id in self.attempts:
+                continue
+            try:
+                attempt = self.db.write(partial(
+                    _begin_note, lease=owner.lease, channel_id=owner.channel_id, note=note,
+                    owner_id=self.owner_id, now=self._now(), entropy=self.db.entropy))
+            except (WriteRejected, LeaseHeld):
+                continue  # another path has it: the database decided, this one stays out
+            self.attempts[notification_id] = attempt
+            if not send(note):
+                # The pipe is closed: the line provably did not go out; due again.
+                self.attempts.pop(notification_id)
+                self.db.write(partial(_unsent, attempt=attempt, now=self._now()))
+                return
+
+    def confirm(self, owner: _Owner, notification_id: str, entry_id: str,
+                adopted: bool) -> None:
+        """The receipt: the Pi entry that shows the notification (`_confirm_note`; KeyError
+        when it is not a notification this bridge offered to this session)."""
+        attempt = self.attempts.get(notification_id)
+        self.db.write(lambda c: _confirm_note(
+            c, owner.lease, owner.channel_id, owner.session_id, attempt, notification_id,
+            entry_id, adopted, self._now()))
+        self.attempts.pop(notification_id, None)
+
+    def renew(self) -> None:
+        """Renew the attempts whose line waits in the extension (Pi busy with a turn)."""
+        for notification_id, attempt in list(self.attempts.items()):
+            if not attempt.lease.needs_renewal(self._now()):
+                continue
+            self.attempts[notification_id] = self.db.write(
+                partial(_renew_note, attempt=attempt, now=self._now()))

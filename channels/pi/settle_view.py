@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 
@@ -35,6 +36,12 @@ class Settlement:
     title: str = ""
     channel: str | None = None  # the channel of a person's winning answer
     terminal: bool = False  # that answer came from the terminal operator view (`local:<uid>`)
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form the session is sent (its `settle` line)."""
+        return {"decision_id": self.decision_id, "outcome": self.outcome,
+                "provenance": self.provenance, "text": self.text, "title": self.title,
+                "channel": self.channel, "terminal": self.terminal}
 
 
 def _keys(channel_id: str) -> tuple[str, str]:

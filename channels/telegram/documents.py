@@ -50,13 +50,13 @@ def attachment_of(request: DecisionRequest) -> gating.Attachment | None:
     tool, data, cwd = subject.get("tool"), subject.get("input"), subject.get("cwd")
     if not (isinstance(tool, str) and isinstance(data, Mapping) and isinstance(cwd, str)):
         return None
-    return gating.attachment(gating.GatedCall(tool, data, cwd))
+    return gating.GatedCall(tool, data, cwd).attachment()
 
 
 def document_part(attached: gating.Attachment, channel_request: Mapping[str, Any]) -> _DocumentPart:
     """The part that uploads `attached`, its caption naming it and the decision."""
     shown = fingerprint(str(channel_request["presentationDigest"]))
-    caption = f"{gating.describe(attached)}: the whole input of decision {shown}"
+    caption = f"{attached.describe()}: the whole input of decision {shown}"
     digest = hashlib.sha256(attached.data).hexdigest()
     return _DocumentPart(attached.name, attached.data, caption,
                         f"{caption}\nsendDocument {attached.name} sha256:{digest}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.pi.operator import Key, describe, menu_step, parse_key, split_keys
+from adapters.pi.operator import Key, menu_step, parse_key, split_keys
 from channels.pi.answers import AnswerReport
 
 
@@ -56,4 +56,4 @@ def test_menu_moves_picks_and_cancels(index: int, key: Key,
     (AnswerReport("d", "ignored", "unknown decision"), "rejected: unknown decision"),
 ])
 def test_results_read_as_one_line(report: AnswerReport, line: str) -> None:
-    assert describe(report) == line
+    assert report.describe() == line

@@ -49,7 +49,7 @@ def test_an_input_too_long_for_the_parts_is_attached_whole_and_one_too_big_refus
     assert pre == "\n".join(f"row {i}" for i in range(gating.PREVIEW_LINES))  # the first lines
     assert {"label": "Attached", "value": f"content.txt: 12,000 lines, {len(content):,} bytes"
             " (UTF-8)"} in document["blocks"][-2]["items"]  # type: ignore[typeddict-item]
-    assert gating.attachment(call) == gating.Attachment("content.txt", content.encode())
+    assert call.attachment() == gating.Attachment("content.txt", content.encode())
     with pytest.raises(gating.TooLong, match="more than a decision attaches"):
         gating.presentation(GatedCall("write", {"path": "big.txt", "content": "x" * 500_001},
                                       "/w"), None, WHERE)

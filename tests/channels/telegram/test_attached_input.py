@@ -176,7 +176,7 @@ def test_a_refused_upload_is_an_alert_not_a_silent_success(bot: Bot, fault: Faul
 
 def test_an_input_that_fits_the_parts_attaches_nothing_and_one_too_big_is_refused() -> None:
     fits = GatedCall("bash", {"command": "echo hi\n" * 7_000}, "/w")  # 56,000 units
-    assert gating.attachment(fits) is None
+    assert fits.attachment() is None
     assert documents.with_document(["a", "b"], None) == ["a", "b"]  # type: ignore[list-item]
     big = GatedCall("write", {"path": "x.bin", "content": "x" * (gating.MAX_ATTACHED_BYTES + 1)},
                     "/w")
@@ -186,7 +186,7 @@ def test_an_input_that_fits_the_parts_attaches_nothing_and_one_too_big_is_refuse
 
 def test_the_whole_input_keeps_control_characters_while_the_card_shows_them_visibly() -> None:
     call = GatedCall("bash", {"command": HEREDOC}, "/w/app")
-    attached = gating.attachment(call)
+    attached = call.attachment()
     assert attached is not None and attached.data == HEREDOC.encode()
     assert "\x1b" not in gating.preview_of(gating.shown_input(call))
     assert "\\x1b" in gating.preview_of(gating.shown_input(call))
