@@ -5,9 +5,9 @@
                 to ask), or a decision opened for the call (Opened)
     allowed_just_now  a person allowed this exact call moments ago (the agent's own approval
                 prompt that follows its PreToolUse hook is not asked twice)
-    wait_call   hold the run's lease until the decision resolves (or its deadline passes,
+    Opened.wait   hold the run's lease until the decision resolves (or its deadline passes,
                 which denies), then the Verdict; None when `until_ms` came first
-    cancel_call the agent gave up waiting: cancel the decision (an answer that won stands)
+    Opened.cancel the agent gave up waiting: cancel the decision (an answer that won stands)
 
 Other agents (Claude Code, Codex, MCP clients) have no sandbox: we do not run their bash, so
 the judgement is the guard and the policy alone (Pi's bridge adds the sandbox,
@@ -40,8 +40,8 @@ from state import leases
 from state.database import Database
 from state.errors import LeaseHeld, StateError
 
-__all__ = ["Opened", "Verdict", "allowed_just_now", "cancel_call", "judge_call",
-           "nobody_to_ask", "open_call", "wait_call"]
+__all__ = ["Opened", "Verdict", "allowed_just_now", "judge_call", "nobody_to_ask",
+           "open_call"]
 
 
 # How long a person's "Allow once" of a call also answers the agent's own approval prompt for
@@ -69,6 +69,51 @@ class Opened:
     handle: workflows.AskHandle
     timeout_minutes: float
     rule: str | None = None  # the policy's rule that asked
+
+    def wait(self, db: Database, *, until_ms: int | None = None) -> Verdict | None:
+        """Hold the run's lease until the decision resolves, applying its deadline (the default
+        is deny) as soon as it passes; then finish the run and say who decided. None when
+        `until_ms` (the database clock's ms) passes first: the lease is let go (the deadline
+        still applies, `poll` settles it), and a later `wait` holds it again."""
+        decision_id = self.decision_id
+        deadline = self.handle.request.expires_at_ms
+        hold = _hold(db, self)
+        seen = -1
+        decided: records.Resolution | None = None
+        try:
+            while True:
+                if hold is None:
+                    hold = _hold(db, self)  # someone held it briefly (poll's expiry pass)
+                version = int(db.conn.execute("PRAGMA data_version").get)
+                if version != seen:  # another writer committed: look (else no read at all)
+                    seen = version
+                    decided = db.read(lambda c: records.resolution_of(c, decision_id))
+                now = db.clock.now_ms()
+                if decided is None and hold is not None and deadline is not None \
+                        and now >= deadline:
+                    hold.apply_deadline()
+                    decided = db.read(lambda c: records.resolution_of(c, decision_id))
+                if decided is not None:
+                    break
+                if until_ms is not None and now >= until_ms:
+                    return None
+                if hold is not None:
+                    hold.renew()
+                time.sleep(_POLL_SECONDS)
+            if hold is not None:
+                hold.finish()
+        finally:
+            if hold is not None:  # also on Ctrl-C: a waiter that stops must not block others
+                with contextlib.suppress(StateError):
+                    hold.release()
+        return _verdict(db, self)
+
+    def cancel(self, db: Database, reason: str, owner_id: str) -> Verdict:
+        """The agent stopped waiting (Claude Code gave up on its hook): cancel the decision, so
+        its card settles; an answer that won first stands, and is what comes back."""
+        with contextlib.suppress(StateError, ChannelsError):  # decided first, or the disk failed
+            workflows.cancel_decision(db, self.decision_id, reason, owner_id)
+        return _verdict(db, self)
 
 
 def judge_call(call: GatedCall, *, config_dir: Path, home: Path
@@ -142,45 +187,6 @@ def _open(db: Database, call: GatedCall, shown: GatedCall, rule: str | None,
     return Opened(handle.decision_id, handle, minutes, rule)
 
 
-def wait_call(db: Database, opened: Opened, *, until_ms: int | None = None) -> Verdict | None:
-    """Hold the run's lease until the decision resolves, applying its deadline (the default
-    is deny) as soon as it passes; then finish the run and say who decided. None when
-    `until_ms` (the database clock's ms) passes first: the lease is let go (the deadline
-    still applies, `poll` settles it), and a later `wait_call` holds it again."""
-    decision_id = opened.decision_id
-    deadline = opened.handle.request.expires_at_ms
-    hold = _hold(db, opened)
-    seen = -1
-    decided: records.Resolution | None = None
-    try:
-        while True:
-            if hold is None:
-                hold = _hold(db, opened)  # someone held it briefly (poll's expiry pass)
-            version = int(db.conn.execute("PRAGMA data_version").get)
-            if version != seen:  # another writer committed: look (else no read at all)
-                seen = version
-                decided = db.read(lambda c: records.resolution_of(c, decision_id))
-            now = db.clock.now_ms()
-            if decided is None and hold is not None and deadline is not None \
-                    and now >= deadline:
-                hold.apply_deadline()
-                decided = db.read(lambda c: records.resolution_of(c, decision_id))
-            if decided is not None:
-                break
-            if until_ms is not None and now >= until_ms:
-                return None
-            if hold is not None:
-                hold.renew()
-            time.sleep(_POLL_SECONDS)
-        if hold is not None:
-            hold.finish()
-    finally:
-        if hold is not None:  # also on Ctrl-C: a waiter that stops must not block others
-            with contextlib.suppress(StateError):
-                hold.release()
-    return _verdict(db, opened)
-
-
 def _hold(db: Database, opened: Opened) -> workflows.RunHold | None:
     """The hold on the run, with the lease `open_call` took while it is still ours, else
     claimed again; None while another live owner holds it (poll's expiry pass, a moment)."""
@@ -208,11 +214,3 @@ def _verdict(db: Database, opened: Opened) -> Verdict:
                        opened.rule)
     return Verdict(told.allow, told.message, told.choice if told.by_person else None,
                    decision_id, opened.rule)
-
-
-def cancel_call(db: Database, opened: Opened, reason: str, owner_id: str) -> Verdict:
-    """The agent stopped waiting (Claude Code gave up on its hook): cancel the decision, so
-    its card settles; an answer that won first stands, and is what comes back."""
-    with contextlib.suppress(StateError, ChannelsError):  # decided first, or the disk failed
-        workflows.cancel_decision(db, opened.decision_id, reason, owner_id)
-    return _verdict(db, opened)

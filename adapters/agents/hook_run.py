@@ -89,9 +89,9 @@ def _decide(agent: str, hook: hooks.HookCall, stops: _Stops) -> Verdict:
 
 def _wait(db: Database, opened: Opened, owner_id: str, name: str, stops: _Stops) -> Verdict:
     try:
-        verdict = approvals.wait_call(db, opened)
+        verdict = opened.wait(db)
     except stops:
-        approvals.cancel_call(db, opened, f"{name} stopped waiting for the answer", owner_id)
+        opened.cancel(db, f"{name} stopped waiting for the answer", owner_id)
         raise
     assert verdict is not None  # no `until_ms`: it waits for the answer or the deadline
     return verdict

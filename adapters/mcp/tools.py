@@ -239,9 +239,9 @@ def _held(db: Database, opened: Opened, owner_id: str, session: Session) -> Verd
     """Wait in slices, so that a client that goes away cancels its decision (its card
     settles) instead of leaving it to the deadline."""
     while True:
-        verdict = approvals.wait_call(db, opened, until_ms=db.clock.now_ms() + _SLICE_MS)
+        verdict = opened.wait(db, until_ms=db.clock.now_ms() + _SLICE_MS)
         if verdict is not None:
             return verdict
         if session.stop.is_set():
-            return approvals.cancel_call(db, opened, "the MCP client stopped waiting",
+            return opened.cancel(db, "the MCP client stopped waiting",
                                          owner_id)

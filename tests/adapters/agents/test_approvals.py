@@ -105,11 +105,11 @@ def test_a_gated_call_opens_a_decision_bound_to_its_exact_input_agent_and_host(
 def test_waiting_until_a_moment_returns_none_and_lets_the_run_go(
         home: Path, db: Database, clock: ManualClock) -> None:
     opened = opened_call(db, home)
-    assert approvals.wait_call(db, opened, until_ms=clock.now_ms()) is None
+    assert opened.wait(db, until_ms=clock.now_ms()) is None
     assert db.conn.execute("SELECT owner_id FROM leases WHERE resource_id LIKE 'run:%'"
                            ).get is None
     answer(db, opened, gating.ALLOW)  # answered while nobody waited: the next wait sees it
-    verdict = approvals.wait_call(db, opened)
+    verdict = opened.wait(db)
     assert verdict == Verdict(True, "Allowed on Telegram", gating.ALLOW, opened.decision_id,
                               "bash: git push")
     assert db.conn.execute("SELECT status FROM runs").get == "completed"
@@ -118,7 +118,7 @@ def test_waiting_until_a_moment_returns_none_and_lets_the_run_go(
 def test_a_denial_with_a_reason_is_what_the_agent_is_told(home: Path, db: Database) -> None:
     opened = opened_call(db, home)
     answer(db, opened, gating.DENY_REASON, "not on a Friday")
-    verdict = approvals.wait_call(db, opened)
+    verdict = opened.wait(db)
     assert verdict is not None and not verdict.allow
     assert verdict.message == "Denied on Telegram: not on a Friday"
     assert verdict.choice == gating.DENY_REASON
@@ -128,7 +128,7 @@ def test_the_deadline_denies_and_nobody_is_said_to_have_chosen(
         home: Path, db: Database, clock: ManualClock) -> None:
     opened = opened_call(db, home)
     clock.advance(10 * 60_000)
-    verdict = approvals.wait_call(db, opened)
+    verdict = opened.wait(db)
     assert verdict == Verdict(False, "Denied: no answer within 10 minutes", None,
                               opened.decision_id, "bash: git push")
     row = db.conn.execute("SELECT outcome, provenance FROM human_decision_resolutions").get
@@ -139,7 +139,7 @@ def test_allowed_for_the_session_stops_asking_for_that_input_in_that_session_onl
         home: Path, db: Database) -> None:
     opened = opened_call(db, home)
     answer(db, opened, gating.ALLOW_SESSION)
-    assert approvals.wait_call(db, opened) is not None
+    assert opened.wait(db) is not None
     again = open_call(db, home, call(home))
     assert isinstance(again, Verdict) and again.allow
     assert again.message.startswith("Allowed: this exact input was allowed for this session")
@@ -153,8 +153,8 @@ def test_allowed_for_the_session_stops_asking_for_that_input_in_that_session_onl
 
 def test_cancelling_settles_the_decision_and_never_allows(home: Path, db: Database) -> None:
     opened = opened_call(db, home)
-    approvals.wait_call(db, opened, until_ms=0)
-    verdict = approvals.cancel_call(db, opened, "Claude Code stopped waiting", "hook:test:1:ab")
+    opened.wait(db, until_ms=0)
+    verdict = opened.cancel(db, "Claude Code stopped waiting", "hook:test:1:ab")
     assert verdict == Verdict(False, "Cancelled: Claude Code stopped waiting", None,
                               opened.decision_id, "bash: git push")
     assert db.conn.execute("SELECT outcome FROM human_decision_resolutions").get == "cancelled"
@@ -164,5 +164,5 @@ def test_cancelling_settles_the_decision_and_never_allows(home: Path, db: Databa
 def test_an_answer_that_won_before_the_cancel_stands(home: Path, db: Database) -> None:
     opened = opened_call(db, home)
     answer(db, opened, gating.DENY)
-    verdict = approvals.cancel_call(db, opened, "gave up", "hook:test:1:ab")
+    verdict = opened.cancel(db, "gave up", "hook:test:1:ab")
     assert verdict.message == "Denied on Telegram" and verdict.choice == gating.DENY
