@@ -108,7 +108,7 @@ def test_other_packages_reach_a_package_only_through_its_exported_modules() -> N
 # The names one package's product code uses of another's, at most (issue 29: 449 before the
 # packages' surfaces were narrowed). Lower it when a change narrows a surface; a change that
 # must widen one says why in its commit.
-MAX_CROSSING_NAMES = 300
+MAX_CROSSING_NAMES = 297
 
 
 def test_the_names_crossing_packages_do_not_grow() -> None:

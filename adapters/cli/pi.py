@@ -158,7 +158,7 @@ def register(sub: Any) -> None:
 
     q = pi_sub.add_parser("bridge", help="JSON-lines bridge for one Pi session (run by the Pi"
                           " extension)")
-    q.add_argument("--tick", type=float, default=serving.TICK_SECONDS, help=argparse.SUPPRESS)
+    q.add_argument("--tick", type=float, help=argparse.SUPPRESS)  # tests: a faster tick
     q.add_argument("--secret-fd", type=int, metavar="FD",
                    help="the inherited pipe the Pi extension writes its secret on")
     q.set_defaults(handler=_cmd_bridge)

@@ -16,19 +16,19 @@ from channels.config import loading
 from channels.decisions import workflows
 from state.database import Database
 
-__all__ = ["TICK_SECONDS", "serve"]
+__all__ = ["serve"]
 
 
 # A tick reads PRAGMA data_version (no lock, no write): often enough that an answer made
 # elsewhere reaches the session well within a second.
-TICK_SECONDS = 0.2
+_TICK_SECONDS = 0.2
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
-def _serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = TICK_SECONDS) -> None:
+def _serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = _TICK_SECONDS) -> None:
     """Read lines until stdin closes (or the extension stops reading), ticking in between."""
     buffer = b""
     discarding = False
@@ -54,7 +54,7 @@ def _serve(bridge: Bridge, stdin_fd: int, *, tick_seconds: float = TICK_SECONDS)
 
 
 def _run(db: Database, owner_id: str, binding: Binding, *, stdin_fd: int = 0,
-        stdout_fd: int = 1, tick_seconds: float = TICK_SECONDS,
+        stdout_fd: int = 1, tick_seconds: float = _TICK_SECONDS,
         load_config: ConfigLoader | None = None) -> int:
     """The `pi bridge` process: serve until stdin closes, then release the lease."""
     previous = signal.signal(signal.SIGTERM, _stop)
@@ -70,9 +70,10 @@ def _run(db: Database, owner_id: str, binding: Binding, *, stdin_fd: int = 0,
     return 0
 
 
-def serve(secret_fd: int | None, *, tick_seconds: float = TICK_SECONDS) -> int:
+def serve(secret_fd: int | None, *, tick_seconds: float | None = None) -> int:
     """`piw-channels pi bridge`: read the extension's secret (from the inherited pipe
-    `secret_fd`), then serve the session until stdin closes."""
+    `secret_fd`), then serve the session until stdin closes, looking for work every
+    `tick_seconds` (the bridge's own tick when None)."""
     # The secret pipe is read first, while the extension that made it is surely still there.
     found = read_binding(secret_fd)
     with Database.open_writer() as db:
@@ -81,4 +82,4 @@ def serve(secret_fd: int | None, *, tick_seconds: float = TICK_SECONDS) -> int:
         pi_parent = os.environ.get("PIW_PI_WINDOW") == str(os.getppid())
         window = os.getppid() if found.secret is not None and pi_parent else None
         return _run(db, workflows.new_owner_id(db, "pi-bridge", window), found,
-                    tick_seconds=tick_seconds)
+                    tick_seconds=_TICK_SECONDS if tick_seconds is None else tick_seconds)
